@@ -1,0 +1,59 @@
+"""jaxmb: JAX-accelerated, differentiable multibody and musculoskeletal dynamics.
+
+Joint variables are smooth functions f(q) of the minimal coordinates q
+(Ehsani, "Empirically-based multibody dynamics"), so constrained and empirical
+joints give an ODE  M(q) q'' + N(q, q') q' = G(q) + Q  without constraint drift.
+
+jaxmb never switches on float64 itself: call
+``jax.config.update("jax_enable_x64", True)`` where accuracy matters.
+"""
+
+from . import models as models
+from . import seed as seed
+from ._dynamics import InverseDynamicsTerms as InverseDynamicsTerms
+from ._dynamics import bias_forces as bias_forces
+from ._dynamics import forward_dynamics as forward_dynamics
+from ._dynamics import generalized_forces as generalized_forces
+from ._dynamics import gravity_forces as gravity_forces
+from ._dynamics import inverse_dynamics as inverse_dynamics
+from ._dynamics import inverse_dynamics_series as inverse_dynamics_series
+from ._dynamics import inverse_dynamics_terms as inverse_dynamics_terms
+from ._dynamics import kinetic_energy as kinetic_energy
+from ._dynamics import mass_matrix as mass_matrix
+from ._dynamics import potential_energy as potential_energy
+from ._dynamics import velocity_forces as velocity_forces
+from ._errors import ModelError as ModelError
+from ._errors import SimulationError as SimulationError
+from ._functions import AbstractJointFunction as AbstractJointFunction
+from ._functions import Composed as Composed
+from ._functions import Constant as Constant
+from ._functions import Coordinate as Coordinate
+from ._functions import CubicSpline as CubicSpline
+from ._functions import FourierSeries as FourierSeries
+from ._functions import JaxFunction as JaxFunction
+from ._functions import Linear as Linear
+from ._functions import Polynomial as Polynomial
+from ._functions import Scaled as Scaled
+from ._kinematics import angular_jacobians as angular_jacobians
+from ._kinematics import body_angular_velocities as body_angular_velocities
+from ._kinematics import body_transforms as body_transforms
+from ._kinematics import joint_gradients as joint_gradients
+from ._kinematics import joint_hessians as joint_hessians
+from ._kinematics import joint_rates as joint_rates
+from ._kinematics import joint_transforms as joint_transforms
+from ._kinematics import joint_values as joint_values
+from ._kinematics import point_acceleration as point_acceleration
+from ._kinematics import point_jacobian as point_jacobian
+from ._kinematics import point_position as point_position
+from ._kinematics import point_velocity as point_velocity
+from ._model import AbstractLoad as AbstractLoad
+from ._model import Body as Body
+from ._model import BodyTorque as BodyTorque
+from ._model import Joint as Joint
+from ._model import Model as Model
+from ._model import ModelBuilder as ModelBuilder
+from ._model import PointForce as PointForce
+from ._model import prismatic as prismatic
+from ._model import revolute as revolute
+
+__version__ = "0.1.0"

@@ -1,0 +1,337 @@
+"""Equations of motion ``M(q) q'' + N(q, q') q' = G(q) + Q`` (seed 001, Eq. 198).
+
+Three independent routes compute ``M``, the velocity term ``N q'`` and ``G``:
+
+* ``"recursive"`` (default, fast): Featherstone's composite-rigid-body and
+  recursive Newton-Euler algorithms on the joint variables ``f``, mapped to ``q``
+  with ``J = ∂f/∂q`` and the velocity-product term ``q'ᵀ H q'``:
+  ``M_q = Jᵀ M_f J`` and ``bias_q = Jᵀ RNEA(f, J q', q'ᵀ H q')``.
+* ``"autodiff"``: Jacobians of body centre-of-mass positions and angular
+  velocities by ``jax.jacfwd`` give ``M = Σ m J_vᵀ J_v + J_ωᵀ I J_ω``; the
+  velocity term comes from the Lagrangian, ``N q' = ∂(M q')/∂q · q' - ∂T/∂q``.
+* ``"seed"``: the seed's virtual-work formulas with Kronecker products
+  (Eq. 145, corrected Eq. 147, Eq. 187), see :mod:`jaxmb.seed`. Slow; it is the
+  reference implementation of the paper.
+
+The API convention (../shared/API.md): ``M q'' + bias(q, q') = tau`` with
+``bias = N q' - G``; ``gravity_forces`` returns ``G`` (right-hand-side sign).
+Model loads (e.g. seed 002's spring) enter as generalized forces ``Q_ext``:
+``M q'' + bias = tau + Q_ext``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+from jaxtyping import Array, Float
+
+from ._kinematics import (
+    _body,
+    angular_jacobians,
+    body_angular_velocities,
+    body_transforms,
+    joint_gradients,
+    joint_rates,
+    joint_transforms,
+    joint_values,
+    point_jacobian,
+)
+from ._model import AbstractLoad, BodyTorque, Model, PointForce
+from ._spatial import skew
+
+Method = Literal["recursive", "autodiff", "seed"]
+
+
+# ---------------------------------------------------------------------------
+# Spatial algebra in body coordinates, motion vectors (ω, v), forces (n, f).
+# ---------------------------------------------------------------------------
+
+
+def _spatial_inertia(body) -> Float[Array, "6 6"]:
+    """Spatial inertia about the body origin: [[I_c + m c̃ c̃ᵀ, m c̃], [m c̃ᵀ, m 1]]."""
+    m = body.mass
+    c = skew(body.com)
+    top = jnp.concatenate([body.inertia + m * c @ c.T, m * c], axis=1)
+    bot = jnp.concatenate([m * c.T, m * jnp.eye(3, dtype=c.dtype)], axis=1)
+    return jnp.concatenate([top, bot], axis=0)
+
+
+def _motion_to_child(a4) -> Float[Array, "6 6"]:
+    """Motion-vector transform from parent to child coordinates (``a4``: child in parent)."""
+    r, p = a4[:3, :3], a4[:3, 3]
+    z = jnp.zeros((3, 3), dtype=r.dtype)
+    top = jnp.concatenate([r.T, z], axis=1)
+    bot = jnp.concatenate([-r.T @ skew(p), r.T], axis=1)
+    return jnp.concatenate([top, bot], axis=0)
+
+
+def _cross_motion(v, w):
+    return jnp.concatenate([jnp.cross(v[:3], w[:3]), jnp.cross(v[:3], w[3:]) + jnp.cross(v[3:], w[:3])])
+
+
+def _cross_force(v, f):
+    return jnp.concatenate([jnp.cross(v[:3], f[:3]) + jnp.cross(v[3:], f[3:]), jnp.cross(v[:3], f[3:])])
+
+
+def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, " nj"]:
+    """Recursive Newton-Euler in the joint variables: ``M_f f'' + c_f(f, f') - G_f``."""
+    local = joint_transforms(model, f)
+    dtype = local.dtype
+    xs = [_motion_to_child(local[i]) for i in range(model.n_bodies)]
+    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
+    g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
+    a0 = jnp.concatenate([jnp.zeros(3, dtype), -g])
+    v0 = jnp.zeros(6, dtype)
+    vel, forces = [], []
+    acc = []
+    for i, p in enumerate(model.parents):
+        vp = v0 if p < 0 else vel[p]
+        ap = a0 if p < 0 else acc[p]
+        s = subspaces[i]
+        vj = s * fd[i]
+        v = xs[i] @ vp + vj
+        a = xs[i] @ ap + s * fdd[i] + _cross_motion(v, vj)
+        inertia = _spatial_inertia(model.bodies[i]).astype(dtype)
+        vel.append(v)
+        acc.append(a)
+        forces.append(inertia @ a + _cross_force(v, inertia @ v))
+    tau = [None] * model.n_bodies
+    for i in reversed(range(model.n_bodies)):
+        tau[i] = subspaces[i] @ forces[i]
+        p = model.parents[i]
+        if p >= 0:
+            forces[p] = forces[p] + xs[i].T @ forces[i]
+    return jnp.stack(tau)
+
+
+def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj"]:
+    """Composite-rigid-body algorithm: the joint-space mass matrix ``M_f``."""
+    local = joint_transforms(model, f)
+    dtype = local.dtype
+    n = model.n_bodies
+    xs = [_motion_to_child(local[i]) for i in range(n)]
+    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
+    composite = [_spatial_inertia(b).astype(dtype) for b in model.bodies]
+    for i in reversed(range(n)):
+        p = model.parents[i]
+        if p >= 0:
+            composite[p] = composite[p] + xs[i].T @ composite[i] @ xs[i]
+    m = jnp.zeros((n, n), dtype=dtype)
+    for i in range(n):
+        force = composite[i] @ subspaces[i]
+        m = m.at[i, i].set(subspaces[i] @ force)
+        j = i
+        while model.parents[j] >= 0:
+            force = xs[j].T @ force
+            j = model.parents[j]
+            val = subspaces[j] @ force
+            m = m.at[i, j].set(val).at[j, i].set(val)
+    return m
+
+
+# ---------------------------------------------------------------------------
+# Autodiff route.
+# ---------------------------------------------------------------------------
+
+
+def _com_positions(model: Model, q) -> Float[Array, "nb 3"]:
+    t = body_transforms(model, q)
+    coms = jnp.stack([b.com for b in model.bodies]).astype(t.dtype)
+    return jnp.einsum("bij,bj->bi", t[:, :3, :3], coms) + t[:, :3, 3]
+
+
+def _autodiff_mass_matrix(model: Model, q):
+    jv = jax.jacfwd(lambda x: _com_positions(model, x))(q)  # (nb, 3, nq)
+    jw = angular_jacobians(model, q)  # (nb, 3, nq)
+    rot = body_transforms(model, q)[:, :3, :3]
+    masses = jnp.stack([b.mass for b in model.bodies]).astype(q.dtype)
+    inertias = jnp.stack([b.inertia for b in model.bodies]).astype(q.dtype)
+    world_inertia = jnp.einsum("bij,bjk,blk->bil", rot, inertias, rot)
+    m = jnp.einsum("n,nia,nic->ac", masses, jv, jv)
+    return m + jnp.einsum("bia,bij,bjc->ac", jw, world_inertia, jw)
+
+
+def _autodiff_kinetic_energy(model: Model, q, qd):
+    return 0.5 * qd @ _autodiff_mass_matrix(model, q) @ qd
+
+
+def _autodiff_gravity(model: Model, q):
+    return jax.grad(lambda x: -potential_energy(model, x))(q)
+
+
+def _autodiff_velocity_term(model: Model, q, qd):
+    """``N q' = d/dt(∂T/∂q') - ∂T/∂q`` at ``q'' = 0`` (Lagrange)."""
+    momentum = lambda x: _autodiff_mass_matrix(model, x) @ qd  # noqa: E731
+    dmomentum = jax.jvp(momentum, (q,), (qd,))[1]
+    return dmomentum - jax.grad(lambda x: _autodiff_kinetic_energy(model, x, qd))(q)
+
+
+# ---------------------------------------------------------------------------
+# Public API.
+# ---------------------------------------------------------------------------
+
+
+def _check_method(method):
+    if method not in ("recursive", "autodiff", "seed"):
+        raise ValueError(f"method must be 'recursive', 'autodiff' or 'seed', got {method!r}.")
+
+
+def mass_matrix(model: Model, q: Float[Array, " nq"], *, method: Method = "recursive") -> Float[Array, "nq nq"]:
+    """Generalized mass matrix ``M(q)`` (seed 001, Eq. 145 and 189), kg m² / kg."""
+    _check_method(method)
+    q = jnp.asarray(q)
+    if method == "recursive":
+        jac = joint_gradients(model, q)
+        return jac.T @ _joint_space_crba(model, joint_values(model, q)) @ jac
+    if method == "autodiff":
+        return _autodiff_mass_matrix(model, q)
+    from . import seed
+
+    return seed.mass_matrix(model, q)
+
+
+def gravity_forces(model: Model, q: Float[Array, " nq"], *, method: Method = "recursive") -> Float[Array, " nq"]:
+    """Generalized gravity force ``G(q)`` (seed 001, Eq. 187 and 197), right-hand-side sign."""
+    _check_method(method)
+    q = jnp.asarray(q)
+    if method == "recursive":
+        f = joint_values(model, q)
+        zero = jnp.zeros_like(f)
+        return -joint_gradients(model, q).T @ _joint_space_rnea(model, f, zero, zero)
+    if method == "autodiff":
+        return _autodiff_gravity(model, q)
+    from . import seed
+
+    return seed.gravity_forces(model, q)
+
+
+def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[Array, " nq"]:
+    """Coriolis and centrifugal term ``N(q, q') q'`` (seed 001, Eq. 147 corrected, 190)."""
+    _check_method(method)
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    if method == "recursive":
+        f, fd, fdd = joint_rates(model, q, qd)
+        rnea = _joint_space_rnea(model, f, fd, fdd, gravity_on=False)
+        return joint_gradients(model, q).T @ rnea
+    if method == "autodiff":
+        return _autodiff_velocity_term(model, q, qd)
+    from . import seed
+
+    return seed.velocity_matrix(model, q, qd) @ qd
+
+
+def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[Array, " nq"]:
+    """``bias(q, q') = N(q, q') q' - G(q)``, so that ``M q'' + bias = tau`` (API convention)."""
+    _check_method(method)
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    if method == "recursive":
+        f, fd, fdd = joint_rates(model, q, qd)
+        return joint_gradients(model, q).T @ _joint_space_rnea(model, f, fd, fdd)
+    return velocity_forces(model, q, qd, method=method) - gravity_forces(model, q, method=method)
+
+
+def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
+    """Generalized force ``Q = Σ J_pᵀ F + J_ωᵀ τ`` of applied loads (seed 002's T_ext = -Q).
+
+    `loads` defaults to the model's own loads; pass a sequence of
+    :class:`PointForce` / :class:`BodyTorque` for others.
+    """
+    q = jnp.asarray(q)
+    loads = model.loads if loads is None else tuple(loads)
+    total = jnp.zeros_like(q)
+    jw = None
+    for load in loads:
+        if isinstance(load, PointForce):
+            jac = point_jacobian(model, q, load.body, load.point)
+            total = total + jac.T @ load.force.astype(q.dtype)
+        elif isinstance(load, BodyTorque):
+            if jw is None:
+                jw = angular_jacobians(model, q)
+            total = total + jw[_body(model, load.body)].T @ load.torque.astype(q.dtype)
+        elif isinstance(load, AbstractLoad):
+            raise NotImplementedError(f"generalized_forces: unsupported load type {type(load).__name__}")
+        else:
+            raise TypeError(f"loads must be PointForce/BodyTorque, got {type(load).__name__}")
+    return total
+
+
+def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursive") -> Float[Array, " nq"]:
+    """``q'' = M⁻¹ (tau + Q_ext - bias)``; the solve uses M as a positive-definite operator."""
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    tau = jnp.zeros_like(q) if tau is None else jnp.asarray(tau, dtype=q.dtype)
+    rhs = tau - bias_forces(model, q, qd, method=method)
+    if model.loads:
+        rhs = rhs + generalized_forces(model, q)
+    m = mass_matrix(model, q, method=method)
+    operator = lx.MatrixLinearOperator(m, lx.positive_semidefinite_tag)
+    return lx.linear_solve(operator, rhs, solver=lx.Cholesky()).value
+
+
+class InverseDynamicsTerms(eqx.Module):
+    """Decomposition of the inverse dynamics as in seed 002, Eq. 24:
+    ``total = inertial + velocity + gravity + external``.
+
+    - `inertial`: ``M(q) q''``
+    - `velocity`: ``N(q, q') q'`` (Coriolis/centrifugal; seed 002's v)
+    - `gravity`: ``-G(q)`` (seed 002's G: the moment that holds the limb against gravity)
+    - `external`: ``-Q_ext`` (seed 002's T_ext)
+    - `total`: the generalized force ``tau`` that produces ``q''``.
+    """
+
+    inertial: Array
+    velocity: Array
+    gravity: Array
+    external: Array
+    total: Array
+
+
+def inverse_dynamics_terms(model: Model, q, qd, qdd, *, loads=None, method: Method = "recursive") -> InverseDynamicsTerms:
+    """Inverse dynamics, decomposed (seed 002, Eq. 24-44). Works on single states;
+    use :func:`inverse_dynamics_series` for time series."""
+    q, qd, qdd = jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)
+    inertial = mass_matrix(model, q, method=method) @ qdd
+    velocity = velocity_forces(model, q, qd, method=method)
+    gravity = -gravity_forces(model, q, method=method)
+    external = -generalized_forces(model, q, loads)
+    return InverseDynamicsTerms(inertial, velocity, gravity, external, inertial + velocity + gravity + external)
+
+
+def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") -> Float[Array, " nq"]:
+    """Generalized force ``tau = M q'' + bias - Q_ext`` that produces ``q''``."""
+    q, qd, qdd = jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)
+    if method == "recursive":
+        f, fd, fdd = joint_rates(model, q, qd, qdd)
+        tau = joint_gradients(model, q).T @ _joint_space_rnea(model, f, fd, fdd)
+    else:
+        tau = mass_matrix(model, q, method=method) @ qdd + bias_forces(model, q, qd, method=method)
+    if model.loads:
+        tau = tau - generalized_forces(model, q)
+    return tau
+
+
+def inverse_dynamics_series(model: Model, q, qd, qdd, *, loads=None, method: Method = "recursive") -> InverseDynamicsTerms:
+    """:func:`inverse_dynamics_terms` over time series ``q, q', q''`` of shape (T, nq)."""
+    return jax.vmap(lambda a, b, c: inverse_dynamics_terms(model, a, b, c, loads=loads, method=method))(q, qd, qdd)
+
+
+def kinetic_energy(model: Model, q, qd) -> Float[Array, ""]:
+    """``T = Σ ½ m |v_c|² + ½ ωᵀ I ω`` from body velocities (not from M), J."""
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    vc = jax.jvp(lambda x: _com_positions(model, x), (q,), (qd,))[1]
+    w = body_angular_velocities(model, q, qd)
+    rot = body_transforms(model, q)[:, :3, :3]
+    masses = jnp.stack([b.mass for b in model.bodies]).astype(q.dtype)
+    inertias = jnp.stack([b.inertia for b in model.bodies]).astype(q.dtype)
+    wb = jnp.einsum("bji,bj->bi", rot, w)  # body axes
+    return 0.5 * jnp.sum(masses * jnp.sum(vc**2, axis=1)) + 0.5 * jnp.einsum("bi,bij,bj->", wb, inertias, wb)
+
+
+def potential_energy(model: Model, q) -> Float[Array, ""]:
+    """Gravitational potential ``V = -Σ m g · r_c`` (zero at the ground origin), J."""
+    q = jnp.asarray(q)
+    masses = jnp.stack([b.mass for b in model.bodies]).astype(q.dtype)
+    return -jnp.sum(masses * (_com_positions(model, q) @ model.gravity.astype(q.dtype)))

@@ -1,0 +1,400 @@
+"""Joint functions ``f_i(q)``: a joint variable as a smooth function of the coordinates.
+
+Seed 001, section 3-1: every joint variable ``f_i`` (angle of a revolute joint,
+displacement of a prismatic one) is a smooth function of the minimal generalized
+coordinates ``q``; kinematics and dynamics need its value, gradient ``∇f_i``
+(nq,) and Hessian ``H_i`` (nq, nq). Every class here is an equinox pytree whose
+numeric parameters are array leaves (so ``jax.grad`` with respect to spline
+coefficients or Fourier amplitudes works) and whose coordinate indices are static.
+
+Gradients and Hessians come from JAX autodiff by default. Splines and Fourier
+series also have closed forms (:meth:`gradient`, :meth:`hessian`), which the
+tests check against autodiff.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Scalar
+
+from ._errors import ModelError
+
+
+def _as_float_array(x) -> Array:
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(float)
+    return x
+
+
+class AbstractJointFunction(eqx.Module):
+    """A scalar function ``f(q)`` of the generalized-coordinate vector ``q`` (nq,).
+
+    Subclasses implement :meth:`__call__` and :meth:`coordinate_indices`;
+    :meth:`gradient` and :meth:`hessian` default to autodiff.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, q: Float[Array, " nq"]) -> Scalar:
+        """Value ``f(q)``."""
+
+    @abc.abstractmethod
+    def coordinate_indices(self) -> tuple[int, ...]:
+        """Indices of the coordinates this function depends on (for validation)."""
+
+    def gradient(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
+        """``∇f(q)``, shape (nq,)."""
+        return jax.grad(self.__call__)(q)
+
+    def hessian(self, q: Float[Array, " nq"]) -> Float[Array, "nq nq"]:
+        """``H(q) = ∂²f/∂q²``, shape (nq, nq)."""
+        return jax.hessian(self.__call__)(q)
+
+
+class Coordinate(AbstractJointFunction):
+    """``f(q) = q[index]``: the joint variable is a generalized coordinate itself."""
+
+    index: int = eqx.field(static=True)
+
+    def __call__(self, q):
+        return q[self.index]
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+
+class Constant(AbstractJointFunction):
+    """``f(q) = value``: a locked joint (OpenSim's locked coordinate or Constant)."""
+
+    value: Float[Array, ""]
+
+    def __init__(self, value: ArrayLike):
+        self.value = _as_float_array(value)
+
+    def __call__(self, q):
+        return self.value.astype(q.dtype)
+
+    def coordinate_indices(self):
+        return ()
+
+
+class Linear(AbstractJointFunction):
+    """``f(q) = offset + Σ_k weights[k] q[indices[k]]`` (affine in several coordinates).
+
+    The double pendulum's relative elbow angle ``θ2 - θ1`` is
+    ``Linear((0, 1), (-1.0, 1.0))``.
+    """
+
+    indices: tuple[int, ...] = eqx.field(static=True)
+    weights: Float[Array, " k"]
+    offset: Float[Array, ""]
+
+    def __init__(self, indices: Sequence[int], weights: ArrayLike, offset: ArrayLike = 0.0):
+        self.indices = tuple(int(i) for i in indices)
+        self.weights = _as_float_array(weights)
+        self.offset = _as_float_array(offset)
+        if self.weights.shape != (len(self.indices),):
+            raise ModelError(
+                f"Linear joint function: {len(self.indices)} indices but weights of "
+                f"shape {self.weights.shape}; give one weight per coordinate index."
+            )
+
+    def __call__(self, q):
+        idx = jnp.asarray(self.indices, dtype=int)
+        return self.offset + jnp.dot(self.weights, q[idx])
+
+    def coordinate_indices(self):
+        return self.indices
+
+
+class Polynomial(AbstractJointFunction):
+    """``f(q) = Σ_k coefficients[k] x^k`` with ``x = q[index]`` (lowest order first).
+
+    OpenSim's PolynomialFunction lists the highest order first: reverse it.
+    """
+
+    index: int = eqx.field(static=True)
+    coefficients: Float[Array, " k"]
+
+    def __init__(self, index: int, coefficients: ArrayLike):
+        self.index = int(index)
+        self.coefficients = _as_float_array(coefficients)
+        if self.coefficients.ndim != 1 or self.coefficients.shape[0] == 0:
+            raise ModelError("Polynomial joint function needs a non-empty 1-D coefficient array.")
+
+    def __call__(self, q):
+        return jnp.polyval(self.coefficients[::-1], q[self.index])
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+
+def _spline_second_moments(x: Array, y: Array, end_condition: str) -> Array:
+    """Solve for ``σ_i = s''(x_i)/6`` of an interpolating cubic spline.
+
+    Interior rows: ``h_{i-1} σ_{i-1} + 2 (h_{i-1} + h_i) σ_i + h_i σ_{i+1} = Δ_i - Δ_{i-1}``
+    with ``h_i = x_{i+1} - x_i`` and ``Δ_i = (y_{i+1} - y_i)/h_i``.
+
+    End conditions:
+    * ``"natural"``: ``s'' = 0`` at both ends.
+    * ``"not-a-knot-fmm"`` (OpenSim's SimmSpline, Forsythe-Malcolm-Moler): the
+      spline's third derivative at each end equals that of the cubic through the
+      four points nearest that end; with three points, a parabola.
+
+    The system is assembled densely so that the fit is differentiable in ``y``.
+    """
+    n = x.shape[0]
+    h = jnp.diff(x)
+    delta = jnp.diff(y) / h
+    a = jnp.zeros((n, n), dtype=y.dtype)
+    rhs = jnp.zeros((n,), dtype=y.dtype)
+    for i in range(1, n - 1):
+        a = a.at[i, i - 1].set(h[i - 1])
+        a = a.at[i, i].set(2.0 * (h[i - 1] + h[i]))
+        a = a.at[i, i + 1].set(h[i])
+        rhs = rhs.at[i].set(delta[i] - delta[i - 1])
+    if end_condition == "natural":
+        a = a.at[0, 0].set(1.0).at[n - 1, n - 1].set(1.0)
+    elif end_condition == "not-a-knot-fmm":
+        a = a.at[0, 0].set(-h[0]).at[0, 1].set(h[0])
+        a = a.at[n - 1, n - 2].set(h[n - 2]).at[n - 1, n - 1].set(-h[n - 2])
+        if n > 3:
+            d2_first = (delta[1] - delta[0]) / (x[2] - x[0])
+            d2_second = (delta[2] - delta[1]) / (x[3] - x[1])
+            d3_start = (d2_second - d2_first) / (x[3] - x[0])
+            d2_last = (delta[n - 2] - delta[n - 3]) / (x[n - 1] - x[n - 3])
+            d2_prev = (delta[n - 3] - delta[n - 4]) / (x[n - 2] - x[n - 4])
+            d3_end = (d2_last - d2_prev) / (x[n - 1] - x[n - 4])
+            rhs = rhs.at[0].set(h[0] ** 2 * d3_start)
+            rhs = rhs.at[n - 1].set(-(h[n - 2] ** 2) * d3_end)
+    else:
+        raise ModelError(
+            f"Unknown spline end condition {end_condition!r}; use 'natural' or 'not-a-knot-fmm'."
+        )
+    return jnp.linalg.solve(a, rhs)
+
+
+class CubicSpline(AbstractJointFunction):
+    """Interpolating cubic spline of one coordinate, ``f(q) = s(q[index])``.
+
+    On ``[x_i, x_{i+1}]``: ``s = y_i + b_i t + c_i t² + d_i t³``, ``t = x - x_i``.
+    Outside ``[x_0, x_{n-1}]`` it continues linearly with the end slope (as OpenSim's
+    SimmSpline and NaturalCubicSpline do), so f stays C¹ there and its Hessian is 0.
+
+    Build it with :meth:`fit` (``end_condition="natural"`` for a natural cubic spline,
+    ``"not-a-knot-fmm"`` for OpenSim's SimmSpline end conditions). The polynomial
+    coefficients ``y, b, c, d`` are the array leaves; ``fit`` is differentiable in
+    the data ``y``.
+    """
+
+    index: int = eqx.field(static=True)
+    x: Float[Array, " n"]
+    y: Float[Array, " n"]
+    b: Float[Array, " n"]
+    c: Float[Array, " n"]
+    d: Float[Array, " n"]
+
+    @classmethod
+    def fit(
+        cls, index: int, x: ArrayLike, y: ArrayLike, end_condition: str = "natural"
+    ) -> "CubicSpline":
+        """Fit the spline through the samples ``(x_k, y_k)`` (x strictly increasing)."""
+        x = _as_float_array(x)
+        y = _as_float_array(y)
+        xn = np.asarray(x)
+        if xn.ndim != 1 or xn.shape != np.shape(y) or xn.shape[0] < 2:
+            raise ModelError(
+                f"Spline of coordinate {index}: x and y must be 1-D of equal length >= 2, "
+                f"got shapes {np.shape(x)} and {np.shape(y)}."
+            )
+        if not np.all(np.diff(xn) > 0):
+            raise ModelError(
+                f"Spline of coordinate {index}: x must be strictly increasing; sort the "
+                "samples and remove duplicates."
+            )
+        n = xn.shape[0]
+        if n == 2:
+            slope = (y[1] - y[0]) / (x[1] - x[0])
+            b = jnp.stack([slope, slope])
+            zero = jnp.zeros(2, dtype=y.dtype)
+            return cls(index=index, x=x, y=y, b=b, c=zero, d=zero)
+        sigma = _spline_second_moments(x, y, end_condition)
+        h = jnp.diff(x)
+        delta = jnp.diff(y) / h
+        b_int = delta - h * (sigma[1:] + 2.0 * sigma[:-1])
+        d_int = (sigma[1:] - sigma[:-1]) / h
+        # Slope at the last knot, from the last interval's cubic.
+        b_last = b_int[-1] + 2.0 * (3.0 * sigma[-2]) * h[-1] + 3.0 * d_int[-1] * h[-1] ** 2
+        b = jnp.concatenate([b_int, b_last[None]])
+        c = 3.0 * sigma
+        d = jnp.concatenate([d_int, d_int[-1:]])
+        return cls(index=index, x=x, y=y, b=b, c=c, d=d)
+
+    def __init__(self, index, x, y, b, c, d):
+        self.index = int(index)
+        self.x, self.y, self.b, self.c, self.d = (
+            _as_float_array(v) for v in (x, y, b, c, d)
+        )
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+    def _locate(self, xq):
+        n = self.x.shape[0]
+        k = jnp.clip(jnp.searchsorted(self.x, xq, side="right") - 1, 0, n - 2)
+        below = xq < self.x[0]
+        above = xq > self.x[-1]
+        return k, below, above
+
+    def _derivatives(self, xq):
+        """Value, first and second derivative of s at the scalar ``xq``."""
+        k, below, above = self._locate(xq)
+        t = xq - self.x[k]
+        val = self.y[k] + t * (self.b[k] + t * (self.c[k] + t * self.d[k]))
+        d1 = self.b[k] + t * (2.0 * self.c[k] + 3.0 * t * self.d[k])
+        d2 = 2.0 * self.c[k] + 6.0 * t * self.d[k]
+        # Linear extrapolation with the end slopes (no division: NaN-safe gradients).
+        lo = self.y[0] + self.b[0] * (xq - self.x[0])
+        hi = self.y[-1] + self.b[-1] * (xq - self.x[-1])
+        val = jnp.where(below, lo, jnp.where(above, hi, val))
+        d1 = jnp.where(below, self.b[0], jnp.where(above, self.b[-1], d1))
+        d2 = jnp.where(below | above, jnp.zeros_like(d2), d2)
+        return val, d1, d2
+
+    def __call__(self, q):
+        return self._derivatives(q[self.index])[0]
+
+    def gradient(self, q):
+        """Closed form ``s'(x) e_index``."""
+        return jnp.zeros_like(q).at[self.index].set(self._derivatives(q[self.index])[1])
+
+    def hessian(self, q):
+        """Closed form ``s''(x) e_index e_indexᵀ``."""
+        nq = q.shape[0]
+        d2 = self._derivatives(q[self.index])[2]
+        return jnp.zeros((nq, nq), dtype=q.dtype).at[self.index, self.index].set(d2)
+
+
+class FourierSeries(AbstractJointFunction):
+    """``f(q) = a0 + Σ_{k=1}^{K} [a_k cos(k ω x) + b_k sin(k ω x)]`` with ``x = q[index]``.
+
+    The fitted shoulder and knee rhythms of the seed's pre-modeling approach.
+    Use :meth:`fit` for a least-squares fit to samples.
+    """
+
+    index: int = eqx.field(static=True)
+    a0: Float[Array, ""]
+    a: Float[Array, " K"]
+    b: Float[Array, " K"]
+    omega: Float[Array, ""]
+
+    def __init__(self, index: int, a0, a, b, omega):
+        self.index = int(index)
+        self.a0 = _as_float_array(a0)
+        self.a = _as_float_array(a)
+        self.b = _as_float_array(b)
+        self.omega = _as_float_array(omega)
+        if self.a.shape != self.b.shape or self.a.ndim != 1:
+            raise ModelError("FourierSeries: a and b must be 1-D arrays of equal length.")
+
+    @classmethod
+    def fit(cls, index: int, x: ArrayLike, y: ArrayLike, order: int, omega: float) -> "FourierSeries":
+        """Least-squares fit of an order-``order`` series with fundamental ``omega``."""
+        x = _as_float_array(x)
+        y = _as_float_array(y)
+        k = jnp.arange(1, order + 1, dtype=x.dtype)
+        phase = omega * x[:, None] * k[None, :]
+        basis = jnp.concatenate([jnp.ones_like(x)[:, None], jnp.cos(phase), jnp.sin(phase)], axis=1)
+        coef = jnp.linalg.lstsq(basis, y)[0]
+        return cls(index, coef[0], coef[1 : order + 1], coef[order + 1 :], omega)
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+    def _terms(self, xq):
+        k = jnp.arange(1, self.a.shape[0] + 1, dtype=self.a.dtype)
+        kw = k * self.omega
+        return kw, jnp.cos(kw * xq), jnp.sin(kw * xq)
+
+    def __call__(self, q):
+        _, c, s = self._terms(q[self.index])
+        return self.a0 + jnp.dot(self.a, c) + jnp.dot(self.b, s)
+
+    def gradient(self, q):
+        kw, c, s = self._terms(q[self.index])
+        d1 = jnp.dot(kw * self.b, c) - jnp.dot(kw * self.a, s)
+        return jnp.zeros_like(q).at[self.index].set(d1)
+
+    def hessian(self, q):
+        kw, c, s = self._terms(q[self.index])
+        d2 = -jnp.dot(kw**2 * self.a, c) - jnp.dot(kw**2 * self.b, s)
+        nq = q.shape[0]
+        return jnp.zeros((nq, nq), dtype=q.dtype).at[self.index, self.index].set(d2)
+
+
+class Composed(AbstractJointFunction):
+    """``f(q) = outer(inner(q))``: a univariate ``outer`` applied to another joint function.
+
+    ``outer`` is itself a joint function of a one-element vector (index 0), e.g. a
+    spline; this is how an OpenSim transform-axis function of a coupled
+    (dependent) coordinate is expressed.
+    """
+
+    outer: AbstractJointFunction
+    inner: AbstractJointFunction
+
+    def __call__(self, q):
+        return self.outer(jnp.reshape(self.inner(q), (1,)))
+
+    def coordinate_indices(self):
+        return self.inner.coordinate_indices()
+
+
+class Scaled(AbstractJointFunction):
+    """``f(q) = scale * inner(q)`` (OpenSim's MultiplierFunction)."""
+
+    inner: AbstractJointFunction
+    scale: Float[Array, ""]
+
+    def __init__(self, inner: AbstractJointFunction, scale: ArrayLike):
+        self.inner = inner
+        self.scale = _as_float_array(scale)
+
+    def __call__(self, q):
+        return self.scale * self.inner(q)
+
+    def coordinate_indices(self):
+        return self.inner.coordinate_indices()
+
+
+class JaxFunction(AbstractJointFunction):
+    """Any user JAX callable ``fn(q, params) -> scalar``.
+
+    ``params`` is a pytree of arrays (differentiable leaves); ``coordinates`` lists
+    the coordinate indices ``fn`` reads (used only to validate the model).
+    Example, a shoulder rhythm of two coordinates::
+
+        JaxFunction(lambda q, p: p[0] * q[0] + p[1] * q[0] * q[1], jnp.array([0.4, 0.1]), (0, 1))
+    """
+
+    fn: Callable[[Array, Any], Array] = eqx.field(static=True)
+    params: Any
+    coordinates: tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(self, fn: Callable[[Array, Any], Array], params: Any = None, coordinates: Sequence[int] = ()):
+        self.fn = fn
+        self.params = params
+        self.coordinates = tuple(int(c) for c in coordinates)
+
+    def __call__(self, q):
+        return jnp.asarray(self.fn(q, self.params)).reshape(())
+
+    def coordinate_indices(self):
+        return self.coordinates

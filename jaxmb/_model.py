@@ -1,0 +1,561 @@
+"""Bodies, joints and the model tree (seed 001, sections 3-1 and 3-2).
+
+A :class:`Model` is a tree of rigid :class:`Body` objects, each attached to its
+parent by one 1-DOF :class:`Joint` (revolute or prismatic) whose joint variable is
+a joint function ``f_i(q)`` of the model's generalized coordinates. Multi-DOF
+joints (universal, ball, free, planar, OpenSim custom) are chains of 1-DOF
+joints through massless bodies, as seed 001 prescribes; :class:`ModelBuilder`
+has constructors for them.
+
+Topology, names and counts are static fields; every numeric parameter is an
+array leaf, so ``jax.grad`` with respect to a model works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from ._errors import ModelError
+from ._functions import AbstractJointFunction, Constant, Coordinate
+from ._spatial import homogeneous, rotation_about_axis
+
+GROUND = "ground"
+
+
+def _f(x, shape=None) -> Array:
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(float)
+    if shape is not None and x.shape != shape:
+        raise ModelError(f"expected an array of shape {shape}, got {x.shape}")
+    return x
+
+
+def _concrete(*arrays) -> list[np.ndarray] | None:
+    """NumPy copies of the arrays, or None when any is a tracer (checks then skip)."""
+    try:
+        return [np.asarray(a) for a in arrays]
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+class Body(eqx.Module):
+    """A rigid body.
+
+    **Arguments:**
+
+    - `name`: unique name.
+    - `mass`: kg, > 0 (or exactly 0 with `massless=True`, for the virtual bodies
+      between the 1-DOF joints of a multi-DOF joint).
+    - `com`: (3,) centre of mass in the body frame, m.
+    - `inertia`: (3, 3) inertia tensor about the centre of mass, body axes, kg m².
+      Must be symmetric positive semi-definite and satisfy the triangle inequality
+      of principal moments (``I1 + I2 >= I3``).
+    """
+
+    name: str = eqx.field(static=True)
+    mass: Float[Array, ""]
+    com: Float[Array, "3"]
+    inertia: Float[Array, "3 3"]
+    massless: bool = eqx.field(static=True)
+
+    def __init__(self, name: str, mass: ArrayLike, com: ArrayLike = (0.0, 0.0, 0.0),
+                 inertia: ArrayLike | None = None, massless: bool = False):
+        self.name = str(name)
+        self.mass = _f(mass)
+        self.com = _f(com)
+        self.inertia = _f(jnp.zeros((3, 3)) if inertia is None else inertia)
+        if self.inertia.shape == (3,):
+            self.inertia = jnp.diag(self.inertia)
+        self.massless = bool(massless)
+        if self.mass.shape != () or self.com.shape != (3,) or self.inertia.shape != (3, 3):
+            raise ModelError(
+                f"Body {name!r}: mass must be a scalar, com (3,) and inertia (3, 3) or (3,) "
+                f"diagonal; got {self.mass.shape}, {self.com.shape}, {self.inertia.shape}."
+            )
+        values = _concrete(self.mass, self.com, self.inertia)
+        if values is not None:
+            _validate_inertial(self.name, *values, massless=self.massless)
+
+    @classmethod
+    def virtual(cls, name: str) -> "Body":
+        """A massless, inertia-less body (the links of a multi-DOF joint chain)."""
+        return cls(name, 0.0, massless=True)
+
+
+def _validate_inertial(name, mass, com, inertia, *, massless):
+    if not np.all(np.isfinite(mass)) or not np.all(np.isfinite(com)) or not np.all(np.isfinite(inertia)):
+        raise ModelError(f"Body {name!r}: mass, com and inertia must be finite.")
+    if massless:
+        if mass != 0.0 or np.any(inertia != 0.0):
+            raise ModelError(
+                f"Body {name!r} is declared massless but has mass {float(mass)} or non-zero "
+                "inertia; drop `massless=True` or zero them."
+            )
+        return
+    if not mass > 0.0:
+        raise ModelError(
+            f"Body {name!r} has non-positive mass {float(mass)} kg; give it a positive mass, "
+            "or build it with Body.virtual(name) if it is a massless link of a multi-DOF joint."
+        )
+    scale = max(float(np.max(np.abs(inertia))), 1e-300)
+    if np.max(np.abs(inertia - inertia.T)) > 1e-10 * scale:
+        raise ModelError(f"Body {name!r}: inertia tensor is not symmetric:\n{inertia}")
+    moments = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
+    tol = 1e-9 * scale
+    if moments[0] < -tol:
+        raise ModelError(
+            f"Body {name!r}: inertia tensor is not positive semi-definite (principal moments "
+            f"{moments}); check signs of the products of inertia."
+        )
+    if moments[0] + moments[1] < moments[2] - tol:
+        raise ModelError(
+            f"Body {name!r}: principal moments {moments} violate the triangle inequality "
+            "I1 + I2 >= I3, so no mass distribution has this inertia."
+        )
+
+
+JointKind = Literal["revolute", "prismatic"]
+
+
+class Joint(eqx.Module):
+    """A 1-DOF joint between `parent` and `child` (seed 001, Eq. 38-39, Fig. 1).
+
+    The child frame in the parent frame is ``A4 = P · X(f) · C`` where
+
+    - ``P = [[parent_rotation, parent_translation], [0, 1]]`` is a constant offset
+      (the seed's ``d_i V_d`` translation of a revolute joint),
+    - ``X(f)`` is a rotation by ``f`` about `axis` (revolute, Eq. 39) or a translation
+      ``f * axis`` (prismatic), `axis` a unit vector in the offset frame,
+    - ``C = [[child_rotation, child_translation], [0, 1]]`` is a constant offset
+      (the seed's constant rotation ``θ_i`` of a prismatic joint),
+
+    and ``f = function(q)`` is the joint variable (rad or m).
+    """
+
+    name: str = eqx.field(static=True)
+    parent: str = eqx.field(static=True)
+    child: str = eqx.field(static=True)
+    kind: str = eqx.field(static=True)
+    axis: Float[Array, "3"]
+    function: AbstractJointFunction
+    parent_rotation: Float[Array, "3 3"]
+    parent_translation: Float[Array, "3"]
+    child_rotation: Float[Array, "3 3"]
+    child_translation: Float[Array, "3"]
+
+    def __init__(self, name: str, parent: str, child: str, kind: JointKind,
+                 axis: ArrayLike, function: AbstractJointFunction,
+                 parent_translation: ArrayLike = (0.0, 0.0, 0.0),
+                 parent_rotation: ArrayLike | None = None,
+                 child_translation: ArrayLike = (0.0, 0.0, 0.0),
+                 child_rotation: ArrayLike | None = None):
+        self.name, self.parent, self.child = str(name), str(parent), str(child)
+        if kind not in ("revolute", "prismatic"):
+            raise ModelError(f"Joint {name!r}: kind must be 'revolute' or 'prismatic', got {kind!r}.")
+        self.kind = kind
+        if not isinstance(function, AbstractJointFunction):
+            raise ModelError(
+                f"Joint {name!r}: function must be a jaxmb joint function (Coordinate, "
+                f"CubicSpline, ...), got {type(function).__name__}."
+            )
+        self.function = function
+        axis = _f(axis)
+        if axis.shape != (3,):
+            raise ModelError(f"Joint {name!r}: axis must have shape (3,), got {axis.shape}.")
+        vals = _concrete(axis)
+        if vals is not None:
+            norm = float(np.linalg.norm(vals[0]))
+            if not np.isfinite(norm) or norm < 1e-12:
+                raise ModelError(f"Joint {name!r} has a zero (or non-finite) axis {vals[0]}; give a unit vector.")
+            axis = axis / norm
+        self.axis = axis
+        self.parent_translation = _f(parent_translation)
+        self.parent_rotation = _f(jnp.eye(3) if parent_rotation is None else parent_rotation)
+        self.child_translation = _f(child_translation)
+        self.child_rotation = _f(jnp.eye(3) if child_rotation is None else child_rotation)
+        for label, arr, shape in (("parent_translation", self.parent_translation, (3,)),
+                                  ("parent_rotation", self.parent_rotation, (3, 3)),
+                                  ("child_translation", self.child_translation, (3,)),
+                                  ("child_rotation", self.child_rotation, (3, 3))):
+            if arr.shape != shape:
+                raise ModelError(f"Joint {name!r}: {label} must have shape {shape}, got {arr.shape}.")
+            vals = _concrete(arr)
+            if vals is not None and shape == (3, 3):
+                r = vals[0]
+                if np.max(np.abs(r.T @ r - np.eye(3))) > 1e-9 or np.linalg.det(r) < 0:
+                    raise ModelError(f"Joint {name!r}: {label} is not a proper rotation matrix:\n{r}")
+
+    # -- transforms --------------------------------------------------------
+    def parent_offset(self) -> Float[Array, "4 4"]:
+        return homogeneous(self.parent_rotation, self.parent_translation)
+
+    def child_offset(self) -> Float[Array, "4 4"]:
+        return homogeneous(self.child_rotation, self.child_translation)
+
+    def motion(self, f) -> Float[Array, "4 4"]:
+        """``X(f)``: the joint's own motion (Eq. 38-39)."""
+        f = jnp.asarray(f, dtype=self.axis.dtype)
+        if self.kind == "revolute":
+            return homogeneous(rotation_about_axis(self.axis, f), jnp.zeros(3, self.axis.dtype))
+        return homogeneous(jnp.eye(3, dtype=self.axis.dtype), f * self.axis)
+
+    def transform(self, f) -> Float[Array, "4 4"]:
+        """``pr(i)_i A4``: child frame in parent frame at joint value ``f``."""
+        return self.parent_offset() @ self.motion(f) @ self.child_offset()
+
+    def joint_matrix(self) -> Float[Array, "4 4"]:
+        """``Â`` with ``∂A4/∂f = A4 Â`` (seed 001, Eq. 69-71), in child-body coordinates."""
+        z = jnp.zeros((4, 4), dtype=self.axis.dtype)
+        if self.kind == "revolute":
+            a = self.axis
+            w = jnp.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]], dtype=a.dtype)
+            m = z.at[:3, :3].set(w)
+        else:
+            m = z.at[:3, 3].set(self.axis)
+        c = self.child_offset()
+        cinv = homogeneous(self.child_rotation.T, -self.child_rotation.T @ self.child_translation)
+        return cinv @ m @ c
+
+    def motion_subspace(self) -> Float[Array, "6"]:
+        """The joint twist ``S = (ω, v)`` in child-body coordinates: ``Â = [[ω̃, v], [0, 0]]``."""
+        j = self.joint_matrix()
+        omega = jnp.array([j[2, 1], j[0, 2], j[1, 0]])
+        return jnp.concatenate([omega, j[:3, 3]])
+
+
+def revolute(name: str, parent: str, child: str, axis: ArrayLike, function: AbstractJointFunction,
+             offset: ArrayLike = (0.0, 0.0, 0.0), **kwargs) -> Joint:
+    """A revolute joint: translate by `offset` in the parent frame, then rotate about `axis`."""
+    return Joint(name, parent, child, "revolute", axis, function, parent_translation=offset, **kwargs)
+
+
+def prismatic(name: str, parent: str, child: str, axis: ArrayLike, function: AbstractJointFunction,
+              offset: ArrayLike = (0.0, 0.0, 0.0), rotation: ArrayLike | None = None, **kwargs) -> Joint:
+    """A prismatic joint: translate by ``offset + f * axis`` (parent frame), then the constant `rotation`."""
+    return Joint(name, parent, child, "prismatic", axis, function, parent_translation=offset,
+                 child_rotation=rotation, **kwargs)
+
+
+class AbstractLoad(eqx.Module):
+    """An applied load on one body; see :func:`jaxmb.generalized_forces`."""
+
+    body: eqx.AbstractVar[str]
+
+
+class PointForce(AbstractLoad):
+    """A force `force` (N, ground axes) applied at `point` (m, body frame) of `body`."""
+
+    body: str = eqx.field(static=True)
+    point: Float[Array, "3"]
+    force: Float[Array, "3"]
+
+    def __init__(self, body: str, point: ArrayLike, force: ArrayLike):
+        self.body = str(body)
+        self.point = _f(point, (3,))
+        self.force = _f(force, (3,))
+
+
+class BodyTorque(AbstractLoad):
+    """A pure torque `torque` (N m, ground axes) applied to `body`."""
+
+    body: str = eqx.field(static=True)
+    torque: Float[Array, "3"]
+
+    def __init__(self, body: str, torque: ArrayLike):
+        self.body = str(body)
+        self.torque = _f(torque, (3,))
+
+
+class Model(eqx.Module):
+    """A tree of rigid bodies with joint variables ``f_i(q)``.
+
+    **Arguments:**
+
+    - `bodies`: the bodies (any order; they are sorted parents-first).
+    - `joints`: one joint per body, whose `child` is that body.
+    - `coordinate_names`: names of the generalized coordinates ``q`` (nq,).
+    - `gravity`: (3,) gravitational acceleration in ground axes, m/s².
+    - `loads`: applied loads that are part of the model (e.g. seed 002's spring).
+    - `q_default`, `q_lower`, `q_upper`: default value and range of each coordinate.
+    - `muscles`: musculotendon paths (see the muscles module), may be empty.
+
+    Raises :class:`jaxmb.ModelError` for an unknown parent, a cycle, duplicate
+    names, a body without a joint (or with two), a joint function reading a
+    coordinate that does not exist, or an invalid body (see :class:`Body`).
+    """
+
+    bodies: tuple[Body, ...]
+    joints: tuple[Joint, ...]
+    gravity: Float[Array, "3"]
+    loads: tuple[AbstractLoad, ...]
+    q_default: Float[Array, " nq"]
+    q_lower: Float[Array, " nq"]
+    q_upper: Float[Array, " nq"]
+    muscles: tuple
+    coordinate_names: tuple[str, ...] = eqx.field(static=True)
+    parents: tuple[int, ...] = eqx.field(static=True)
+    name: str = eqx.field(static=True)
+
+    def __init__(self, bodies: Sequence[Body], joints: Sequence[Joint], coordinate_names: Sequence[str],
+                 gravity: ArrayLike = (0.0, -9.81, 0.0), loads: Sequence[AbstractLoad] = (),
+                 q_default: ArrayLike | None = None, q_lower: ArrayLike | None = None,
+                 q_upper: ArrayLike | None = None, muscles: Sequence = (), name: str = "model"):
+        self.name = str(name)
+        self.coordinate_names = tuple(str(c) for c in coordinate_names)
+        nq = len(self.coordinate_names)
+        _no_duplicates("coordinate", self.coordinate_names)
+        bodies = tuple(bodies)
+        joints = tuple(joints)
+        for b in bodies:
+            if not isinstance(b, Body):
+                raise ModelError(f"Model {name!r}: bodies must be jaxmb.Body, got {type(b).__name__}.")
+        for j in joints:
+            if not isinstance(j, Joint):
+                raise ModelError(f"Model {name!r}: joints must be jaxmb.Joint, got {type(j).__name__}.")
+        body_names = [b.name for b in bodies]
+        _no_duplicates("body", body_names)
+        _no_duplicates("joint", [j.name for j in joints])
+        if GROUND in body_names:
+            raise ModelError(f"A body may not be called {GROUND!r}: that name is the fixed ground frame.")
+        by_child: dict[str, Joint] = {}
+        for j in joints:
+            if j.child not in body_names:
+                raise ModelError(f"Joint {j.name!r} moves unknown body {j.child!r}; add that body first.")
+            if j.parent != GROUND and j.parent not in body_names:
+                raise ModelError(
+                    f"Joint {j.name!r} has unknown parent {j.parent!r}; known bodies: "
+                    f"{[GROUND] + body_names}."
+                )
+            if j.parent == j.child:
+                raise ModelError(f"Joint {j.name!r} connects body {j.child!r} to itself.")
+            if j.child in by_child:
+                raise ModelError(
+                    f"Body {j.child!r} is the child of two joints ({by_child[j.child].name!r} and "
+                    f"{j.name!r}); a tree has one parent joint per body. Close loops with joint "
+                    "functions instead (see jaxmb.constraints)."
+                )
+            by_child[j.child] = j
+        for b in body_names:
+            if b not in by_child:
+                raise ModelError(f"Body {b!r} has no joint to a parent; add a joint whose child is {b!r}.")
+            for idx in by_child[b].function.coordinate_indices():
+                if not 0 <= idx < nq:
+                    raise ModelError(
+                        f"Joint {by_child[b].name!r}: its function reads coordinate index {idx}, "
+                        f"but the model has {nq} coordinates {self.coordinate_names}."
+                    )
+        # Topological order (parents first), stable in the user's order.
+        order: list[str] = []
+        placed = {GROUND}
+        remaining = list(body_names)
+        while remaining:
+            progress = [b for b in remaining if by_child[b].parent in placed]
+            if not progress:
+                raise ModelError(
+                    f"Model {name!r}: the bodies {remaining} form a cycle (each is its own "
+                    "ancestor); a model must be a tree rooted at ground."
+                )
+            for b in progress:
+                order.append(b)
+                placed.add(b)
+                remaining.remove(b)
+        body_by_name = {b.name: b for b in bodies}
+        self.bodies = tuple(body_by_name[b] for b in order)
+        self.joints = tuple(by_child[b] for b in order)
+        index = {b: i for i, b in enumerate(order)}
+        self.parents = tuple(-1 if by_child[b].parent == GROUND else index[by_child[b].parent] for b in order)
+        self.gravity = _f(gravity, (3,))
+        for load in loads:
+            if load.body not in index:
+                raise ModelError(f"Load {type(load).__name__} on unknown body {load.body!r}.")
+        self.loads = tuple(loads)
+        self.q_default = _f(jnp.zeros(nq) if q_default is None else q_default, (nq,))
+        self.q_lower = _f(jnp.full(nq, -jnp.inf) if q_lower is None else q_lower, (nq,))
+        self.q_upper = _f(jnp.full(nq, jnp.inf) if q_upper is None else q_upper, (nq,))
+        self.muscles = tuple(muscles)
+
+    # -- static topology ---------------------------------------------------
+    @property
+    def nq(self) -> int:
+        return len(self.coordinate_names)
+
+    @property
+    def n_bodies(self) -> int:
+        return len(self.bodies)
+
+    @property
+    def body_names(self) -> tuple[str, ...]:
+        return tuple(b.name for b in self.bodies)
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(j.name for j in self.joints)
+
+    @property
+    def muscle_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.muscles)
+
+    def body_index(self, name: str) -> int:
+        try:
+            return self.body_names.index(name)
+        except ValueError:
+            raise ModelError(f"Model {self.name!r} has no body {name!r}; bodies: {self.body_names}.") from None
+
+    def coordinate_index(self, name: str) -> int:
+        try:
+            return self.coordinate_names.index(name)
+        except ValueError:
+            raise ModelError(
+                f"Model {self.name!r} has no coordinate {name!r}; coordinates: {self.coordinate_names}."
+            ) from None
+
+    def ancestors(self, i: int) -> tuple[int, ...]:
+        """``Anc(i)``: moving ancestors of body i, root first (seed 001, section 3-1)."""
+        out = []
+        p = self.parents[i]
+        while p >= 0:
+            out.append(p)
+            p = self.parents[p]
+        return tuple(reversed(out))
+
+    def children(self, i: int) -> tuple[int, ...]:
+        return tuple(k for k, p in enumerate(self.parents) if p == i)
+
+
+def _no_duplicates(kind: str, names: Sequence[str]):
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise ModelError(f"Duplicate {kind} name {n!r}; {kind} names must be unique.")
+        seen.add(n)
+
+
+class ModelBuilder:
+    """Mutable helper that assembles a :class:`Model` step by step.
+
+    ```python
+    b = ModelBuilder("arm", gravity=(0, -9.81, 0))
+    q = b.add_coordinate("shoulder")
+    b.add_body(Body("humerus", 2.0, (0, -0.15, 0), jnp.diag(jnp.array([0.01, 0.001, 0.01]))))
+    b.add_joint(revolute("shoulder", "ground", "humerus", (0, 0, 1), Coordinate(q)))
+    model = b.build()
+    ```
+    """
+
+    def __init__(self, name: str = "model", gravity: ArrayLike = (0.0, -9.81, 0.0)):
+        self.name = name
+        self.gravity = gravity
+        self.bodies: list[Body] = []
+        self.joints: list[Joint] = []
+        self.coordinates: list[str] = []
+        self.defaults: list[float] = []
+        self.lower: list[float] = []
+        self.upper: list[float] = []
+        self.loads: list[AbstractLoad] = []
+        self.muscles: list = []
+
+    def add_coordinate(self, name: str, default: float = 0.0,
+                       range: tuple[float, float] = (-np.inf, np.inf)) -> int:
+        """Add a generalized coordinate; returns its index in ``q``."""
+        if name in self.coordinates:
+            raise ModelError(f"Duplicate coordinate name {name!r}.")
+        self.coordinates.append(name)
+        self.defaults.append(float(default))
+        self.lower.append(float(range[0]))
+        self.upper.append(float(range[1]))
+        return len(self.coordinates) - 1
+
+    def add_body(self, body: Body) -> Body:
+        self.bodies.append(body)
+        return body
+
+    def add_joint(self, joint: Joint) -> Joint:
+        self.joints.append(joint)
+        return joint
+
+    def add_load(self, load: AbstractLoad) -> AbstractLoad:
+        self.loads.append(load)
+        return load
+
+    def add_chain(self, name: str, parent: str, child: str,
+                  axes: Sequence[tuple[JointKind, ArrayLike, AbstractJointFunction]],
+                  offset: ArrayLike = (0.0, 0.0, 0.0), rotation: ArrayLike | None = None,
+                  child_translation: ArrayLike = (0.0, 0.0, 0.0),
+                  child_rotation: ArrayLike | None = None) -> list[Joint]:
+        """A multi-DOF joint as a chain of 1-DOF joints through massless bodies.
+
+        `axes` lists ``(kind, axis, function)`` in the order the motions are
+        composed (each axis in the frame left by the previous motions). `offset`
+        and `rotation` place the chain's first frame in `parent`;
+        `child_translation`/`child_rotation` place `child` in the last frame.
+        """
+        if len(axes) == 0:
+            raise ModelError(f"Joint {name!r}: a chain needs at least one axis (use a weld otherwise).")
+        made = []
+        prev = parent
+        for k, (kind, axis, fn) in enumerate(axes):
+            last = k == len(axes) - 1
+            link = child if last else f"{name}_link{k + 1}"
+            if not last:
+                self.add_body(Body.virtual(link))
+            j = Joint(f"{name}_{k + 1}" if len(axes) > 1 else name, prev, link, kind, axis, fn,
+                      parent_translation=offset if k == 0 else (0.0, 0.0, 0.0),
+                      parent_rotation=rotation if k == 0 else None,
+                      child_translation=child_translation if last else (0.0, 0.0, 0.0),
+                      child_rotation=child_rotation if last else None)
+            made.append(self.add_joint(j))
+            prev = link
+        return made
+
+    def add_weld(self, name: str, parent: str, child: str, offset: ArrayLike = (0.0, 0.0, 0.0),
+                 rotation: ArrayLike | None = None) -> Joint:
+        """A rigid attachment: a revolute joint locked at 0."""
+        return self.add_joint(Joint(name, parent, child, "revolute", (0.0, 0.0, 1.0), Constant(0.0),
+                                    parent_translation=offset, parent_rotation=rotation))
+
+    def add_universal(self, name, parent, child, coordinates: tuple[int, int],
+                      axes=((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)), **kw):
+        """Universal joint: rotations about two axes (the second in the rotated frame)."""
+        return self.add_chain(name, parent, child,
+                              [("revolute", axes[0], Coordinate(coordinates[0])),
+                               ("revolute", axes[1], Coordinate(coordinates[1]))], **kw)
+
+    def add_ball(self, name, parent, child, coordinates: tuple[int, int, int], **kw):
+        """Ball joint as body-fixed X-Y-Z rotations (OpenSim's BallJoint coordinates)."""
+        return self.add_chain(name, parent, child,
+                              [("revolute", (1.0, 0.0, 0.0), Coordinate(coordinates[0])),
+                               ("revolute", (0.0, 1.0, 0.0), Coordinate(coordinates[1])),
+                               ("revolute", (0.0, 0.0, 1.0), Coordinate(coordinates[2]))], **kw)
+
+    def add_planar(self, name, parent, child, coordinates: tuple[int, int, int], **kw):
+        """Planar joint: rotation about z, then translations along x and y (OpenSim order)."""
+        return self.add_chain(name, parent, child,
+                              [("prismatic", (1.0, 0.0, 0.0), Coordinate(coordinates[1])),
+                               ("prismatic", (0.0, 1.0, 0.0), Coordinate(coordinates[2])),
+                               ("revolute", (0.0, 0.0, 1.0), Coordinate(coordinates[0]))], **kw)
+
+    def add_free(self, name, parent, child, coordinates: tuple[int, int, int, int, int, int], **kw):
+        """Free joint: translations x, y, z (parent axes) then body-fixed X-Y-Z rotations."""
+        c = coordinates
+        return self.add_chain(name, parent, child,
+                              [("prismatic", (1.0, 0.0, 0.0), Coordinate(c[3])),
+                               ("prismatic", (0.0, 1.0, 0.0), Coordinate(c[4])),
+                               ("prismatic", (0.0, 0.0, 1.0), Coordinate(c[5])),
+                               ("revolute", (1.0, 0.0, 0.0), Coordinate(c[0])),
+                               ("revolute", (0.0, 1.0, 0.0), Coordinate(c[1])),
+                               ("revolute", (0.0, 0.0, 1.0), Coordinate(c[2]))], **kw)
+
+    def build(self) -> Model:
+        return Model(self.bodies, self.joints, self.coordinates, gravity=self.gravity,
+                     loads=self.loads, q_default=jnp.asarray(self.defaults, dtype=float),
+                     q_lower=jnp.asarray(self.lower, dtype=float),
+                     q_upper=jnp.asarray(self.upper, dtype=float),
+                     muscles=self.muscles, name=self.name)

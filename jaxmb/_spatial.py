@@ -1,0 +1,104 @@
+"""Rotations, homogeneous transforms and the matrix calculus of seed 001, section 2.
+
+Conventions
+-----------
+* A homogeneous transform ``A4`` (4x4) maps coordinates in a child frame to its
+  parent frame: ``[r_parent; 1] = A4 @ [r_child; 1]`` (seed 001, Eq. 38, 41).
+* ``skew(v) @ w == cross(v, w)`` (the seed's overhead tilde).
+* The seed's matrix derivative (Definition 1, Eq. 3) of ``A`` (m x n) with respect
+  to ``q`` (r,) is the (m r) x n matrix whose (i, k) block of r rows is
+  ``dA_ik/dq``. :func:`matrix_derivative` builds it from a JAX Jacobian.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+
+def skew(v: Float[Array, "3"]) -> Float[Array, "3 3"]:
+    """Skew-symmetric matrix ``ṽ`` with ``ṽ w = v x w``."""
+    z = jnp.zeros((), dtype=v.dtype)
+    return jnp.array(
+        [[z, -v[2], v[1]], [v[2], z, -v[0]], [-v[1], v[0], z]], dtype=v.dtype
+    )
+
+
+def rotation_about_axis(axis: Float[Array, "3"], angle) -> Float[Array, "3 3"]:
+    """Rotation by ``angle`` about the unit vector ``axis`` (seed 001, Eq. 39).
+
+    ``A = I + ṽ sin θ + 2 ṽ² sin²(θ/2)``, Rodrigues' formula in the seed's form.
+    """
+    v = skew(axis)
+    s = jnp.sin(angle)
+    h = jnp.sin(0.5 * angle)
+    return jnp.eye(3, dtype=v.dtype) + v * s + 2.0 * (v @ v) * (h * h)
+
+
+def homogeneous(rotation: Float[Array, "3 3"], translation: Float[Array, "3"]):
+    """The 4x4 transform ``[[R, p], [0, 1]]`` (seed 001, Eq. 38)."""
+    top = jnp.concatenate([rotation, translation[:, None]], axis=1)
+    bottom = jnp.zeros((1, 4), dtype=top.dtype).at[0, 3].set(1.0)
+    return jnp.concatenate([top, bottom], axis=0)
+
+
+def inverse_transform(a4: Float[Array, "4 4"]) -> Float[Array, "4 4"]:
+    """Inverse of a rigid homogeneous transform, without a general matrix inverse."""
+    r = a4[:3, :3]
+    p = a4[:3, 3]
+    return homogeneous(r.T, -r.T @ p)
+
+
+def body_fixed_xyz(angles: Float[Array, "3"]) -> Float[Array, "3 3"]:
+    """Rotation ``Rx(a0) Ry(a1) Rz(a2)`` (body-fixed X-Y-Z, OpenSim's frame orientation)."""
+    ex = jnp.array([1.0, 0.0, 0.0], dtype=angles.dtype)
+    ey = jnp.array([0.0, 1.0, 0.0], dtype=angles.dtype)
+    ez = jnp.array([0.0, 0.0, 1.0], dtype=angles.dtype)
+    return (
+        rotation_about_axis(ex, angles[0])
+        @ rotation_about_axis(ey, angles[1])
+        @ rotation_about_axis(ez, angles[2])
+    )
+
+
+def vee(w: Float[Array, "3 3"]) -> Float[Array, "3"]:
+    """Inverse of :func:`skew` (uses the antisymmetric part)."""
+    return 0.5 * jnp.array([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
+
+
+# --------------------------------------------------------------------------
+# Seed 001, section 2: matrix calculus with Kronecker products.
+# --------------------------------------------------------------------------
+
+
+def elementary(i: int, k: int, m: int, n: int, dtype=float) -> Array:
+    """Elementary matrix ``E_ik^{m x n}`` (seed 001, Eq. 1), zero-based indices."""
+    return jnp.zeros((m, n), dtype=dtype).at[i, k].set(1.0)
+
+
+def commutation(m: int, n: int, dtype=float) -> Array:
+    """Permutation matrix ``U_{m,n} = sum_ik E_ik^{m x n} ⊗ E_ki^{n x m}`` (Eq. 2).
+
+    It satisfies ``U_{m,n} vec(A) = vec(A^T)`` for the seed's row-major stacking
+    and the commutation rule ``U_{s,m}(A ⊗ B)U_{n,t} = B ⊗ A`` for A (m x n), B (s x t).
+    """
+    u = jnp.zeros((m * n, n * m), dtype=dtype)
+    for i in range(m):
+        for k in range(n):
+            u = u + jnp.kron(elementary(i, k, m, n, dtype), elementary(k, i, n, m, dtype))
+    return u
+
+
+def matrix_derivative(jacobian: Float[Array, "m n r"]) -> Float[Array, "mr n"]:
+    """Arrange a JAX Jacobian ``dA[i,k]/dq[j]`` as the seed's ``∂A/∂q`` (Definition 1).
+
+    ``jacobian`` has shape ``(m, n, r)`` (as returned by ``jax.jacfwd(A)(q)``);
+    the result has shape ``(m r, n)`` with ``out[i r + j, k] = dA_ik/dq_j``.
+    """
+    m, n, r = jacobian.shape
+    return jnp.transpose(jacobian, (0, 2, 1)).reshape(m * r, n)
+
+
+def vec(a: Array) -> Array:
+    """Column stacking ``vec(A)`` (Neudecker): columns of ``A`` one below the other."""
+    return a.T.reshape(-1)

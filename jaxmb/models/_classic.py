@@ -1,0 +1,90 @@
+"""The seeds' open-chain examples: double pendulum (seed 000), three-link arm (seed 002),
+and the planar chain used by the benchmarks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax.numpy as jnp
+
+from .._functions import Coordinate, Linear
+from .._model import Body, ModelBuilder, PointForce, revolute
+
+_Z = (0.0, 0.0, 1.0)
+
+
+def _rod_inertia(mass, length, along: str):
+    """Uniform slender rod about its centre: m l²/12 about both transverse axes."""
+    i = mass * length**2 / 12.0
+    return jnp.diag(jnp.array([i, 0.0, i] if along == "y" else [0.0, i, i]))
+
+
+def double_pendulum(m1: float = 1.0, l1: float = 1.0, m2: float = 1.0, l2: float = 0.5, g: float = 9.81):
+    """Seed 000's double pendulum of uniform rods in the x-y plane, gravity along -y.
+
+    ``q = (θ1, θ2)``: absolute angles of rods 1 and 2 from the downward vertical.
+    The elbow joint's variable is the relative angle ``θ2 - θ1``, a
+    :class:`~jaxmb.Linear` joint function. Generalized forces
+    ``tau = (M1 - M12, M12)`` for a shoulder torque M1 and an elbow torque M12
+    (use :func:`double_pendulum_torques`).
+    Defaults follow the seed's notebook (m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m).
+    """
+    b = ModelBuilder("double_pendulum", gravity=(0.0, -g, 0.0))
+    t1 = b.add_coordinate("theta1")
+    t2 = b.add_coordinate("theta2")
+    b.add_body(Body("rod1", m1, (0.0, -l1 / 2, 0.0), _rod_inertia(m1, l1, "y")))
+    b.add_body(Body("rod2", m2, (0.0, -l2 / 2, 0.0), _rod_inertia(m2, l2, "y")))
+    b.add_joint(revolute("shoulder", "ground", "rod1", _Z, Coordinate(t1)))
+    b.add_joint(revolute("elbow", "rod1", "rod2", _Z, Linear((t1, t2), (-1.0, 1.0)), offset=(0.0, -l1, 0.0)))
+    return b.build()
+
+
+def double_pendulum_torques(m1_torque, m12_torque):
+    """Generalized forces of seed 000: ``(M1 - M12, M12)``."""
+    return jnp.stack([jnp.asarray(m1_torque) - jnp.asarray(m12_torque), jnp.asarray(m12_torque)])
+
+
+def three_link_arm(l: Sequence[float] = (0.30, 0.26, 0.19), d: Sequence[float] = (0.13, 0.11, 0.07),
+                   m: Sequence[float] = (1.9, 1.1, 0.45), I: Sequence[float] = (0.015, 0.008, 0.0015),
+                   g: float = 9.81, spring_force: float = 0.0, spring_distance: float = 0.0):
+    """Seed 002's planar arm (upper arm, forearm, hand) in the x-y plane, gravity along -y.
+
+    ``q = (α1, α2, α3)``: α1 of the upper arm from the +x horizontal, α2 and α3
+    relative (elbow, wrist). Segment i lies along its body x axis with centre of
+    mass at ``d_i`` from its proximal joint and moment of inertia ``I_i`` (kg m²)
+    about the centre of mass (z axis). A horizontal spring force ``(-F_S, 0, 0)``
+    acts on the hand at ``d3 + d_S`` from the wrist (seed 002, Eq. 15-17, 42-44).
+    Default segment data are adult-arm values for illustration.
+    """
+    b = ModelBuilder("three_link_arm", gravity=(0.0, -g, 0.0))
+    names = ("upper_arm", "forearm", "hand")
+    joints = ("shoulder", "elbow", "wrist")
+    parents = ("ground",) + names[:2]
+    offsets = ((0.0, 0.0, 0.0), (l[0], 0.0, 0.0), (l[1], 0.0, 0.0))
+    for k in range(3):
+        c = b.add_coordinate(f"alpha{k + 1}")
+        b.add_body(Body(names[k], m[k], (d[k], 0.0, 0.0), jnp.diag(jnp.array([0.0, I[k], I[k]]))))
+        b.add_joint(revolute(joints[k], parents[k], names[k], _Z, Coordinate(c), offset=offsets[k]))
+    if spring_force != 0.0:
+        b.add_load(PointForce("hand", (d[2] + spring_distance, 0.0, 0.0), (-spring_force, 0.0, 0.0)))
+    return b.build()
+
+
+def planar_chain(n: int, length: float = 1.0, mass: float = 1.0, g: float = 9.81):
+    """``n`` uniform rods hanging along -y, revolute joints about z, gravity along -y.
+
+    ``q_k`` is the relative angle of rod k (absolute for k = 0). Rod k has its
+    centre of mass at ``(0, -length/2, 0)`` and the next joint at ``(0, -length, 0)``.
+    """
+    if int(n) < 1:
+        raise ValueError(f"planar_chain needs n >= 1 rods, got {n}.")
+    b = ModelBuilder(f"planar_chain_{n}", gravity=(0.0, -g, 0.0))
+    parent = "ground"
+    for k in range(int(n)):
+        c = b.add_coordinate(f"q{k}")
+        name = f"rod{k}"
+        b.add_body(Body(name, mass, (0.0, -length / 2, 0.0), _rod_inertia(mass, length, "y")))
+        b.add_joint(revolute(f"joint{k}", parent, name, _Z, Coordinate(c),
+                             offset=(0.0, 0.0, 0.0) if k == 0 else (0.0, -length, 0.0)))
+        parent = name
+    return b.build()
