@@ -8,6 +8,7 @@ jaxmb never switches on float64 itself: call
 ``jax.config.update("jax_enable_x64", True)`` where accuracy matters.
 """
 
+from . import control as control
 from . import models as models
 from . import seed as seed
 from ._dynamics import InverseDynamicsTerms as InverseDynamicsTerms
@@ -55,5 +56,7 @@ from ._model import ModelBuilder as ModelBuilder
 from ._model import PointForce as PointForce
 from ._model import prismatic as prismatic
 from ._model import revolute as revolute
+from ._simulate import Solution as Solution
+from ._simulate import simulate as simulate
 
 __version__ = "0.1.0"

@@ -1,0 +1,160 @@
+"""Forward simulation of ``M(q) q'' + bias(q, q') = tau + Q_ext`` with diffrax.
+
+The state is ``y = (q, q', z)`` where ``z`` is an optional controller state, so
+muscle or controller states integrate together with the mechanics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Bool, Float
+
+from ._control import AbstractController
+from ._dynamics import Method, forward_dynamics
+from ._model import Model
+
+
+class Solution(eqx.Module):
+    """Result of :func:`simulate`.
+
+    - `ts`: (T,) save times; `q`, `qd`: (T, nq); `z`: (T, nz) controller state.
+    - `success`: scalar bool, False when the solver failed (with ``throw=False``).
+    - `result`: the diffrax result code; `stats`: solver statistics
+      (``num_steps``, ``num_accepted_steps``, ``num_rejected_steps``).
+    """
+
+    ts: Float[Array, " T"]
+    q: Float[Array, "T nq"]
+    qd: Float[Array, "T nq"]
+    z: Array
+    success: Bool[Array, ""]
+    result: Any
+    stats: dict
+
+
+class _TimeSeriesTorque(eqx.Module):
+    interpolation: diffrax.LinearInterpolation
+
+    def __call__(self, t, q, qd):
+        return self.interpolation.evaluate(t)
+
+
+class _Constant(eqx.Module):
+    value: Array
+
+    def __call__(self, t, q, qd):
+        return self.value
+
+
+class _Zero(eqx.Module):
+    def __call__(self, t, q, qd):
+        return jnp.zeros_like(q)
+
+
+class _Vector(eqx.Module):
+    model: Model
+    torque: Any
+    controller: AbstractController | None
+    method: str = eqx.field(static=True)
+
+    def __call__(self, t, y, args):
+        q, qd, z = y
+        tau = self.torque(t, q, qd)
+        dz = jnp.zeros_like(z)
+        if self.controller is not None:
+            tau = tau + self.controller.torque(t, q, qd, z)
+            dz = self.controller.state_derivative(t, q, qd, z)
+        qdd = forward_dynamics(self.model, q, qd, tau, method=self.method)
+        return qd, qdd, dz
+
+
+def _torque_function(tau, tau_ts, dtype):
+    if tau is None:
+        return _Zero()
+    if callable(tau) and not isinstance(tau, jax.Array):
+        return tau
+    tau = jnp.asarray(tau, dtype=dtype)
+    if tau.ndim == 1:
+        return _Constant(tau)
+    if tau.ndim == 2:
+        if tau_ts is None:
+            raise ValueError("simulate: a (T, nq) torque array needs its sample times `tau_ts` (T,).")
+        return _TimeSeriesTorque(diffrax.LinearInterpolation(ts=jnp.asarray(tau_ts, dtype=dtype), ys=tau))
+    raise ValueError(f"simulate: tau must be None, (nq,), (T, nq) or a callable, got shape {tau.shape}.")
+
+
+_SOLVERS = {
+    "tsit5": diffrax.Tsit5,
+    "dopri5": diffrax.Dopri5,
+    "dopri8": diffrax.Dopri8,
+    "kvaerno5": diffrax.Kvaerno5,
+}
+
+
+def simulate(model: Model, q0: ArrayLike, qd0: ArrayLike, t1: float, *, t0: float = 0.0,
+             ts: ArrayLike | None = None, tau: ArrayLike | Callable | None = None,
+             tau_ts: ArrayLike | None = None, controller: AbstractController | None = None,
+             rtol: float = 1e-8, atol: float = 1e-8, solver: str | diffrax.AbstractSolver = "tsit5",
+             dt0: float | None = None, max_steps: int = 1_000_000, progress: bool = False,
+             throw: bool = True, adjoint: diffrax.AbstractAdjoint | None = None,
+             method: Method = "recursive") -> Solution:
+    """Integrate the equations of motion from ``(q0, q0')`` over ``[t0, t1]``.
+
+    **Arguments:**
+
+    - `ts`: save times (default: ``t1`` only).
+    - `tau`: generalized forces: ``None`` (zero), a constant (nq,), a (T, nq) array
+      sampled at `tau_ts` (linearly interpolated), or a callable ``tau(t, q, q')``.
+    - `controller`: an :class:`~jaxmb.control.AbstractController` (e.g. PID), whose
+      torque adds to `tau` and whose state integrates with the mechanics.
+    - `solver`: ``"tsit5"`` (default), ``"dopri5"``, ``"dopri8"``, ``"kvaerno5"``
+      (implicit, for stiff problems) or any diffrax solver; adaptive steps with a
+      PID step-size controller at `rtol`/`atol`.
+    - `progress`: show a tqdm progress bar.
+    - `throw`: raise on solver failure; with ``throw=False`` check ``.success``
+      (useful under ``vmap``).
+    - `adjoint`: diffrax adjoint for ``jax.grad`` (default: recursive checkpointing).
+
+    Works under ``jax.jit`` and ``jax.vmap`` (over initial conditions or over model
+    parameters) and is differentiable.
+    """
+    q0 = jnp.asarray(q0)
+    if not jnp.issubdtype(q0.dtype, jnp.floating):
+        q0 = q0.astype(float)
+    qd0 = jnp.asarray(qd0, dtype=q0.dtype)
+    if q0.shape != (model.nq,) or qd0.shape != (model.nq,):
+        raise ValueError(
+            f"simulate: q0 and qd0 must have shape ({model.nq},) for model {model.name!r} "
+            f"(coordinates {model.coordinate_names}); got {q0.shape} and {qd0.shape}."
+        )
+    if isinstance(solver, str):
+        try:
+            solver = _SOLVERS[solver.lower()]()
+        except KeyError:
+            raise ValueError(f"simulate: unknown solver {solver!r}; choose from {sorted(_SOLVERS)}.") from None
+    z0 = jnp.zeros((0,), q0.dtype) if controller is None else jnp.asarray(controller.init(q0, qd0), q0.dtype)
+    vector = _Vector(model, _torque_function(tau, tau_ts, q0.dtype), controller, method)
+    saveat = diffrax.SaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=q0.dtype))
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector),
+        solver,
+        t0=t0,
+        t1=t1,
+        dt0=dt0,
+        y0=(q0, qd0, z0),
+        saveat=saveat,
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=max_steps,
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
+        progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
+        throw=throw,
+    )
+    q, qd, z = sol.ys
+    return Solution(ts=sol.ts, q=q, qd=qd, z=z, success=sol.result == diffrax.RESULTS.successful,
+                    result=sol.result, stats=sol.stats)

@@ -1,0 +1,5 @@
+"""Controllers for :func:`jaxmb.simulate`: PID and computed-torque tracking."""
+
+from ._control import PID as PID
+from ._control import AbstractController as AbstractController
+from ._control import ComputedTorque as ComputedTorque
