@@ -13,6 +13,7 @@ Conventions
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 
@@ -79,14 +80,17 @@ def elementary(i: int, k: int, m: int, n: int, dtype=float) -> Array:
 def commutation(m: int, n: int, dtype=float) -> Array:
     """Permutation matrix ``U_{m,n} = sum_ik E_ik^{m x n} ⊗ E_ki^{n x m}`` (Eq. 2).
 
-    It satisfies ``U_{m,n} vec(A) = vec(A^T)`` for the seed's row-major stacking
-    and the commutation rule ``U_{s,m}(A ⊗ B)U_{n,t} = B ⊗ A`` for A (m x n), B (s x t).
+    It satisfies the commutation rule ``U_{s,m}(A ⊗ B)U_{n,t} = B ⊗ A`` for
+    A (m x n), B (s x t) (tested in tests/test_matrix_calculus.py). Built with
+    NumPy: it is a constant of the model's size.
     """
-    u = jnp.zeros((m * n, n * m), dtype=dtype)
+    u = np.zeros((m * n, n * m))
     for i in range(m):
         for k in range(n):
-            u = u + jnp.kron(elementary(i, k, m, n, dtype), elementary(k, i, n, m, dtype))
-    return u
+            e_ik = np.zeros((m, n))
+            e_ik[i, k] = 1.0
+            u += np.kron(e_ik, e_ik.T)
+    return jnp.asarray(u, dtype=dtype)
 
 
 def matrix_derivative(jacobian: Float[Array, "m n r"]) -> Float[Array, "mr n"]:

@@ -1,0 +1,117 @@
+"""Joint functions f(q): values, closed-form gradients/Hessians against autodiff, fits."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb as mb
+
+Q = jnp.array([0.37, -1.2, 0.8])
+
+
+def _functions():
+    x = jnp.linspace(-1.5, 1.5, 9)
+    y = jnp.sin(2.0 * x) + 0.3 * x**2
+    return {
+        "coordinate": mb.Coordinate(1),
+        "constant": mb.Constant(0.25),
+        "linear": mb.Linear((0, 2), (0.5, -2.0), 0.1),
+        "polynomial": mb.Polynomial(0, (0.1, -0.4, 0.3, 0.05)),
+        "spline_natural": mb.CubicSpline.fit(0, x, y, "natural"),
+        "spline_fmm": mb.CubicSpline.fit(2, x, y, "not-a-knot-fmm"),
+        "fourier": mb.FourierSeries(1, 0.2, jnp.array([0.5, -0.1]), jnp.array([0.3, 0.2]), 1.3),
+        "composed": mb.Composed(mb.CubicSpline.fit(0, x, y), mb.Linear((0, 1), (1.0, 0.5))),
+        "scaled": mb.Scaled(mb.FourierSeries(2, 0.0, jnp.array([1.0]), jnp.array([0.5]), 2.0), -1.5),
+        "callable_two_coordinates": mb.JaxFunction(lambda q, p: p[0] * q[0] * q[1] + jnp.sin(p[1] * q[1]),
+                                                   jnp.array([0.4, 1.7]), (0, 1)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_functions()))
+def test_gradient_and_hessian_equal_autodiff(name):
+    f = _functions()[name]
+    for q in (Q, Q * -0.5, Q + 0.9):
+        grad_ad = jax.grad(lambda x: f(x))(q)
+        hess_ad = jax.hessian(lambda x: f(x))(q)
+        np.testing.assert_allclose(f.gradient(q), grad_ad, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(f.hessian(q), hess_ad, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("end", ["natural", "not-a-knot-fmm"])
+def test_spline_interpolates_and_is_c2(end):
+    x = jnp.array([-1.0, -0.4, 0.1, 0.5, 1.2, 2.0])
+    y = jnp.array([0.3, -0.2, 0.5, 0.4, -0.7, 0.1])
+    s = mb.CubicSpline.fit(0, x, y, end)
+    vals = jax.vmap(lambda v: s(jnp.array([v])))(x)
+    np.testing.assert_allclose(vals, y, rtol=0, atol=1e-14)
+    # Continuity of s' and s'' at interior knots, from the two adjacent cubic pieces.
+    h = jnp.diff(x)
+    for k in range(1, x.shape[0] - 1):
+        slope_left = s.b[k - 1] + 2 * s.c[k - 1] * h[k - 1] + 3 * s.d[k - 1] * h[k - 1] ** 2
+        curv_left = 2 * s.c[k - 1] + 6 * s.d[k - 1] * h[k - 1]
+        np.testing.assert_allclose(slope_left, s.b[k], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(curv_left, 2 * s.c[k], rtol=1e-12, atol=1e-12)
+
+
+def test_natural_spline_has_zero_end_curvature():
+    x = jnp.linspace(0.0, 1.0, 7)
+    s = mb.CubicSpline.fit(0, x, jnp.exp(x), "natural")
+    assert abs(float(s._derivatives(x[0])[2])) < 1e-12
+    assert abs(float(s._derivatives(x[-1] - 1e-12)[2])) < 1e-9
+
+
+def test_fmm_spline_reproduces_cubics_exactly():
+    """SimmSpline's end conditions match the third derivative of the end cubics, so any
+    cubic polynomial is reproduced exactly (a natural spline would not)."""
+    x = jnp.array([0.0, 0.3, 0.7, 1.0, 1.6, 2.0])
+    cubic = lambda v: 0.5 - v + 2.0 * v**2 - 0.7 * v**3  # noqa: E731
+    fmm = mb.CubicSpline.fit(0, x, cubic(x), "not-a-knot-fmm")
+    nat = mb.CubicSpline.fit(0, x, cubic(x), "natural")
+    xs = jnp.linspace(0.0, 2.0, 41)
+    err_fmm = jnp.max(jnp.abs(jax.vmap(lambda v: fmm(v[None]))(xs) - cubic(xs)))
+    err_nat = jnp.max(jnp.abs(jax.vmap(lambda v: nat(v[None]))(xs) - cubic(xs)))
+    assert err_fmm < 1e-13
+    assert err_nat > 1e-3
+
+
+def test_spline_extrapolates_linearly():
+    x = jnp.array([0.0, 1.0, 2.0, 3.0])
+    s = mb.CubicSpline.fit(0, x, jnp.array([0.0, 1.0, 0.0, 2.0]), "not-a-knot-fmm")
+    slope_end = s.gradient(jnp.array([3.0]))[0]
+    np.testing.assert_allclose(s(jnp.array([4.0])), 2.0 + slope_end, rtol=1e-14)
+    assert float(s.hessian(jnp.array([5.0]))[0, 0]) == 0.0
+
+
+def test_spline_fit_is_differentiable_in_data():
+    x = jnp.linspace(0.0, 2.0, 6)
+    y = jnp.cos(x)
+    loss = lambda yy: mb.CubicSpline.fit(0, x, yy)(jnp.array([0.77])) ** 2  # noqa: E731
+    g = jax.grad(loss)(y)
+    e = jnp.zeros_like(y).at[2].set(1e-6)
+    fd = (loss(y + e) - loss(y - e)) / 2e-6
+    np.testing.assert_allclose(g[2], fd, rtol=1e-7)
+
+
+def test_fourier_fit_recovers_coefficients():
+    x = jnp.linspace(-np.pi, np.pi, 50)
+    y = 0.3 + 0.8 * jnp.cos(x) - 0.2 * jnp.sin(2 * x)
+    f = mb.FourierSeries.fit(0, x, y, order=3, omega=1.0)
+    np.testing.assert_allclose(f.a0, 0.3, atol=1e-12)
+    np.testing.assert_allclose(f.a, [0.8, 0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(f.b, [0.0, -0.2, 0.0], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: mb.CubicSpline.fit(0, [0.0, 1.0, 1.0], [0.0, 1.0, 2.0]), "strictly increasing"),
+        (lambda: mb.CubicSpline.fit(0, [0.0], [0.0]), "length >= 2"),
+        (lambda: mb.CubicSpline.fit(0, [0.0, 1.0, 2.0], [0.0, 1.0, 2.0], "clamped"), "end condition"),
+        (lambda: mb.Linear((0, 1), (1.0,)), "one weight per coordinate"),
+        (lambda: mb.FourierSeries(0, 0.0, [1.0], [1.0, 2.0], 1.0), "equal length"),
+    ],
+)
+def test_bad_function_definitions_raise(build, match):
+    with pytest.raises(mb.ModelError, match=match):
+        build()
