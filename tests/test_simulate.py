@@ -1,0 +1,151 @@
+"""simulate(): energy conservation, torque inputs, controllers, vmap and gradients."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb as mb
+
+PENDULUM = mb.models.double_pendulum()
+Q0 = jnp.array([np.pi / 10, np.pi / 3])  # seed 000's initial state
+QD0 = jnp.array([2 * np.pi, -6 * np.pi])
+
+
+def _energy(model, sol):
+    return jax.vmap(lambda q, qd: mb.kinetic_energy(model, q, qd) + mb.potential_energy(model, q))(sol.q, sol.qd)
+
+
+def test_unforced_double_pendulum_conserves_energy_over_20_s():
+    """Chaotic, fast motion (seed 000's initial state): relative energy drift < 1e-10."""
+    run = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 20.0, ts=jnp.linspace(0, 20, 101), solver="dopri8",
+                                        rtol=1e-13, atol=1e-13))
+    sol = run(PENDULUM)
+    assert bool(sol.success)
+    energy = np.asarray(jax.jit(_energy)(PENDULUM, sol))
+    drift = np.max(np.abs(energy - energy[0])) / abs(energy[0])
+    assert drift < 1e-10, drift
+    assert np.ptp(np.asarray(sol.q[:, 1])) > 5.0  # the motion is not trivial
+
+
+def test_energy_drift_is_visible_at_loose_tolerance():
+    """The conservation test can fail: a loose tolerance shows drift well above 1e-10."""
+    sol = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 5.0, ts=jnp.linspace(0, 5, 11), rtol=1e-4, atol=1e-4))(PENDULUM)
+    energy = np.asarray(jax.jit(_energy)(PENDULUM, sol))
+    assert np.max(np.abs(energy - energy[0])) / abs(energy[0]) > 1e-8
+
+
+def test_torque_forms_agree():
+    """Constant, sampled (T, nq) and callable torques give the same trajectory."""
+    tau = mb.models.double_pendulum_torques(1.5, -0.5)
+    ts = jnp.linspace(0.0, 1.0, 5)
+
+    @jax.jit
+    def run_all(m):
+        a = mb.simulate(m, Q0, QD0 * 0, 1.0, ts=ts, tau=tau, rtol=1e-11, atol=1e-11)
+        b = mb.simulate(m, Q0, QD0 * 0, 1.0, ts=ts, tau=jnp.stack([tau, tau]), tau_ts=jnp.array([0.0, 1.0]),
+                        rtol=1e-11, atol=1e-11)
+        c = mb.simulate(m, Q0, QD0 * 0, 1.0, ts=ts, tau=lambda t, q, qd: tau, rtol=1e-11, atol=1e-11)
+        return a.q, b.q, c.q
+
+    qa, qb, qc = run_all(PENDULUM)
+    np.testing.assert_allclose(qa, qb, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(qa, qc, rtol=1e-9, atol=1e-10)
+
+
+def test_pid_holds_the_elbow_of_seed_000():
+    """Seed 000's commented controller: M12 = 30 (pi/3 - theta2) - 2 theta2' + 3 ∫ e dt."""
+    pid = mb.control.PID((1,), np.pi / 3, kp=30.0, ki=3.0, kd=2.0, selection=jnp.array([[-1.0], [1.0]]))
+    sol = jax.jit(lambda m: mb.simulate(m, jnp.zeros(2), jnp.zeros(2), 20.0, ts=jnp.array([20.0]), controller=pid,
+                                        rtol=1e-9, atol=1e-9))(PENDULUM)
+    assert bool(sol.success)
+    assert abs(float(sol.q[-1, 1]) - np.pi / 3) < 2e-2
+    assert sol.z.shape == (1, 1)
+
+
+def test_computed_torque_tracks_a_reference():
+    model = mb.models.three_link_arm()
+
+    def reference(t):
+        q = jnp.array([0.3 * jnp.sin(t), 0.5 + 0.2 * t, -0.1 * t])
+        qd = jnp.array([0.3 * jnp.cos(t), 0.2, -0.1])
+        qdd = jnp.array([-0.3 * jnp.sin(t), 0.0, 0.0])
+        return q, qd, qdd
+
+    ctrl = mb.control.ComputedTorque(model, reference, kp=jnp.full(3, 100.0), kd=jnp.full(3, 20.0))
+    q0 = reference(0.0)[0] + 0.05
+    sol = jax.jit(lambda: mb.simulate(model, q0, reference(0.0)[1], 2.0, ts=jnp.array([2.0]), controller=ctrl,
+                                      rtol=1e-9, atol=1e-9))()
+    np.testing.assert_allclose(sol.q[-1], reference(2.0)[0], atol=1e-3)
+
+
+def test_implicit_solver_agrees_with_explicit():
+    ts = jnp.linspace(0.0, 1.0, 3)
+    chain = mb.models.planar_chain(2)
+    q0 = jnp.array([0.4, -0.3])
+
+    @jax.jit
+    def both(m):
+        a = mb.simulate(m, q0, jnp.zeros(2), 1.0, ts=ts, solver="kvaerno5", rtol=1e-10, atol=1e-10)
+        b = mb.simulate(m, q0, jnp.zeros(2), 1.0, ts=ts, solver="tsit5", rtol=1e-10, atol=1e-10)
+        return a.q, b.q
+
+    qa, qb = both(chain)
+    np.testing.assert_allclose(qa, qb, atol=1e-7)
+
+
+def test_vmap_over_initial_conditions_and_masses():
+    q0s = jnp.stack([Q0, Q0 * 0.5, -Q0])
+    run = jax.jit(jax.vmap(lambda q0: mb.simulate(PENDULUM, q0, jnp.zeros(2), 1.0, rtol=1e-10, atol=1e-10).q[-1]))
+    batched = run(q0s)
+    single = jax.jit(lambda q0: mb.simulate(PENDULUM, q0, jnp.zeros(2), 1.0, rtol=1e-10, atol=1e-10).q[-1])
+    np.testing.assert_allclose(batched[2], single(q0s[2]), rtol=1e-12, atol=1e-12)
+
+    def with_mass(m2):
+        model = eqx.tree_at(lambda m: m.bodies[1].mass, PENDULUM, m2)
+        return mb.simulate(model, Q0, jnp.zeros(2), 1.0, rtol=1e-10, atol=1e-10).q[-1]
+
+    out = jax.jit(jax.vmap(with_mass))(jnp.array([0.5, 1.0, 2.0]))
+    np.testing.assert_allclose(out[1], single(Q0), rtol=1e-12, atol=1e-12)
+    assert float(jnp.max(jnp.abs(out[0] - out[2]))) > 1e-3
+
+
+def test_gradient_through_simulation_matches_finite_differences():
+    """d/dm2 of a loss on the final state: reverse mode through diffrax vs central differences."""
+
+    def loss(m2):
+        model = eqx.tree_at(lambda m: m.bodies[1].mass, PENDULUM, m2)
+        sol = mb.simulate(model, Q0, jnp.zeros(2), 1.5, rtol=1e-12, atol=1e-12)
+        return jnp.sum(sol.q[-1] ** 2) + 0.1 * jnp.sum(sol.qd[-1] ** 2)
+
+    grad = jax.jit(jax.grad(loss))(1.3)
+    h = 1e-5
+    f = jax.jit(loss)
+    fd = (f(1.3 + h) - f(1.3 - h)) / (2 * h)
+    np.testing.assert_allclose(grad, fd, rtol=1e-6)
+
+
+def test_failure_is_reported_not_hidden():
+    run = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 20.0, max_steps=10, throw=False))
+    sol = run(PENDULUM)
+    assert not bool(sol.success)
+    with pytest.raises(Exception, match="max_steps|maximum number of solver steps"):
+        jax.block_until_ready(jax.jit(lambda m: mb.simulate(m, Q0, QD0, 20.0, max_steps=10).q)(PENDULUM))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="shape \\(2,\\)"):
+        mb.simulate(PENDULUM, jnp.zeros(3), jnp.zeros(3), 1.0)
+    with pytest.raises(ValueError, match="unknown solver"):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, solver="euler-ish")
+    with pytest.raises(ValueError, match="tau_ts"):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, tau=jnp.zeros((3, 2)))
+
+
+def test_solution_fields():
+    sol = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 0.5, ts=jnp.linspace(0, 0.5, 4)))(PENDULUM)
+    assert sol.ts.shape == (4,) and sol.q.shape == (4, 2) and sol.qd.shape == (4, 2)
+    np.testing.assert_allclose(sol.q[0], Q0)
+    assert isinstance(sol.result, diffrax.RESULTS)
