@@ -60,3 +60,20 @@ from ._simulate import Solution as Solution
 from ._simulate import simulate as simulate
 
 __version__ = "0.1.0"
+from . import io as io
+from .io import load_osim as load_osim
+from ._muscles import ConditionalPathPoint as ConditionalPathPoint
+from ._muscles import MovingPathPoint as MovingPathPoint
+from ._muscles import Muscle as Muscle
+from ._muscles import MuscleParameters as MuscleParameters
+from ._muscles import PathPoint as PathPoint
+from ._muscles import WrapCylinder as WrapCylinder
+from ._muscles import WrapEllipsoid as WrapEllipsoid
+from ._muscles import WrapSphere as WrapSphere
+from ._muscles import WrapTorus as WrapTorus
+from ._muscles import moment_arm_derivatives as moment_arm_derivatives
+from ._muscles import moment_arm_sweep as moment_arm_sweep
+from ._muscles import moment_arms as moment_arms
+from ._muscles import muscle_lengthening_speeds as muscle_lengthening_speeds
+from ._muscles import muscle_lengths as muscle_lengths
+from ._muscles import path_events as path_events

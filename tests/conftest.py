@@ -3,7 +3,10 @@ and runtime type checks of jaxmb's jaxtyping annotations."""
 
 import os
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+# The suite is dominated by XLA compile time, not run time: a lower backend optimisation
+# level compiles 2-3x faster on CPU (and the fusion-emitter trap of DESIGN.md is avoided).
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false"
+                           " --xla_backend_optimization_level=0").strip()
 
 import jax  # noqa: E402
 

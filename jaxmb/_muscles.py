@@ -1,0 +1,1279 @@
+"""Musculotendon paths, wrapping and the moment-arm matrix (seed 001, Eq. 149-195).
+
+A :class:`Muscle` is a path of points fixed on bodies (:class:`PathPoint`),
+points that exist only while a coordinate lies in a range
+(:class:`ConditionalPathPoint`), points whose body-frame location is a function
+of ``q`` (:class:`MovingPathPoint`), and wrap objects (:class:`WrapSphere`,
+:class:`WrapCylinder`, :class:`WrapEllipsoid`, :class:`WrapTorus`) that the path
+slides over. Its length ``L(q)`` is what :func:`muscle_lengths` returns; the
+moment-arm matrix follows the biomechanics sign ``R = -dL/dq`` (nq, n_muscles),
+so that the generalized force of the tensions ``F`` is ``R @ F``.
+
+:func:`moment_arms` builds ``R`` by the seed's closed form (Eq. 195): every
+musculotendon unit acts on the bodies of its attachment sequence Γ_k
+(Definition 2) through its generalized line-of-action vectors E_ki
+(Definition 3) and their moments Ê_ki (Definition 4); these are carried to the
+generalized coordinates by γ_i (Eq. 176) and J^T ϑ β_i (Eq. 179-184).
+``method="autodiff"`` returns ``-jax.jacfwd(muscle_lengths)`` instead; the tests
+check that the two agree to round-off.
+
+Wrapping follows OpenSim's semantics (GeometryPath::applyWrapObjects): a wrap
+object is tried on every path segment in its PathWrap range, the first
+segment the straight line would penetrate ("mandatory" wrap) wins, otherwise
+the wrap that lengthens the path least; with several wrap objects the passes
+repeat (at most 8) until the length changes by less than 0.5 mm. Where exact
+parity with OpenSim is impossible or not attempted the deviation is documented
+in docs/moment_arms.md and measured by the tests.
+
+Path discontinuities are explicit: :func:`path_events` reports which
+conditional points are active and which wraps are engaged at ``q``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float
+
+from ._errors import ModelError
+from ._functions import AbstractJointFunction, Constant
+from ._kinematics import body_transforms, joint_gradients, joint_values
+from ._model import GROUND, Model
+from ._spatial import body_fixed_xyz
+
+__all__ = [
+    "PathPoint", "ConditionalPathPoint", "MovingPathPoint",
+    "WrapSphere", "WrapCylinder", "WrapEllipsoid", "WrapTorus",
+    "MuscleParameters", "Muscle", "muscle_lengths", "muscle_lengthening_speeds",
+    "moment_arms", "moment_arm_derivatives", "path_events", "PathEvents",
+    "moment_arm_sweep", "muscle_path_points",
+]
+
+# OpenSim's WrapAction codes.
+INSIDE_RADIUS, NO_WRAP, WRAPPED, MANDATORY_WRAP = -1, 0, 1, 2
+# OpenSim's ConditionalPathPoint is active iff range[0] - 1e-5 <= c <= range[1] + 1e-5
+# (observed with OpenSim 4.6, tests/data/opensim/README.md).
+CONDITIONAL_SLACK = 1e-5
+
+
+def _f3(x, what):
+    x = jnp.asarray(x, dtype=float) if not hasattr(x, "dtype") or not jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else jnp.asarray(x)
+    if x.shape != (3,):
+        raise ModelError(f"{what}: expected shape (3,), got {x.shape}.")
+    return x
+
+
+# ---------------------------------------------------------------------------
+# NaN-safe vector helpers
+# ---------------------------------------------------------------------------
+
+def _norm(v):
+    """|v| with a finite gradient at v = 0 (the gradient there is 0)."""
+    s = jnp.sum(v * v, axis=-1)
+    pos = s > 0.0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, s, 1.0)), 0.0)
+
+
+def _unit(v):
+    """v/|v|, or 0 for v = 0 (OpenSim's NormalizeOrZero), NaN-free."""
+    n = _norm(v)
+    return v / jnp.where(n > 0.0, n, 1.0)[..., None]
+
+
+def _sqrt0(x):
+    pos = x > 0.0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
+
+
+def _acos(x):
+    # Clip strictly inside [-1, 1] so that the gradient stays finite.
+    return jnp.arccos(jnp.clip(x, -1.0 + 1e-15, 1.0 - 1e-15))
+
+
+def _dsign(x):
+    """OpenSim's DSIGN: +1 for x >= 0, -1 otherwise."""
+    return jnp.where(x >= 0.0, 1, -1)
+
+
+def _safe_div(a, b):
+    ok = b != 0.0
+    return jnp.where(ok, a / jnp.where(ok, b, 1.0), 0.0)
+
+
+# ---------------------------------------------------------------------------
+# Path points
+# ---------------------------------------------------------------------------
+
+class AbstractPathPoint(eqx.Module):
+    """A point of a musculotendon path, on `body` ('ground' is the fixed frame)."""
+
+    body: eqx.AbstractVar[str]
+    name: eqx.AbstractVar[str]
+
+    def location(self, q):
+        """Location in the body frame at ``q`` (m)."""
+        raise NotImplementedError
+
+    def is_active(self, q):
+        return jnp.asarray(True)
+
+
+class PathPoint(AbstractPathPoint):
+    """A point fixed at `location` (m, body frame) on `body`."""
+
+    body: str = eqx.field(static=True)
+    location_: Float[Array, "3"]
+    name: str = eqx.field(static=True)
+
+    def __init__(self, body: str, location: ArrayLike, name: str = ""):
+        self.body = str(body)
+        self.location_ = _f3(location, f"PathPoint {name!r} location")
+        self.name = str(name)
+
+    def location(self, q):
+        return self.location_.astype(q.dtype)
+
+
+class ConditionalPathPoint(AbstractPathPoint):
+    """A fixed point that is part of the path only while ``range[0] - 1e-5 <= c(q) <= range[1] + 1e-5``
+    (OpenSim's inclusive test with its 1e-5 slack, :data:`CONDITIONAL_SLACK`).
+
+    `coordinate` is the OpenSim coordinate as a joint function of ``q`` (a
+    dependent coordinate is its coupling function). The path length jumps where
+    the point switches in or out; :func:`path_events` reports the state.
+    """
+
+    body: str = eqx.field(static=True)
+    location_: Float[Array, "3"]
+    coordinate: AbstractJointFunction
+    range: Float[Array, "2"]
+    name: str = eqx.field(static=True)
+
+    def __init__(self, body: str, location: ArrayLike, coordinate: AbstractJointFunction,
+                 range: ArrayLike, name: str = ""):
+        self.body = str(body)
+        self.location_ = _f3(location, f"ConditionalPathPoint {name!r} location")
+        if not isinstance(coordinate, AbstractJointFunction):
+            raise ModelError(f"ConditionalPathPoint {name!r}: coordinate must be a joint function of q.")
+        self.coordinate = coordinate
+        self.range = jnp.asarray(range, dtype=float)
+        if self.range.shape != (2,):
+            raise ModelError(f"ConditionalPathPoint {name!r}: range must have two values.")
+        self.name = str(name)
+
+    def location(self, q):
+        return self.location_.astype(q.dtype)
+
+    def is_active(self, q):
+        c = self.coordinate(q)
+        return (c >= self.range[0] - CONDITIONAL_SLACK) & (c <= self.range[1] + CONDITIONAL_SLACK)
+
+
+class MovingPathPoint(AbstractPathPoint):
+    """A point whose body-frame coordinates x, y, z are joint functions of ``q``."""
+
+    body: str = eqx.field(static=True)
+    x: AbstractJointFunction
+    y: AbstractJointFunction
+    z: AbstractJointFunction
+    name: str = eqx.field(static=True)
+
+    def __init__(self, body: str, x: AbstractJointFunction, y: AbstractJointFunction,
+                 z: AbstractJointFunction, name: str = ""):
+        self.body = str(body)
+        for label, fn in (("x", x), ("y", y), ("z", z)):
+            if not isinstance(fn, AbstractJointFunction):
+                raise ModelError(f"MovingPathPoint {name!r}: {label} must be a joint function of q "
+                                 f"(use jaxmb.Constant for a fixed coordinate).")
+        self.x, self.y, self.z = x, y, z
+        self.name = str(name)
+
+    def location(self, q):
+        return jnp.stack([self.x(q), self.y(q), self.z(q)]).astype(q.dtype)
+
+
+# ---------------------------------------------------------------------------
+# Wrap objects
+# ---------------------------------------------------------------------------
+
+_QUADRANTS = {"-x": (0, -1), "x": (0, 1), "+x": (0, 1), "-y": (1, -1), "y": (1, 1), "+y": (1, 1),
+              "-z": (2, -1), "z": (2, 1), "+z": (2, 1), "all": (0, 0), "unassigned": (0, 0)}
+
+
+def _quadrant(q: str, name: str):
+    key = q.strip().lower()
+    if key not in _QUADRANTS:
+        raise ModelError(f"Wrap object {name!r}: quadrant {q!r} is not one of x, -x, y, -y, z, -z, all.")
+    return _QUADRANTS[key]
+
+
+class AbstractWrapObject(eqx.Module):
+    """Common fields: the body, the pose of the wrap frame in it, OpenSim's quadrant
+    (which side the path may wrap), and the PathWrap's point range and method.
+
+    `range` holds OpenSim's 1-based (start, end) path-point indices; ``-1`` means
+    the first (last) point.
+    """
+
+    name: eqx.AbstractVar[str]
+    body: eqx.AbstractVar[str]
+    translation: eqx.AbstractVar[Array]
+    xyz_body_rotation: eqx.AbstractVar[Array]
+    quadrant: eqx.AbstractVar[str]
+    range: eqx.AbstractVar[tuple]
+    method: eqx.AbstractVar[str]
+
+    @property
+    def wrap_axis(self) -> int:
+        return _quadrant(self.quadrant, self.name)[0]
+
+    @property
+    def wrap_sign(self) -> int:
+        return _quadrant(self.quadrant, self.name)[1]
+
+    def pose(self, dtype):
+        """(rotation, translation) of the wrap frame in the body frame."""
+        return body_fixed_xyz(self.xyz_body_rotation.astype(dtype)), self.translation.astype(dtype)
+
+    def wrap_line(self, p1, p2):
+        """Wrap the segment p1-p2 (wrap-frame coordinates).
+
+        Returns ``(code, r1, r2, wrap_length)`` with OpenSim's codes
+        (-1 inside, 0 no wrap, 1 wrapped, 2 mandatory wrap), tangent points in
+        the wrap frame and the length of the path on the surface.
+        """
+        raise NotImplementedError
+
+
+def _wrap_common_init(self, name, body, translation, xyz_body_rotation, quadrant, range, method):
+    self.name = str(name)
+    self.body = str(body)
+    self.translation = _f3(translation, f"wrap object {name!r} translation")
+    self.xyz_body_rotation = _f3(xyz_body_rotation, f"wrap object {name!r} xyz_body_rotation")
+    _quadrant(quadrant, name)
+    self.quadrant = str(quadrant)
+    self.range = (int(range[0]), int(range[1]))
+    self.method = str(method)
+
+
+class WrapSphere(AbstractWrapObject):
+    """A sphere of `radius` (OpenSim WrapSphere: wraps when the segment crosses it)."""
+
+    name: str = eqx.field(static=True)
+    body: str = eqx.field(static=True)
+    translation: Float[Array, "3"]
+    xyz_body_rotation: Float[Array, "3"]
+    radius: Float[Array, ""]
+    quadrant: str = eqx.field(static=True)
+    range: tuple = eqx.field(static=True)
+    method: str = eqx.field(static=True)
+
+    def __init__(self, name, body, radius, translation=(0.0, 0.0, 0.0), xyz_body_rotation=(0.0, 0.0, 0.0),
+                 quadrant="all", range=(-1, -1), method="hybrid"):
+        _wrap_common_init(self, name, body, translation, xyz_body_rotation, quadrant, range, method)
+        self.radius = jnp.asarray(radius, dtype=float)
+
+    def wrap_line(self, p1, p2):
+        return _sphere_wrap(p1, p2, self.radius.astype(p1.dtype), self.wrap_axis, self.wrap_sign)
+
+
+class WrapCylinder(AbstractWrapObject):
+    """A cylinder of `radius` and `length` along the wrap frame's z axis."""
+
+    name: str = eqx.field(static=True)
+    body: str = eqx.field(static=True)
+    translation: Float[Array, "3"]
+    xyz_body_rotation: Float[Array, "3"]
+    radius: Float[Array, ""]
+    length: Float[Array, ""]
+    quadrant: str = eqx.field(static=True)
+    range: tuple = eqx.field(static=True)
+    method: str = eqx.field(static=True)
+
+    def __init__(self, name, body, radius, length, translation=(0.0, 0.0, 0.0),
+                 xyz_body_rotation=(0.0, 0.0, 0.0), quadrant="all", range=(-1, -1), method="hybrid"):
+        _wrap_common_init(self, name, body, translation, xyz_body_rotation, quadrant, range, method)
+        self.radius = jnp.asarray(radius, dtype=float)
+        self.length = jnp.asarray(length, dtype=float)
+
+    def wrap_line(self, p1, p2):
+        return _cylinder_wrap(p1, p2, self.radius.astype(p1.dtype), self.length.astype(p1.dtype),
+                              self.wrap_axis, self.wrap_sign)
+
+
+class WrapEllipsoid(AbstractWrapObject):
+    """An ellipsoid with semi-axes `dimensions` (wrap frame x, y, z).
+
+    jaxmb wraps the path on the ellipse cut from the ellipsoid by the plane
+    through the two segment ends and the centre: tangent points in closed form,
+    arc length by Gauss-Legendre quadrature. The result is smooth and exact on
+    a sphere; it differs from OpenSim's iterative hybrid/midpoint/axial solvers
+    (see docs/moment_arms.md for the measured differences).
+    """
+
+    name: str = eqx.field(static=True)
+    body: str = eqx.field(static=True)
+    translation: Float[Array, "3"]
+    xyz_body_rotation: Float[Array, "3"]
+    dimensions: Float[Array, "3"]
+    quadrant: str = eqx.field(static=True)
+    range: tuple = eqx.field(static=True)
+    method: str = eqx.field(static=True)
+
+    def __init__(self, name, body, dimensions, translation=(0.0, 0.0, 0.0),
+                 xyz_body_rotation=(0.0, 0.0, 0.0), quadrant="all", range=(-1, -1), method="hybrid"):
+        _wrap_common_init(self, name, body, translation, xyz_body_rotation, quadrant, range, method)
+        self.dimensions = _f3(dimensions, f"WrapEllipsoid {name!r} dimensions")
+
+    def wrap_line(self, p1, p2):
+        return _ellipsoid_wrap(p1, p2, self.dimensions.astype(p1.dtype), self.wrap_axis, self.wrap_sign)
+
+
+class WrapTorus(AbstractWrapObject):
+    """A torus in the wrap frame's xy plane; the path threads its hole.
+
+    As in OpenSim, the point of the circle of radius `outer_radius` closest to
+    the segment is found, and a cylinder of radius `inner_radius` tangent to
+    that circle (quadrant +x, pointing to the torus centre) wraps the path.
+    jaxmb finds the closest point by Newton iterations to round-off where
+    OpenSim stops its Levenberg-Marquardt search at a tolerance of 1e-4.
+    """
+
+    name: str = eqx.field(static=True)
+    body: str = eqx.field(static=True)
+    translation: Float[Array, "3"]
+    xyz_body_rotation: Float[Array, "3"]
+    inner_radius: Float[Array, ""]
+    outer_radius: Float[Array, ""]
+    quadrant: str = eqx.field(static=True)
+    range: tuple = eqx.field(static=True)
+    method: str = eqx.field(static=True)
+
+    def __init__(self, name, body, inner_radius, outer_radius, translation=(0.0, 0.0, 0.0),
+                 xyz_body_rotation=(0.0, 0.0, 0.0), quadrant="all", range=(-1, -1), method="hybrid"):
+        _wrap_common_init(self, name, body, translation, xyz_body_rotation, quadrant, range, method)
+        self.inner_radius = jnp.asarray(inner_radius, dtype=float)
+        self.outer_radius = jnp.asarray(outer_radius, dtype=float)
+
+    def wrap_line(self, p1, p2):
+        return _torus_wrap(p1, p2, self.inner_radius.astype(p1.dtype), self.outer_radius.astype(p1.dtype),
+                           self.wrap_axis, self.wrap_sign)
+
+
+# -- sphere ------------------------------------------------------------------
+
+def _sphere_tangents(p, n, radius):
+    """The two tangent points from p to the circle of `radius` in the plane normal to n."""
+    d = _norm(p)
+    y = _unit(-p)
+    z = jnp.cross(n, y)
+    a = jnp.arcsin(jnp.clip(radius / jnp.where(d > 0, d, 1.0), -1.0, 1.0))
+    reach = d * jnp.cos(a)
+    ta = p + reach * (jnp.cos(a) * y + jnp.sin(a) * z)
+    tb = p + reach * (jnp.cos(a) * y - jnp.sin(a) * z)
+    return ta, tb
+
+
+def _pick_shortest(r1a, r1b, r2a, r2b, c1, c2):
+    """OpenSim's choice of the tangent pair with the largest dot product of the radii."""
+    u1a, u1b, u2a, u2b = _unit(r1a - c1), _unit(r1b - c1), _unit(r2a - c2), _unit(r2b - c2)
+    j1, j2, j3, j4 = u1a @ u2a, u1a @ u2b, u1b @ u2a, u1b @ u2b
+    c_1 = (j1 > j2) & (j1 > j3) & (j1 > j4)
+    c_2 = (~c_1) & (j2 > j3) & (j2 > j4)
+    c_3 = (~c_1) & (~c_2) & (j3 > j4)
+    r1 = jnp.where(c_1 | c_2, r1a, r1b)
+    r2 = jnp.where(c_1 | c_3, r2a, jnp.where(c_2, r2b, jnp.where(c_3, r2a, r2b)))
+    other1 = jnp.where(c_1 | c_2, r1b, r1a)
+    other2 = jnp.where(c_1, r2b, jnp.where(c_2, r2a, jnp.where(c_3, r2b, r2a)))
+    return r1, r2, other1, other2
+
+
+def _sphere_wrap(p1, p2, radius, axis, sign):
+    """OpenSim's WrapSphere; `axis` (0-2) and `sign` (-1, 0 = all, +1) may be traced."""
+    d1, d2 = _norm(p1), _norm(p2)
+    inside = (d1 < radius) | (d2 < radius)
+    ri = p1 - p2
+    mp = -p2
+    a = ri @ ri
+    b = -2.0 * (mp @ ri)
+    c = mp @ mp - radius * radius
+    disc = b * b - 4.0 * a * c
+    sq = _sqrt0(disc)
+    l1 = _safe_div(-b + sq, 2.0 * a)
+    l2 = _safe_div(-b - sq, 2.0 * a)
+    hit = (disc >= 0.0) & (l1 > 0.0) & (l1 < 1.0) & (l2 > 0.0) & (l2 < 1.0) & (l1 >= l2)
+    p1p2 = _unit(p1 - p2)
+    n = _unit(jnp.cross(p1p2, _unit(p2)))
+    r1a, r1b = _sphere_tangents(p1, n, radius)
+    r2a, r2b = _sphere_tangents(p2, n, radius)
+    zero = jnp.zeros(3, p1.dtype)
+    r1, r2, o1, o2 = _pick_shortest(r1a, r1b, r2a, r2b, zero, zero)
+    code = jnp.where(hit, WRAPPED, NO_WRAP)
+    # Quadrant-constrained wrap (computed always, selected where sign != 0).
+    quad = jnp.asarray(sign) != 0
+    s1, s2 = _dsign(p1[axis]), _dsign(p2[axis])
+    either = (s1 == sign) | (s2 == sign)
+    tt = -(((-p1) @ p1p2))
+    mm = p1 + (-(p1 @ p1p2)) * p1p2
+    mand = (mm @ mm < radius * radius) & (tt > 0.0) & (tt < 1.0)
+    weak = (s1 != s2) & (_dsign(mm[axis]) != sign)
+    code_q = jnp.where(either, jnp.where(mand, MANDATORY_WRAP, jnp.where(weak, WRAPPED, NO_WRAP)), code)
+    code_q = jnp.where(hit, code_q, NO_WRAP)
+    code = jnp.where(quad, code_q, code)
+    need = quad & ((s1 != sign) | (s2 != sign))
+    wrapaxis = jnp.zeros(3, p1.dtype).at[axis].set(jnp.asarray(sign, p1.dtype))
+    summ = _unit(-p1 - p2)
+    c1a = _unit(r1a) @ summ > _unit(r1b) @ summ
+    c2a = _unit(r2a) @ summ > _unit(r2b) @ summ
+    q1, q1o = jnp.where(c1a, r1a, r1b), jnp.where(c1a, r1b, r1a)
+    q2, q2o = jnp.where(c2a, r2a, r2b), jnp.where(c2a, r2b, r2a)
+    flip = _unit((q1 - p1) + (q2 - p2)) @ wrapaxis < 0.0
+    q1, q2 = jnp.where(flip, q1o, q1), jnp.where(flip, q2o, q2)
+    sum_musc = (q1 - p1) + (q2 - p2)
+    sum_r = q1 + q2
+    far_q = sum_r @ sum_musc < 0.0
+    r1, r2 = jnp.where(need, q1, r1), jnp.where(need, q2, r2)
+    far = need & far_q
+    code = jnp.where(inside, INSIDE_RADIUS, code)
+    angle = _acos(_unit(r1) @ _unit(r2))
+    angle = jnp.where(far, -(2.0 * jnp.pi - angle), angle)  # OpenSim's sign, kept as is
+    return code, r1, r2, radius * angle
+
+
+# -- cylinder ----------------------------------------------------------------
+
+def _closest_between_lines(p1, p2, p3, p4):
+    """Closest points of the lines p1p2 and p3p4: (on first, s along p1->p2, on second, t)."""
+    d1, d2, r = p2 - p1, p4 - p3, p1 - p3
+    a, e, b = d1 @ d1, d2 @ d2, d1 @ d2
+    c, f = d1 @ r, d2 @ r
+    den = a * e - b * b
+    s = _safe_div(b * f - c * e, den)
+    t = _safe_div(a * f - b * c, den)
+    return p1 + s * d1, s, p3 + t * d2, t
+
+
+def _cylinder_tangents(p, radius):
+    pa = jnp.array([0.0, 0.0, 1.0], p.dtype) * p[2]
+    vv = p - pa
+    dist0 = _norm(vv)
+    vv = _unit(vv)
+    sin_t = _safe_div(radius, dist0)
+    dist = radius * sin_t
+    pp = pa + dist * vv
+    h = _sqrt0(radius * radius - dist * dist)
+    uu = jnp.cross(jnp.array([0.0, 0.0, 1.0], p.dtype), vv)
+    return pp + h * uu, pp - h * uu, pa, dist0
+
+
+def _cylinder_wrap(p1, p2, radius, length, axis, sign):
+    dn = jnp.array([0.0, 0.0, 1.0], p1.dtype)
+    r2_ = radius * radius
+    inside = (p1[0] ** 2 + p1[1] ** 2 < r2_) | (p2[0] ** 2 + p2[1] ** 2 < r2_)
+    near12, t12, near00, _ = _closest_between_lines(
+        p1, p2, jnp.array([0.0, 0.0, -0.5], p1.dtype) * length, jnp.array([0.0, 0.0, 0.5], p1.dtype) * length)
+    hit = (jnp.sum((near12 - near00) ** 2) < r2_) & (t12 > 0.0) & (t12 < 1.0)
+    r1a, r1b, p11, p11_dist = _cylinder_tangents(p1, radius)
+    r2a, r2b, p22, p22_dist = _cylinder_tangents(p2, radius)
+    # sign == 0 ("all"): the shortest tangent pair, a mandatory wrap when the segment hits.
+    code0 = jnp.where(hit, MANDATORY_WRAP, NO_WRAP)
+    r10, r20, _, _ = _pick_shortest(r1a, r1b, r2a, r2b, p11, p22)
+    # Quadrant-constrained wrap (computed always; selected where sign != 0, which may be traced).
+    quad = jnp.asarray(sign) != 0
+    s1, s2 = _dsign(p1[axis]), _dsign(p2[axis])
+    either = (s1 == sign) | (s2 == sign)
+    weak = (s1 != s2) & (_dsign(near12[axis]) != sign)
+    code_q = jnp.where(either, jnp.where(hit, MANDATORY_WRAP, jnp.where(weak, WRAPPED, NO_WRAP)), WRAPPED)
+    r1am, r1bm, r2am, r2bm = r1a - p11, r1b - p11, r2a - p22, r2b - p22
+    alpha = _acos(_safe_div(r1am @ r2bm, _norm(r1am) * _norm(r2bm)))
+    beta = _acos(_safe_div(r1bm @ r2am, _norm(r1bm) * _norm(r2am)))
+    on = lambda r: _dsign(r[axis]) == sign  # noqa: E731
+    a_on, b_on, r2a_on, r2b_on = on(r1a), on(r1b), on(r2a), on(r2b)
+    ab = alpha > beta
+    # Choice "B": r1 = r1b, r2 = r2a; choice "A": r1 = r1a, r2 = r2b.
+    case1 = a_on & b_on
+    case2 = a_on & ~b_on
+    case3 = ~a_on & b_on
+    case4 = ~a_on & ~b_on
+    use_b = jnp.where(case1, r2a_on,
+            jnp.where(case2, False,
+            jnp.where(case3, True,
+            jnp.where(r2a_on, True, jnp.where(r2b_on, False, ~ab)))))
+    far_q = jnp.where(case4 & ~r2a_on & ~r2b_on, True, jnp.where(use_b, ~ab, ab))
+    r1q = jnp.where(use_b, r1b, r1a)
+    r2q = jnp.where(use_b, r2a, r2b)
+    sum_musc = (r1q - p1) + (r2q - p2)
+    sum_r = (r1q - p11) + (r2q - p22)
+    long_wrap = quad & (sum_r @ sum_musc < 0.0)
+    far = quad & far_q
+    code = jnp.where(quad, code_q, code0)
+    r1, r2 = jnp.where(quad, r1q, r10), jnp.where(quad, r2q, r20)
+    # Apex of the wrap, then slide r1/r2 along the axis into the plane p1, p2, apex.
+    vv = _unit((r1 - p11) + (r2 - p22))
+    t = _safe_div(p11_dist, p11_dist + p22_dist)
+    mpt = p1 + t * (p2 - p1)
+    axispt = dn * mpt[2]
+    l1, l2 = _unit(p1 - axispt), _unit(p2 - axispt)
+    pn = _unit(jnp.cross(l1, l2))
+    vert1 = _unit(jnp.cross(dn, pn))
+    vert2 = _unit(jnp.cross(pn, dn))
+    apex1 = axispt + radius * vert1
+    apex2 = axispt + radius * vert2
+    dd1, dd2 = jnp.sum((mpt - apex1) ** 2), jnp.sum((mpt - apex2) ** 2)
+    pick1 = jnp.where(far, ~(dd1 < dd2), dd1 < dd2)
+    apex = jnp.where(pick1, apex1, apex2)
+    pn = _unit(jnp.cross(_unit(p1 - apex), _unit(p2 - apex)))
+    d = -(p1 @ pn)
+
+    def slide(r, pfar, pnear):
+        a_, b_ = r - 10.0 * dn, r + 10.0 * dn
+        vec = b_ - a_
+        dot = vec @ pn
+        tt = _safe_div(-d - pn @ a_, dot)
+        ok = (jnp.abs(dot) >= 1e-8) & (tt >= -1e-8) & (tt <= 1.0 + 1e-8)
+        rp = a_ + tt * vec
+        closer = (rp[2] - pfar[2]) ** 2 < (pnear[2] - pfar[2]) ** 2
+        return jnp.where(ok & closer, rp, r)
+
+    r1 = slide(r1, p22, p11)
+    r2 = slide(r2, p11, p22)
+    half = 0.5 * length
+    beyond = ((r1[2] < -half) | (r1[2] > half)) & ((r2[2] < -half) | (r2[2] > half))
+    code = jnp.where(beyond, NO_WRAP, code)
+    # Helical path length (single-wrap form of OpenSim's _make_spiral_path).
+    r1x, r2x = dn * r1[2], dn * r2[2]
+    axial = jnp.abs(r2[2] - r1[2])
+    uu, ww = (r1 - r1x) / radius, (r2 - r2x) / radius
+    theta = _acos(_safe_div(uu @ ww, _norm(uu) * _norm(ww)))
+    theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
+    x = radius * theta
+    wl = _sqrt0(x * x + axial * axial)
+    code = jnp.where(inside, INSIDE_RADIUS, code)
+    return code, r1, r2, wl
+
+
+# -- ellipsoid ---------------------------------------------------------------
+
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(24)
+
+
+def _ellipse_arc(a, b, t0, t1):
+    """Arc length of (a cos t, b sin t) from t0 to t1 (t1 >= t0), Gauss-Legendre."""
+    x = jnp.asarray(_GL_X, a.dtype)
+    w = jnp.asarray(_GL_W, a.dtype)
+    half = 0.5 * (t1 - t0)
+    tt = t0 + half * (x + 1.0)
+    speed = _sqrt0((a * jnp.sin(tt)) ** 2 + (b * jnp.cos(tt)) ** 2)
+    return half * jnp.sum(w * speed)
+
+
+def _ellipsoid_wrap(p1, p2, dims, axis, sign):
+    inv2 = 1.0 / (dims * dims)
+    s1, s2 = jnp.sum(p1 * p1 * inv2), jnp.sum(p2 * p2 * inv2)
+    inside = (s1 < 1.0) | (s2 < 1.0)
+    # Segment-ellipsoid intersection (scaled to the unit sphere).
+    u1, u2 = p1 / dims, p2 / dims
+    dvec = u2 - u1
+    a = dvec @ dvec
+    b = 2.0 * (u1 @ dvec)
+    c = u1 @ u1 - 1.0
+    disc = b * b - 4.0 * a * c
+    sq = _sqrt0(disc)
+    l1 = _safe_div(-b - sq, 2.0 * a)
+    l2 = _safe_div(-b + sq, 2.0 * a)
+    hit = (disc > 0.0) & (l1 > 0.0) & (l1 < 1.0) & (l2 > 0.0) & (l2 < 1.0)
+    # Orthonormal basis (e1, e2) of the plane through p1, p2 and the centre.
+    e1 = _unit(p1)
+    nrm = _unit(jnp.cross(p1, p2))
+    e2 = jnp.cross(nrm, e1)
+    # The section ellipse: x = s e1 + t e2, with [s t] Q [s t]^T = 1.
+    q11 = jnp.sum(e1 * e1 * inv2)
+    q12 = jnp.sum(e1 * e2 * inv2)
+    q22 = jnp.sum(e2 * e2 * inv2)
+    phi = 0.5 * jnp.arctan2(2.0 * q12, q11 - q22)
+    cph, sph = jnp.cos(phi), jnp.sin(phi)
+    lam1 = q11 * cph * cph + 2.0 * q12 * cph * sph + q22 * sph * sph
+    lam2 = q11 * sph * sph - 2.0 * q12 * cph * sph + q22 * cph * cph
+    A, B = 1.0 / _sqrt0(lam1), 1.0 / _sqrt0(lam2)
+    f1 = cph * e1 + sph * e2  # principal directions of the section
+    f2 = -sph * e1 + cph * e2
+
+    def coords(p):
+        return jnp.array([p @ f1, p @ f2])
+
+    def tangent_angles(p2d):
+        al, be = p2d[0] / A, p2d[1] / B
+        rho = _sqrt0(al * al + be * be)
+        ph = jnp.arctan2(be, al)
+        g = _acos(_safe_div(1.0, rho))
+        return ph, g
+
+    P1, P2 = coords(p1), coords(p2)
+    ph1, g1 = tangent_angles(P1)
+    ph2, g2 = tangent_angles(P2)
+    two_pi = 2.0 * jnp.pi
+
+    def point(t):
+        return A * jnp.cos(t) * f1 + B * jnp.sin(t) * f2
+
+    # Counter-clockwise (in the f1-f2 plane) and clockwise wraps.
+    t1c, t2c = ph1 + g1, ph2 - g2
+    dc = jnp.mod(t2c - t1c, two_pi)
+    t1w, t2w = ph1 - g1, ph2 + g2
+    dw = jnp.mod(t1w - t2w, two_pi)
+    arc_c = _ellipse_arc(A, B, t1c, t1c + dc)
+    arc_w = _ellipse_arc(A, B, t2w, t2w + dw)
+    rc1, rc2, rw1, rw2 = point(t1c), point(t2c), point(t1w), point(t2w)
+    len_c = _norm(rc1 - p1) + arc_c + _norm(p2 - rc2)
+    len_w = _norm(rw1 - p1) + arc_w + _norm(p2 - rw2)
+    use_c = len_c <= len_w
+    code = jnp.where(hit, MANDATORY_WRAP, NO_WRAP)
+    quad = jnp.asarray(sign) != 0
+    mid_c = point(t1c + 0.5 * dc)
+    mid_w = point(t2w + 0.5 * dw)
+    c_ok = _dsign(mid_c[axis]) == sign
+    w_ok = _dsign(mid_w[axis]) == sign
+    use_c = jnp.where(quad, jnp.where(c_ok & ~w_ok, True, jnp.where(w_ok & ~c_ok, False, use_c)), use_c)
+    sa, sb = _dsign(p1[axis]), _dsign(p2[axis])
+    either = (sa == sign) | (sb == sign)
+    code = jnp.where(quad & ~either, jnp.where(hit, WRAPPED, NO_WRAP), code)
+    r1 = jnp.where(use_c, rc1, rw1)
+    r2 = jnp.where(use_c, rc2, rw2)
+    wl = jnp.where(use_c, arc_c, arc_w)
+    code = jnp.where(inside, INSIDE_RADIUS, code)
+    return code, r1, r2, wl
+
+
+# -- torus -------------------------------------------------------------------
+
+def _torus_wrap(p1, p2, inner, outer, axis, sign):
+    d = _unit(p2 - p1)
+
+    def dist2(u):
+        x = p1 + u * d
+        rho = _sqrt0(x[0] ** 2 + x[1] ** 2)
+        return x @ x + outer * outer - 2.0 * outer * rho
+
+    g = jax.grad(dist2)
+    h = jax.grad(g)
+    # Newton from both ends (OpenSim starts its search at each end point).
+    seg = _norm(p2 - p1)
+
+    def newton(_, u):
+        hh = h(u)
+        return u - jnp.where(hh > 1e-12, g(u) / jnp.where(hh > 1e-12, hh, 1.0), 0.0)
+
+    u1 = jax.lax.fori_loop(0, 30, newton, jnp.zeros_like(seg))
+    u2 = jax.lax.fori_loop(0, 30, newton, seg)
+    a1, a2 = p1 + u1 * d, p1 + u2 * d
+    dd1, dd2 = dist2(u1), dist2(u2)
+    quad = jnp.asarray(sign) != 0
+    on1, on2 = _dsign(a1[axis]) == sign, _dsign(a2[axis]) == sign
+    pick2 = jnp.where(quad, jnp.where(on1 & on2, dd2 < dd1, jnp.where(on1, False, True)), dd2 < dd1)
+    valid = ~quad | on1 | on2
+    a = jnp.where(pick2, a2, a1)
+    rad = _sqrt0(a[0] ** 2 + a[1] ** 2)
+    closest = jnp.array([a[0], a[1], 0.0]) * _safe_div(outer, rad)
+    # Cylinder frame: x points from the circle point to the torus centre, y = -z_torus.
+    cx = _unit(-closest)
+    cy = jnp.array([0.0, 0.0, -1.0], p1.dtype)
+    cz = jnp.cross(cx, cy)
+    rot = jnp.stack([cx, cy, cz])  # rows: cylinder axes in torus coordinates
+    origin = closest  # circle point, in torus coordinates
+
+    def to_cyl(p):
+        return rot @ (p - origin)
+
+    code, r1, r2, wl = _cylinder_wrap(to_cyl(p1), to_cyl(p2), inner, jnp.asarray(1.0, p1.dtype), 0, 1)
+    code = jnp.where(code > 0, WRAPPED, NO_WRAP)
+    code = jnp.where(valid, code, NO_WRAP)
+    back = lambda r: rot.T @ r + origin  # noqa: E731
+    return code, back(r1), back(r2), wl
+
+
+# ---------------------------------------------------------------------------
+# Muscles
+# ---------------------------------------------------------------------------
+
+class MuscleParameters(eqx.Module):
+    """Hill-type parameters shared by OpenSim's muscle models (SI units, rad)."""
+
+    max_isometric_force: Float[Array, ""]
+    optimal_fiber_length: Float[Array, ""]
+    tendon_slack_length: Float[Array, ""]
+    pennation_angle_at_optimal: Float[Array, ""]
+    max_contraction_velocity: Float[Array, ""]
+
+    def __init__(self, max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2,
+                 pennation_angle_at_optimal=0.0, max_contraction_velocity=10.0):
+        self.max_isometric_force = jnp.asarray(max_isometric_force, dtype=float)
+        self.optimal_fiber_length = jnp.asarray(optimal_fiber_length, dtype=float)
+        self.tendon_slack_length = jnp.asarray(tendon_slack_length, dtype=float)
+        self.pennation_angle_at_optimal = jnp.asarray(pennation_angle_at_optimal, dtype=float)
+        self.max_contraction_velocity = jnp.asarray(max_contraction_velocity, dtype=float)
+
+
+class Muscle(eqx.Module):
+    """A musculotendon unit: name, path points (origin first), wrap objects, parameters.
+
+    `kind` names the OpenSim class it came from (e.g. ``"Millard2012EquilibriumMuscle"``).
+    """
+
+    name: str = eqx.field(static=True)
+    points: tuple
+    wraps: tuple
+    parameters: MuscleParameters
+    kind: str = eqx.field(static=True)
+
+    def __init__(self, name: str, points: Sequence[AbstractPathPoint], wraps: Sequence[AbstractWrapObject] = (),
+                 parameters: MuscleParameters | None = None, kind: str = "Muscle"):
+        self.name = str(name)
+        self.points = tuple(points)
+        self.wraps = tuple(wraps)
+        self.parameters = MuscleParameters() if parameters is None else parameters
+        self.kind = str(kind)
+        if len(self.points) < 2:
+            raise ModelError(f"Muscle {name!r} needs at least two path points, got {len(self.points)}.")
+        for p in self.points:
+            if not isinstance(p, AbstractPathPoint):
+                raise ModelError(f"Muscle {name!r}: {type(p).__name__} is not a path point.")
+        if isinstance(self.points[0], ConditionalPathPoint) or isinstance(self.points[-1], ConditionalPathPoint):
+            raise ModelError(f"Muscle {name!r}: the first and last path points may not be conditional.")
+        for w in self.wraps:
+            if not isinstance(w, AbstractWrapObject):
+                raise ModelError(f"Muscle {name!r}: {type(w).__name__} is not a wrap object.")
+
+
+# ---------------------------------------------------------------------------
+# Path evaluation, vectorized over muscles
+# ---------------------------------------------------------------------------
+#
+# All muscles of a model are evaluated together so that the traced graph does
+# not grow with the number of muscles. The muscles are padded to P points and
+# W wrap slots; every path has N = P + 2W nodes: its points, then the two
+# tangent points of each wrap slot. A node is ordered along the path by a float
+# key (points: their index; tangent points: inserted between the ends of the
+# segment they wrap). Wrap slot s of all muscles is applied at once, one
+# vmapped call per wrap type present in that slot, so the graph holds each wrap
+# algorithm at most W times whatever the number of muscles. Body transforms are
+# computed once per state and gathered (ground is an extra identity pose).
+
+_WRAP_FN = {
+    "WrapSphere": lambda p1, p2, prm, ax, sg: _sphere_wrap(p1, p2, prm[0], ax, sg),
+    "WrapCylinder": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg),
+    "WrapEllipsoid": lambda p1, p2, prm, ax, sg: _ellipsoid_wrap(p1, p2, prm, ax, sg),
+    "WrapTorus": lambda p1, p2, prm, ax, sg: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg),
+}
+
+
+def _wrap_params(w, dtype):
+    if isinstance(w, WrapSphere):
+        return jnp.stack([w.radius]).astype(dtype)
+    if isinstance(w, WrapCylinder):
+        return jnp.stack([w.radius, w.length]).astype(dtype)
+    if isinstance(w, WrapEllipsoid):
+        return w.dimensions.astype(dtype)
+    if isinstance(w, WrapTorus):
+        return jnp.stack([w.inner_radius, w.outer_radius]).astype(dtype)
+    raise ModelError(f"Wrap object {w.name!r}: unsupported type {type(w).__name__}.")
+
+
+def _wrap_kind(w):
+    for k in _WRAP_FN:
+        if type(w).__name__ == k:
+            return k
+    for k, cls in (("WrapSphere", WrapSphere), ("WrapCylinder", WrapCylinder),
+                   ("WrapEllipsoid", WrapEllipsoid), ("WrapTorus", WrapTorus)):
+        if isinstance(w, cls):
+            return k
+    raise ModelError(f"Wrap object {getattr(w, 'name', '?')!r}: unsupported type {type(w).__name__}.")
+
+
+class _Layout:
+    """Static (numpy) description of the padded muscle paths of a model."""
+
+    def __init__(self, muscles, body_names):
+        nb = len(body_names)
+        index = {b: i for i, b in enumerate(body_names)}
+        index[GROUND] = nb
+
+        def body_of(name):
+            if name not in index:
+                raise ModelError(f"Path point or wrap object on unknown body {name!r}; bodies: {body_names}.")
+            return index[name]
+
+        self.muscles = muscles
+        self.nb = nb
+        self.K = K = len(muscles)
+        self.P = P = max((len(m.points) for m in muscles), default=2)
+        self.W = W = max((len(m.wraps) for m in muscles), default=0)
+        self.N = N = P + 2 * W
+        self.npts = np.array([len(m.points) for m in muscles], int)
+        self.nw = np.array([len(m.wraps) for m in muscles], int)
+        self.valid = np.zeros((K, P), bool)
+        self.pbody = np.full((K, P), nb, int)
+        self.fixed, self.moving, self.cond = [], [], []
+        for k, m in enumerate(muscles):
+            for j, pt in enumerate(m.points):
+                self.valid[k, j] = True
+                self.pbody[k, j] = body_of(pt.body)
+                (self.moving if isinstance(pt, MovingPathPoint) else self.fixed).append((k, j))
+                if isinstance(pt, ConditionalPathPoint):
+                    self.cond.append((k, j))
+        self.wbody = np.full((K, W), nb, int)
+        self.wpresent = np.zeros((K, W), bool)
+        self.wstart = np.zeros((K, W), int)
+        self.wend = np.zeros((K, W), int)
+        groups = []  # per slot: list of (kind, muscle indices)
+        for s in range(W):
+            by_kind = {}
+            for k, m in enumerate(muscles):
+                if s < len(m.wraps):
+                    w = m.wraps[s]
+                    n = len(m.points)
+                    self.wbody[k, s] = body_of(w.body)
+                    self.wpresent[k, s] = True
+                    start = 0 if w.range[0] < 1 else w.range[0] - 1
+                    end = n - 1 if w.range[1] < 1 else w.range[1] - 1
+                    self.wstart[k, s] = min(max(start, 0), n - 1)
+                    self.wend[k, s] = min(max(end, 0), n - 1)
+                    by_kind.setdefault(_wrap_kind(w), []).append(k)
+            groups.append([(kind, np.array(ks, int)) for kind, ks in by_kind.items()])
+        self.groups = groups
+        self.owner = np.concatenate([np.full(P, -1), np.repeat(np.arange(W), 2)]).astype(int)
+        self.node_body = np.concatenate([self.pbody, np.repeat(self.wbody, 2, axis=1)], axis=1)
+        self.multi = bool(np.any(self.nw > 1))
+
+
+def _layout(model: Model) -> _Layout:
+    return _Layout(model.muscles, model.body_names)
+
+
+def _ext_poses(poses):
+    """Rotations (nb+1, 3, 3) and origins (nb+1, 3) with ground appended as the last body."""
+    rot = jnp.concatenate([poses[:, :3, :3], jnp.eye(3, dtype=poses.dtype)[None]])
+    org = jnp.concatenate([poses[:, :3, 3], jnp.zeros((1, 3), poses.dtype)])
+    return rot, org
+
+
+def _point_locals(lay: _Layout, q):
+    """Body-frame locations (K, P, 3) and activity (K, P) of all path points at q."""
+    dt = q.dtype
+    loc = jnp.zeros((lay.K, lay.P, 3), dt)
+    if lay.fixed:
+        k, j = np.array(lay.fixed).T
+        loc = loc.at[k, j].set(jnp.stack([lay.muscles[a].points[b].location(q) for a, b in lay.fixed]).astype(dt))
+    if lay.moving:
+        k, j = np.array(lay.moving).T
+        loc = loc.at[k, j].set(_moving_locals(lay, q))
+    active = jnp.asarray(lay.valid)
+    if lay.cond:
+        k, j = np.array(lay.cond).T
+        active = active.at[k, j].set(jnp.stack([lay.muscles[a].points[b].is_active(q) for a, b in lay.cond]))
+    return loc, active
+
+
+def _moving_locals(lay: _Layout, q):
+    return jnp.stack([lay.muscles[a].points[b].location(q) for a, b in lay.moving]).astype(q.dtype)
+
+
+def _wrap_groups(lay: _Layout, rot_e, org_e, dt):
+    """Per slot, per wrap kind: (kind, muscle indices, frame rotation, frame origin, params, axis, sign)."""
+    out = []
+    for s, slot in enumerate(lay.groups):
+        gs = []
+        for kind, ks in slot:
+            ws = [lay.muscles[k].wraps[s] for k in ks]
+            rw = jax.vmap(body_fixed_xyz)(jnp.stack([w.xyz_body_rotation for w in ws]).astype(dt))
+            tw = jnp.stack([w.translation for w in ws]).astype(dt)
+            b = lay.wbody[ks, s]
+            rot = jnp.einsum("gij,gjk->gik", rot_e[b], rw)
+            org = jnp.einsum("gij,gj->gi", rot_e[b], tw) + org_e[b]
+            prm = jnp.stack([_wrap_params(w, dt) for w in ws])
+            axis = np.array([w.wrap_axis for w in ws], int)
+            sign = np.array([w.wrap_sign for w in ws], int)
+            gs.append((kind, ks, rot, org, prm, axis, sign))
+        out.append(gs)
+    return out
+
+
+def _path_length_one(pos, active, key, wrap_len, owner):
+    order = jnp.argsort(jnp.where(active, key, jnp.inf))
+    p = pos[order]
+    act = active[order]
+    own = jnp.asarray(owner)[order]
+    seg = _norm(p[1:] - p[:-1])
+    both = act[1:] & act[:-1]
+    same = (own[1:] == own[:-1]) & (own[1:] >= 0)
+    wl = jnp.where(same, wrap_len[jnp.clip(own[1:], 0, None)] if wrap_len.shape[0] else 0.0, seg)
+    return jnp.sum(jnp.where(both, wl, 0.0))
+
+
+def _path_lengths(lay, state):
+    pos, active, key, wrap_len = state
+    return jax.vmap(lambda a, b, c, d: _path_length_one(a, b, c, d, lay.owner))(pos, active, key, wrap_len)
+
+
+def _one_wrap(kind, s, P, owner, pos, active, key, wrap_len, rot, org, prm, axis, sign, start, end):
+    """Apply wrap slot `s` (of kind `kind`) to one muscle's path (OpenSim's applyWrapObjects step)."""
+    n1, n2 = P + 2 * s, P + 2 * s + 1
+    active = active.at[n1].set(False).at[n2].set(False)
+    idx = jnp.arange(P)
+    inr = (idx >= start) & (idx <= end) & active[:P]
+    any_active = jnp.any(inr)
+    ks = jnp.min(jnp.where(inr, key[:P], jnp.inf))
+    ke = jnp.max(jnp.where(inr, key[:P], -jnp.inf))
+    order = jnp.argsort(jnp.where(active, key, jnp.inf))
+    p = pos[order]
+    act = active[order]
+    k = key[order]
+    own = jnp.asarray(owner)[order]
+    a_, b_ = p[:-1], p[1:]
+    cand = act[:-1] & act[1:] & (k[:-1] >= ks) & (k[1:] <= ke)
+    cand = cand & ~((own[:-1] == own[1:]) & (own[:-1] >= 0))
+    to_w = lambda x: (x - org) @ rot  # noqa: E731
+    fn = _WRAP_FN[kind]
+    code, r1, r2, wl = jax.vmap(lambda x, y: fn(to_w(x), to_w(y), prm, axis, sign))(a_, b_)
+    r1g = r1 @ rot.T + org
+    r2g = r2 @ rot.T + org
+    change = _norm(a_ - r1g) + wl + _norm(b_ - r2g) - _norm(b_ - a_)
+    mand = cand & (code == MANDATORY_WRAP)
+    wrapped = cand & (code == WRAPPED)
+    first_m = jnp.argmax(mand)
+    masked = jnp.where(wrapped, change, jnp.inf)
+    best_w = jnp.argmin(masked)
+    has_m = jnp.any(mand)
+    has_w = jnp.any(wrapped) & jnp.isfinite(jnp.min(masked))
+    j = jnp.where(has_m, first_m, best_w)
+    engaged = (has_m | has_w) & any_active
+    ka, kb = k[j], k[j + 1]
+    pos = pos.at[n1].set(jnp.where(engaged, r1g[j], pos[n1])).at[n2].set(jnp.where(engaged, r2g[j], pos[n2]))
+    key = key.at[n1].set(ka + (kb - ka) / 3.0).at[n2].set(ka + 2.0 * (kb - ka) / 3.0)
+    active = active.at[n1].set(engaged).at[n2].set(engaged)
+    wrap_len = wrap_len.at[s].set(jnp.where(engaged, wl[j], 0.0))
+    return pos, active, key, wrap_len
+
+
+def _wrap_pass(lay, groups, state):
+    """One pass of every wrap slot in order (OpenSim's inner loop over the PathWrapSet)."""
+    for s, slot in enumerate(groups):
+        for kind, ks, rot, org, prm, axis, sign in slot:
+            sub = tuple(x[ks] for x in state)
+            fn = lambda *a, kind=kind, s=s: _one_wrap(kind, s, lay.P, lay.owner, *a)  # noqa: E731
+            new = jax.vmap(fn)(*sub, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
+                               jnp.asarray(lay.wstart[ks, s]), jnp.asarray(lay.wend[ks, s]))
+            state = tuple(x.at[ks].set(y) for x, y in zip(state, new))
+    return state
+
+
+class _Resolved:
+    """All muscle paths at one q: nodes (K, N) (points, then 2 per wrap slot), ordered by key."""
+
+    def __init__(self, pos, active, key, wrap_len, engaged, rot, org, groups):
+        self.pos = pos  # (K, N, 3) ground positions
+        self.active = active  # (K, N) bool
+        self.key = key  # (K, N) order keys
+        self.wrap_len = wrap_len  # (K, W) surface lengths
+        self.engaged = engaged  # (K, W) bool
+        self.rot, self.org = rot, org  # (nb+1, 3, 3), (nb+1, 3): body poses, ground last
+        self.groups = groups
+
+
+def _resolve_all(lay: _Layout, q, poses) -> _Resolved:
+    dt = q.dtype
+    rot_e, org_e = _ext_poses(poses.astype(dt))
+    loc, act = _point_locals(lay, q)
+    b = lay.pbody
+    pos = jnp.einsum("kpij,kpj->kpi", rot_e[b], loc) + org_e[b]
+    K, W = lay.K, lay.W
+    pos = jnp.concatenate([pos, jnp.zeros((K, 2 * W, 3), dt)], axis=1)
+    active = jnp.concatenate([act, jnp.zeros((K, 2 * W), bool)], axis=1)
+    key = jnp.tile(jnp.concatenate([jnp.arange(lay.P, dtype=dt), jnp.zeros(2 * W, dt)]), (K, 1))
+    wrap_len = jnp.zeros((K, W), dt)
+    state = (pos, active, key, wrap_len)
+    groups = _wrap_groups(lay, rot_e, org_e, dt)
+    if W > 0:
+        state = _wrap_pass(lay, groups, state)
+        if lay.multi:
+            # Muscles with several wraps: up to 8 passes in all, each stopping (as
+            # OpenSim) once its length changes by less than 0.5 mm.
+            done0 = jnp.asarray(lay.nw <= 1)
+
+            def body(carry, _):
+                st, last, done = carry
+
+                def step(st):
+                    new = _wrap_pass(lay, groups, st)
+                    length = _path_lengths(lay, new)
+                    new = tuple(jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
+                                for a, b in zip(st, new))
+                    stop = done | (jnp.abs(length - last) < 0.0005)
+                    return new, jnp.where(done, last, length), stop
+
+                return jax.lax.cond(jnp.all(done), lambda x: (x, last, done), step, st), None
+
+            (state, _, _), _ = jax.lax.scan(body, (state, _path_lengths(lay, state), done0), None, length=7)
+    pos, active, key, wrap_len = state
+    return _Resolved(pos, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups)
+
+
+def _lengths(model: Model, q, poses):
+    if not model.muscles:
+        return jnp.zeros(0, q.dtype)
+    lay = _layout(model)
+    r = _resolve_all(lay, q, poses)
+    return _path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len))
+
+
+def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_muscles"]:
+    """Musculotendon path lengths ``L(q)`` (m), in the order of ``model.muscle_names``."""
+    q = jnp.asarray(q)
+    return _lengths(model, q, body_transforms(model, q))
+
+
+def muscle_lengthening_speeds(model: Model, q, qd) -> Float[Array, " n_muscles"]:
+    """``dL/dt = (dL/dq) q' = -Rᵀ q'`` (m/s)."""
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    return jax.jvp(lambda x: muscle_lengths(model, x), (q,), (qd,))[1]
+
+
+class PathEvents(eqx.Module):
+    """Discrete path state at q: `conditional_active[k]` is a bool per path point of
+    muscle k (True for non-conditional points), `wrap_engaged[k]` a bool per wrap."""
+
+    conditional_active: tuple
+    wrap_engaged: tuple
+
+
+def path_events(model: Model, q) -> PathEvents:
+    """Which conditional points are active and which wraps are engaged at ``q``.
+
+    The path length is continuous but its derivative (and, where a conditional
+    point switches, the length itself) jumps where any of these change; compare
+    two states by ``jaxmb.path_event_signature``.
+    """
+    q = jnp.asarray(q)
+    if not model.muscles:
+        return PathEvents((), ())
+    lay = _layout(model)
+    r = _resolve_all(lay, q, body_transforms(model, q))
+    act = tuple(r.active[k, :lay.npts[k]] for k in range(lay.K))
+    eng = tuple(r.engaged[k, :lay.nw[k]] for k in range(lay.K))
+    return PathEvents(act, eng)
+
+
+def path_event_signature(model: Model, q) -> Bool[Array, " n_events"]:
+    """All of :func:`path_events` flattened to one bool vector (for comparing states)."""
+    ev = path_events(model, q)
+    parts = list(ev.conditional_active) + list(ev.wrap_engaged)
+    return jnp.concatenate([jnp.ravel(p) for p in parts]) if parts else jnp.zeros(0, bool)
+
+
+def muscle_path_points(model: Model, q, muscle: str | int):
+    """Ground positions (n, 3) of the active path, with wrap tangent points, in path order."""
+    q = jnp.asarray(q)
+    k = model.muscle_names.index(muscle) if isinstance(muscle, str) else int(muscle)
+    lay = _layout(model)
+    r = _resolve_all(lay, q, body_transforms(model, q))
+    active, key = np.asarray(r.active[k]), np.asarray(r.key[k])
+    order = [i for i in np.argsort(np.where(active, key, np.inf)) if active[i]]
+    return r.pos[k][np.asarray(order)]
+
+
+# ---------------------------------------------------------------------------
+# The moment-arm matrix: seed 001, Eq. 149-195
+# ---------------------------------------------------------------------------
+
+def _joint_frames(model: Model, poses):
+    """Ground axis a_j and a point c_j on the axis of every joint (for Eq. 176, 179)."""
+    axes, centres = [], []
+    for i, (j, p) in enumerate(zip(model.joints, model.parents)):
+        pre = j.parent_offset()
+        if p >= 0:
+            pre = poses[p] @ pre
+        axes.append(pre[:3, :3] @ j.axis.astype(poses.dtype))
+        centres.append(pre[:3, 3])
+    return jnp.stack(axes), jnp.stack(centres)
+
+
+def _gamma_beta(model: Model, poses, axes, centres):
+    """γ_i (nb, nj, 3) and β_i (nb, nj, 3) per body, in body-i coordinates.
+
+    Row j of γ_i is the velocity of body i's origin per unit ḟ_j (Eq. 176):
+    ``a_j × (o_i - c_j)`` for a revolute joint, ``a_j`` for a prismatic one; row j
+    of β_i is ``a_j`` (Eq. 179) for revolute joints in Anc(i) ∪ {i}, 0 otherwise
+    (the ϑ of Eq. 178 is folded into β). Both are zero for joints outside the chain.
+    """
+    nb = model.n_bodies
+    chain = np.zeros((nb, nb), bool)
+    for i in range(nb):
+        chain[i, list(model.ancestors(i) + (i,))] = True
+    revolute = np.array([j.kind == "revolute" for j in model.joints])
+    rot, o = poses[:, :3, :3], poses[:, :3, 3]
+    lever = jnp.cross(axes[None, :, :], o[:, None, :] - centres[None, :, :])  # (i, j, 3)
+    g_ground = jnp.where(revolute[None, :, None], lever, axes[None, :, :])
+    b_ground = jnp.where(revolute[None, :, None], axes[None, :, :], 0.0)
+    g_ground = jnp.where(chain[:, :, None], g_ground, 0.0)
+    b_ground = jnp.where(chain[:, :, None], b_ground, 0.0)
+    gam = jnp.einsum("ick,ijc->ijk", rot, g_ground)
+    bet = jnp.einsum("ick,ijc->ijk", rot, b_ground)
+    return gam, bet
+
+
+def _span_length(kind, pa, pb, prm, axis, sign):
+    """Length of a wrapped span p_a -> r1 -> (surface) -> r2 -> p_b, in the wrap frame."""
+    _, r1, r2, wl = _WRAP_FN[kind](pa, pb, prm, axis, sign)
+    return _norm(pa - r1) + wl + _norm(pb - r2)
+
+
+def _pull_sorted(P, W, owner, pos, active, key):
+    """Unit pulls of the straight segments at every node (path order) and each wrap's neighbours."""
+    N = pos.shape[0]
+    order = jnp.argsort(jnp.where(active, key, jnp.inf))
+    inv = jnp.argsort(order)
+    p = pos[order]
+    own = jnp.asarray(owner)[order]
+    nact = jnp.sum(active)
+    idx = jnp.arange(N)
+    has_next = idx + 1 < nact
+    has_prev = (idx > 0) & (idx < nact)
+    nxt, prv = jnp.clip(idx + 1, 0, N - 1), jnp.clip(idx - 1, 0, N - 1)
+    surf = jnp.concatenate([(own[:-1] == own[1:]) & (own[:-1] >= 0), jnp.zeros(1, bool)])
+    surf_prev = jnp.concatenate([jnp.zeros(1, bool), surf[:-1]])
+    to_next = jnp.where((has_next & ~surf)[:, None], _unit(p[nxt] - p), 0.0)
+    to_prev = jnp.where((has_prev & ~surf_prev)[:, None], _unit(p[prv] - p), 0.0)
+    pull = to_next + to_prev
+    s1 = inv[P + 2 * np.arange(W)]
+    s2 = inv[P + 2 * np.arange(W) + 1]
+    ia, ib = prv[s1], nxt[s2]
+    return pull, p, inv, s1, s2, ia, ib, p[ia], p[ib]
+
+
+def _pull_finish(W, pull, p, inv, s1, s2, ia, ib, pa, pb, fa, fb, on):
+    """Replace the pulls toward each engaged wrap's tangent points by the span's pull."""
+    for s in range(W):
+        pull = pull.at[ia[s]].add(jnp.where(on[s], fa[s] - _unit(p[s1[s]] - pa[s]), 0.0))
+        pull = pull.at[ib[s]].add(jnp.where(on[s], fb[s] - _unit(p[s2[s]] - pb[s]), 0.0))
+        # The tangent points carry no load of their own; the wrap body takes the reactions.
+        pull = pull.at[s1[s]].set(jnp.where(on[s], 0.0, pull[s1[s]]))
+        pull = pull.at[s2[s]].set(jnp.where(on[s], 0.0, pull[s2[s]]))
+    return pull[inv]
+
+
+def gmlav_loads(model: Model, q, poses):
+    """The generalized line-of-action loads of all muscles at q (Definitions 3-4).
+
+    Returns ``(pull (K, N, 3), points (K, N, 3), extra_points (K, W, 2, 3),
+    extra_pulls (K, W, 2, 3), resolved, layout)``: for every path node (points,
+    then r1/r2 of each wrap slot) the ground unit pull of a unit tension and its
+    point of application, and per wrap the loads on the wrap object's body. Each
+    straight segment pulls its end points towards each other (the GMLAV E and
+    its reciprocal Ē); a wrapped span pulls its end points with ``-∂L_span/∂p``
+    and loads the wrap object's body with the reactions.
+    """
+    dt = q.dtype
+    lay = _layout(model)
+    r = _resolve_all(lay, q, poses)
+    K, W = lay.K, lay.W
+    pre = jax.vmap(lambda a, b, c: _pull_sorted(lay.P, W, lay.owner, a, b, c))(r.pos, r.active, r.key)
+    pull_s, p_s, inv, s1, s2, ia, ib, pa, pb = pre
+    fa = jnp.zeros((K, W, 3), dt)
+    fb = jnp.zeros((K, W, 3), dt)
+    for s, slot in enumerate(r.groups):
+        for kind, ks, rot, org, prm, axis, sign in slot:
+            def grads(pa_, pb_, rot_, org_, prm_, ax_, sg_, kind=kind):
+                ga, gb = jax.grad(_span_length, argnums=(1, 2))(kind, (pa_ - org_) @ rot_, (pb_ - org_) @ rot_,
+                                                                 prm_, ax_, sg_)
+                return -(rot_ @ ga), -(rot_ @ gb)
+            ga, gb = jax.vmap(grads)(pa[ks, s], pb[ks, s], rot, org, prm, jnp.asarray(axis), jnp.asarray(sign))
+            fa = fa.at[ks, s].set(ga)
+            fb = fb.at[ks, s].set(gb)
+    on = r.engaged
+    fa = jnp.where(on[..., None], fa, 0.0)
+    fb = jnp.where(on[..., None], fb, 0.0)
+    pull = jax.vmap(lambda *a: _pull_finish(W, *a))(pull_s, p_s, inv, s1, s2, ia, ib, pa, pb, fa, fb, on)
+    extra_pts = jnp.stack([pa, pb], axis=2)
+    extra_pull = jnp.stack([-fa, -fb], axis=2)
+    return pull, r.pos, extra_pts, extra_pull, r, lay
+
+
+def _closed_form(model: Model, q):
+    dt = q.dtype
+    poses = body_transforms(model, q)
+    axes, centres = _joint_frames(model, poses)
+    gamma, beta = _gamma_beta(model, poses, axes, centres)
+    jgrad = joint_gradients(model, q)
+    pull, pos, xpts, xpull, r, lay = gmlav_loads(model, q, poses)
+    nb, K, W = lay.nb, lay.K, lay.W
+    # All loads of muscle k: (body, point, force) for nodes and wrap reactions.
+    bodies = np.concatenate([lay.node_body, np.repeat(lay.wbody, 2, axis=1)], axis=1)  # (K, N + 2W)
+    pts = jnp.concatenate([pos, xpts.reshape(K, 2 * W, 3)], axis=1)
+    frc = jnp.concatenate([pull, xpull.reshape(K, 2 * W, 3)], axis=1)
+    rb, ob = r.rot[bodies], r.org[bodies]
+    f_loc = jnp.einsum("knji,knj->kni", rb, frc)  # Rᵀ f
+    m_loc = jnp.einsum("knji,knj->kni", rb, jnp.cross(pts - ob, frc))
+    onehot = (bodies[..., None] == np.arange(nb)[None, None, :]).astype(float)  # ground dropped
+    E = jnp.einsum("knb,kni->kbi", onehot.astype(dt), f_loc)  # E_ki, body-i coordinates
+    Eh = jnp.einsum("knb,kni->kbi", onehot.astype(dt), m_loc)  # Ê_ki
+    per_joint = jnp.einsum("ijc,kic->jk", gamma, E) + jnp.einsum("ijc,kic->jk", beta, Eh)
+    R = jgrad.T @ per_joint
+    if lay.moving:
+        # Extension of Eq. 195: the virtual work of a MovingPathPoint's motion on its body.
+        km, jm = np.array(lay.moving).T
+        J = jax.jacfwd(lambda x: _moving_locals(lay, x))(q)  # (M, 3, nq)
+        rm = r.rot[lay.pbody[km, jm]]
+        local_pull = jnp.einsum("mji,mj->mi", rm, pull[km, jm])
+        contrib = jnp.einsum("mcq,mc->qm", J, local_pull)
+        R = R + contrib @ (km[:, None] == np.arange(K)[None, :]).astype(dt)
+    return R
+
+
+def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
+    """Moment-arm matrix ``R = -dL/dq`` (nq, n_muscles).
+
+    `method="closed_form"` (default) is seed 001's Eq. 195 built from the
+    generalized musculotendon line-of-action vectors (Definition 3-5) and the
+    kinematic coefficients γ_i (Eq. 176) and β_i (Eq. 179), with two extensions
+    that make it equal ``-dL/dq`` exactly: a MovingPathPoint adds the virtual
+    work of its motion relative to its body, and a wrapped span pulls its end
+    points along the gradient of the span length (the tangent lines, when the
+    wrap's tangent points are exact) and loads the wrap object's body with the
+    reactions. `method="autodiff"` is ``-jax.jacfwd(muscle_lengths)``.
+    """
+    q = jnp.asarray(q)
+    if method == "autodiff":
+        return -jax.jacfwd(lambda x: muscle_lengths(model, x))(q).T
+    if method != "closed_form":
+        raise ValueError(f"method must be 'closed_form' or 'autodiff', got {method!r}.")
+    if not model.muscles:
+        return jnp.zeros((model.nq, 0), q.dtype)
+    return _closed_form(model, q)
+
+
+def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
+    """``dR/dq`` by autodiff of the autodiff moment arms, shape (nq, n_muscles, nq)."""
+    q = jnp.asarray(q)
+    return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
+
+
+def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, method: str = "closed_form"):
+    """Moment arms about one coordinate while it sweeps its range (others at `q0`).
+
+    Returns ``(values (n,), moment arms (n, n_muscles))``; the moment arm is the
+    row of R for that coordinate. An unbounded range sweeps ±π.
+    """
+    k = model.coordinate_index(coordinate_name)
+    lo, hi = float(model.q_lower[k]), float(model.q_upper[k])
+    if not np.isfinite(lo):
+        lo = -np.pi
+    if not np.isfinite(hi):
+        hi = np.pi
+    values = jnp.linspace(lo, hi, n)
+    base = model.q_default if q0 is None else jnp.asarray(q0)
+    qs = jnp.tile(base, (n, 1)).at[:, k].set(values)
+    fn = jax.jit(jax.vmap(lambda x: moment_arms(model, x, method=method)[k]))
+    return values, fn(qs)

@@ -1,0 +1,374 @@
+"""OpenSim function elements as jaxmb joint functions.
+
+:func:`parse_function` turns the XML element of an OpenSim ``Function``
+(``Constant``, ``LinearFunction``, ``PolynomialFunction``, ``SimmSpline``,
+``NaturalCubicSpline``, ``PiecewiseLinearFunction``,
+``PiecewiseConstantFunction``, ``MultiplierFunction``) into a jaxmb joint
+function of ``q``, given ``inner``: the joint function of ``q`` that is the
+OpenSim function's argument (``Coordinate(k)`` for an independent coordinate,
+a coupler function for a dependent one, a ``Constant`` for a locked one).
+
+Each function evaluates as OpenSim 4.x does (opensim-core ``OpenSim/Common``):
+
+* ``SimmSpline``: Forsythe-Malcolm-Moler cubic spline whose end conditions
+  match the third derivative of the cubic through the four end points
+  (jaxmb's ``"not-a-knot-fmm"``); two points give a line, three a parabola.
+  Outside ``[x_0, x_{n-1}]`` it continues linearly with the end slope.
+* ``NaturalCubicSpline``: despite its name, OpenSim's implementation computes
+  exactly the same coefficients as ``SimmSpline`` (the same FMM end conditions)
+  and extrapolates the same way; jaxmb follows the implementation.
+* ``PiecewiseLinearFunction``: linear interpolation, linear extrapolation with
+  the first/last segment's slope. Not differentiable at the knots (the
+  derivative there is that of one of the adjacent segments).
+* ``PiecewiseConstantFunction``: ``y_k`` on ``(x_k, x_{k+1})``, ``y_0`` at and
+  below ``x_0``, ``y_{n-1}`` at and above ``x_{n-1}``. Its derivative is zero
+  everywhere (the jumps are invisible to gradients).
+* ``GCVSpline`` is not supported: OpenSim evaluates it with Woltring's GCVSPL
+  B-spline coefficients (a quintic spline for ``degree`` 5), which jaxmb does not
+  reproduce; loading raises :class:`jaxmb.ModelError` naming the element.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from .._errors import ModelError
+from .._functions import (
+    AbstractJointFunction,
+    Composed,
+    Constant,
+    Coordinate,
+    CubicSpline,
+    Linear,
+    Polynomial,
+    Scaled,
+)
+
+__all__ = ["PiecewiseConstant", "PiecewiseLinear", "parse_function", "is_identically_zero",
+           "SUPPORTED_FUNCTIONS"]
+
+SUPPORTED_FUNCTIONS = (
+    "Constant",
+    "LinearFunction",
+    "PolynomialFunction",
+    "SimmSpline",
+    "NaturalCubicSpline",
+    "PiecewiseLinearFunction",
+    "PiecewiseConstantFunction",
+    "MultiplierFunction",
+)
+
+# Describe an element for error messages; the importer installs a describer that
+# adds the file name and line number.
+Describe = Callable[[ET.Element], str]
+
+
+def _default_describe(el: ET.Element) -> str:
+    name = el.get("name")
+    return f"<{el.tag}{f' name={name!r}' if name is not None else ''}>"
+
+
+class PiecewiseLinear(AbstractJointFunction):
+    """Piecewise-linear interpolation of one coordinate (OpenSim's PiecewiseLinearFunction).
+
+    ``f(q) = y_k + (x - x_k) s_k`` on ``[x_k, x_{k+1}]`` with ``x = q[index]`` and
+    ``s_k`` the segment slope; outside the knots it continues with the first/last
+    slope. Continuous, but not smooth: the gradient jumps at the knots and the
+    Hessian is zero.
+    """
+
+    index: int = eqx.field(static=True)
+    x: Float[Array, " n"]
+    y: Float[Array, " n"]
+
+    def __init__(self, index: int, x: ArrayLike, y: ArrayLike):
+        self.index = int(index)
+        self.x = jnp.asarray(np.asarray(x, dtype=float))
+        self.y = jnp.asarray(np.asarray(y, dtype=float))
+        _check_knots("PiecewiseLinear", np.asarray(x, float), np.asarray(y, float), minimum=2)
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+    def __call__(self, q):
+        xq = q[self.index]
+        n = self.x.shape[0]
+        k = jnp.clip(jnp.searchsorted(self.x, xq, side="right") - 1, 0, n - 2)
+        slope = (self.y[k + 1] - self.y[k]) / (self.x[k + 1] - self.x[k])
+        return self.y[k] + (xq - self.x[k]) * slope
+
+
+class PiecewiseConstant(AbstractJointFunction):
+    """Step function of one coordinate (OpenSim's PiecewiseConstantFunction).
+
+    ``f = y_0`` for ``x <= x_0``, ``y_k`` for ``x_k < x < x_{k+1}``, ``y_{n-1}`` for
+    ``x >= x_{n-1}`` (``x = q[index]``). Its gradient and Hessian are zero
+    everywhere: the jumps do not show up in derivatives.
+    """
+
+    index: int = eqx.field(static=True)
+    x: Float[Array, " n"]
+    y: Float[Array, " n"]
+
+    def __init__(self, index: int, x: ArrayLike, y: ArrayLike):
+        self.index = int(index)
+        self.x = jnp.asarray(np.asarray(x, dtype=float))
+        self.y = jnp.asarray(np.asarray(y, dtype=float))
+        _check_knots("PiecewiseConstant", np.asarray(x, float), np.asarray(y, float), minimum=1)
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+    def __call__(self, q):
+        xq = q[self.index]
+        n = self.x.shape[0]
+        k = jnp.clip(jnp.searchsorted(self.x, xq, side="right") - 1, 0, n - 1)
+        val = self.y[k]
+        val = jnp.where(xq <= self.x[0], self.y[0], val)
+        return jnp.where(xq >= self.x[-1], self.y[-1], val).astype(q.dtype)
+
+
+def _check_knots(kind, x, y, minimum):
+    if x.ndim != 1 or x.shape != y.shape or x.shape[0] < minimum:
+        raise ModelError(f"{kind}: x and y must be 1-D of equal length >= {minimum}, got "
+                         f"shapes {x.shape} and {y.shape}.")
+    if not np.all(np.diff(x) > 0):
+        raise ModelError(f"{kind}: x must be strictly increasing, got {x}.")
+
+
+def fmm_spline_coefficients(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Polynomial coefficients of OpenSim's SimmSpline, in NumPy (float64).
+
+    On ``[x_i, x_{i+1}]`` the spline is ``y_i + b_i t + c_i t² + d_i t³``. The second
+    moments ``σ = s''/6`` solve the usual tridiagonal continuity rows; the end rows
+    set the spline's third derivative to that of the cubic through the four end
+    points (Forsythe, Malcolm & Moler 1977), which OpenSim uses for SimmSpline.
+    Two points give a line, three a parabola. Same numbers as
+    ``jaxmb.CubicSpline.fit(..., end_condition="not-a-knot-fmm")`` without
+    compiling JAX kernels at import time.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    n = x.size
+    h = np.diff(x)
+    slope = np.diff(y) / h
+    if n == 2:
+        return np.full(2, slope[0]), np.zeros(2), np.zeros(2)
+    a = np.zeros((n, n))
+    r = np.zeros(n)
+    for i in range(1, n - 1):
+        a[i, i - 1], a[i, i], a[i, i + 1] = h[i - 1], 2.0 * (h[i - 1] + h[i]), h[i]
+        r[i] = slope[i] - slope[i - 1]
+    a[0, 0], a[0, 1] = -h[0], h[0]
+    a[n - 1, n - 2], a[n - 1, n - 1] = h[-1], -h[-1]
+    if n > 3:
+        def third_divided_difference(j):  # of the data at x_j .. x_{j+3}
+            dd2_a = (slope[j + 1] - slope[j]) / (x[j + 2] - x[j])
+            dd2_b = (slope[j + 2] - slope[j + 1]) / (x[j + 3] - x[j + 1])
+            return (dd2_b - dd2_a) / (x[j + 3] - x[j])
+
+        r[0] = h[0] ** 2 * third_divided_difference(0)
+        r[n - 1] = -(h[-1] ** 2) * third_divided_difference(n - 4)
+    sigma = np.linalg.solve(a, r)
+    b = np.empty(n)
+    b[:-1] = slope - h * (sigma[1:] + 2.0 * sigma[:-1])
+    b[-1] = slope[-1] + h[-1] * (sigma[-2] + 2.0 * sigma[-1])
+    c = 3.0 * sigma
+    d = np.empty(n)
+    d[:-1] = (sigma[1:] - sigma[:-1]) / h
+    d[-1] = d[-2]
+    return b, c, d
+
+
+# ---------------------------------------------------------------------------
+# XML helpers
+# ---------------------------------------------------------------------------
+
+
+def _children(el: ET.Element) -> list[ET.Element]:
+    return [c for c in el if isinstance(c.tag, str)]
+
+
+def _text_of(el: ET.Element, tag: str, describe: Describe, required: bool = True) -> str | None:
+    found = [c for c in _children(el) if c.tag == tag]
+    if not found:
+        if required:
+            raise ModelError(f"{describe(el)} has no <{tag}>; OpenSim needs it to define this function.")
+        return None
+    if len(found) > 1:
+        raise ModelError(f"{describe(found[1])}: <{tag}> given twice in {describe(el)}.")
+    return (found[0].text or "").strip()
+
+
+def _floats(el: ET.Element, tag: str, describe: Describe, required: bool = True) -> np.ndarray | None:
+    text = _text_of(el, tag, describe, required)
+    if text is None:
+        return None
+    try:
+        values = np.array([float(t) for t in text.split()], dtype=float)
+    except ValueError:
+        raise ModelError(f"{describe(el)}: <{tag}> must hold numbers, got {text!r}.") from None
+    if not np.all(np.isfinite(values)):
+        raise ModelError(f"{describe(el)}: <{tag}> holds non-finite numbers {text!r}.")
+    return values
+
+
+def _only_children(el: ET.Element, allowed: set[str], describe: Describe):
+    for c in _children(el):
+        if c.tag not in allowed:
+            raise ModelError(
+                f"{describe(c)} inside {describe(el)} is not supported by jaxmb's .osim importer "
+                f"(expected only {sorted(allowed)})."
+            )
+
+
+def _xy(el: ET.Element, describe: Describe, minimum: int) -> tuple[np.ndarray, np.ndarray]:
+    _only_children(el, {"x", "y"}, describe)
+    x = _floats(el, "x", describe)
+    y = _floats(el, "y", describe)
+    if x.shape != y.shape:
+        raise ModelError(f"{describe(el)}: <x> has {x.size} values but <y> has {y.size}.")
+    if x.size < minimum:
+        raise ModelError(f"{describe(el)}: needs at least {minimum} points, got {x.size}.")
+    if not np.all(np.diff(x) > 0):
+        raise ModelError(f"{describe(el)}: <x> must be strictly increasing, got {x.tolist()}.")
+    return x, y
+
+
+# ---------------------------------------------------------------------------
+# The parser
+# ---------------------------------------------------------------------------
+
+
+def _univariate(inner: AbstractJointFunction, build: Callable[[int], AbstractJointFunction]):
+    """Apply a univariate function built by ``build(index)`` to ``inner``."""
+    if isinstance(inner, Coordinate):
+        return build(inner.index)
+    return Composed(build(0), inner)
+
+
+def parse_function(element: ET.Element, inner: AbstractJointFunction,
+                   describe: Describe | None = None) -> AbstractJointFunction:
+    """The OpenSim function `element` applied to `inner`, as a jaxmb joint function.
+
+    **Arguments:**
+
+    - `element`: the function's XML element (e.g. ``<SimmSpline name="function">``).
+    - `inner`: the joint function of ``q`` that gives the OpenSim function's argument
+      (``Coordinate(k)`` for the k-th independent coordinate). For a ``Coordinate``
+      the result reads ``q[k]`` directly; otherwise it is ``Composed(outer, inner)``.
+    - `describe`: optional ``element -> str`` used in error messages (the importer
+      passes one that adds the file and line number).
+
+    **Returns:** an :class:`jaxmb.AbstractJointFunction`.
+
+    Raises :class:`jaxmb.ModelError` naming the element for an unsupported
+    function type (``GCVSpline``, ``MultivariatePolynomialFunction``, ``Sine``, ...)
+    or malformed data.
+    """
+    describe = describe or _default_describe
+    tag = element.tag
+    if tag == "Constant":
+        _only_children(element, {"value"}, describe)
+        value = _floats(element, "value", describe)
+        if value.size != 1:
+            raise ModelError(f"{describe(element)}: <value> must be one number, got {value.tolist()}.")
+        return Constant(float(value[0]))
+    if tag == "LinearFunction":
+        _only_children(element, {"coefficients"}, describe)
+        coef = _floats(element, "coefficients", describe)
+        if coef.size != 2:
+            raise ModelError(f"{describe(element)}: <coefficients> must be 'slope intercept' "
+                             f"(2 numbers), got {coef.tolist()}.")
+        slope, intercept = float(coef[0]), float(coef[1])
+        if isinstance(inner, Coordinate) and slope == 1.0 and intercept == 0.0:
+            return inner
+        return _univariate(inner, lambda i: Linear((i,), (slope,), intercept))
+    if tag == "PolynomialFunction":
+        _only_children(element, {"coefficients"}, describe)
+        coef = _floats(element, "coefficients", describe)
+        if coef.size == 0:
+            raise ModelError(f"{describe(element)}: <coefficients> is empty.")
+        # OpenSim lists the highest order first; jaxmb's Polynomial the lowest first.
+        return _univariate(inner, lambda i: Polynomial(i, coef[::-1].copy()))
+    if tag in ("SimmSpline", "NaturalCubicSpline"):
+        x, y = _xy(element, describe, minimum=2)
+        b, c, d = fmm_spline_coefficients(x, y)
+        return _univariate(inner, lambda i: CubicSpline(i, x, y, b, c, d))
+    if tag == "PiecewiseLinearFunction":
+        x, y = _xy(element, describe, minimum=2)
+        return _univariate(inner, lambda i: PiecewiseLinear(i, x, y))
+    if tag == "PiecewiseConstantFunction":
+        x, y = _xy(element, describe, minimum=1)
+        return _univariate(inner, lambda i: PiecewiseConstant(i, x, y))
+    if tag == "MultiplierFunction":
+        return _parse_multiplier(element, inner, describe)
+    if tag == "GCVSpline":
+        degree = _text_of(element, "degree", describe, required=False)
+        raise ModelError(
+            f"{describe(element)}: GCVSpline (degree {degree or '?'}) is not supported. OpenSim "
+            "evaluates it from Woltring's GCVSPL B-spline coefficients (degree 5 is a true quintic "
+            "spline), which jaxmb does not reproduce exactly; refit the data as a SimmSpline."
+        )
+    raise ModelError(
+        f"{describe(element)}: OpenSim function type {tag!r} is not supported by jaxmb "
+        f"(supported: {', '.join(SUPPORTED_FUNCTIONS)})."
+    )
+
+
+def _parse_multiplier(element, inner, describe):
+    _only_children(element, {"function", "scale"} | set(_FUNCTION_TAGS), describe)
+    scale_values = _floats(element, "scale", describe, required=False)
+    scale = 1.0 if scale_values is None else scale_values
+    if np.size(scale) != 1:
+        raise ModelError(f"{describe(element)}: <scale> must be one number.")
+    scale = float(np.ravel(scale)[0])
+    # OpenSim 4 wraps the function in <function>; older files put it directly inside.
+    holders = [c for c in _children(element) if c.tag == "function"]
+    if holders:
+        candidates = _children(holders[0])
+    else:
+        candidates = [c for c in _children(element) if c.tag in _FUNCTION_TAGS]
+    if len(candidates) != 1:
+        raise ModelError(f"{describe(element)}: expected exactly one wrapped function, found "
+                         f"{len(candidates)}.")
+    wrapped = parse_function(candidates[0], inner, describe)
+    if isinstance(wrapped, Constant):
+        return Constant(scale * float(wrapped.value))
+    return Scaled(wrapped, scale)
+
+
+# Every function element name OpenSim knows (used to recognise a function element).
+_FUNCTION_TAGS = SUPPORTED_FUNCTIONS + (
+    "GCVSpline", "MultivariatePolynomialFunction", "Sine", "StepFunction", "PiecewiseStepFunction",
+    "ExpressionBasedFunction", "SmoothSegmentedFunction", "MultiStepFunction", "BSpline",
+    "SimmPiecewiseLinearFunction",
+)
+
+
+def is_function_element(el: ET.Element) -> bool:
+    """Whether `el` is an OpenSim function element (supported or not)."""
+    return el.tag in _FUNCTION_TAGS or el.tag.endswith("Function") or el.tag.endswith("Spline")
+
+
+def is_identically_zero(fn: AbstractJointFunction) -> bool:
+    """True only when `fn` is exactly zero for every q (so its joint may be dropped)."""
+    if isinstance(fn, Constant):
+        return float(fn.value) == 0.0
+    if isinstance(fn, Linear):
+        return float(fn.offset) == 0.0 and bool(np.all(np.asarray(fn.weights) == 0.0))
+    if isinstance(fn, Polynomial):
+        return bool(np.all(np.asarray(fn.coefficients) == 0.0))
+    if isinstance(fn, CubicSpline | PiecewiseLinear | PiecewiseConstant):
+        return bool(np.all(np.asarray(fn.y) == 0.0))
+    if isinstance(fn, Scaled):
+        return float(fn.scale) == 0.0 or is_identically_zero(fn.inner)
+    if isinstance(fn, Composed):
+        return is_identically_zero(fn.outer)
+    return False

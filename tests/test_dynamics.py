@@ -1,0 +1,219 @@
+"""M(q), N(q, q')q', G(q) by three independent routes, against the seeds' closed forms,
+and the forward/inverse dynamics identities."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jaxmb as mb
+from models_for_tests import all_models, random_state
+
+MODELS = all_models()
+SEED_ROUTE_MODELS = ["double_pendulum", "three_link_arm_spring", "planar_chain_4", "knee_like_tree"]
+TOL = 1e-10  # relative agreement of routes (float64, exact maths)
+
+# Jitted entry points: one compilation per (model structure, method) instead of slow
+# op-by-op dispatch. The seed route stays eager (its Kronecker graph compiles slowly).
+_jit = lambda f: jax.jit(f, static_argnames="method")  # noqa: E731
+mass_matrix = _jit(mb.mass_matrix)
+velocity_forces = _jit(mb.velocity_forces)
+gravity_forces = _jit(mb.gravity_forces)
+bias_forces = _jit(mb.bias_forces)
+forward_dynamics = _jit(mb.forward_dynamics)
+inverse_dynamics = _jit(mb.inverse_dynamics)
+
+
+def _rel_close(a, b, tol=TOL):
+    scale = max(float(np.max(np.abs(np.asarray(b)))), 1e-300)
+    err = float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+    assert err <= tol * scale, f"max error {err:.3e} > {tol:g} x {scale:.3e}"
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_recursive_and_autodiff_routes_agree(name):
+    model = MODELS[name]
+    for seed in range(3):
+        q, qd, _ = random_state(model, seed)
+        _rel_close(mass_matrix(model, q), mass_matrix(model, q, method="autodiff"))
+        _rel_close(velocity_forces(model, q, qd), velocity_forces(model, q, qd, method="autodiff"))
+        _rel_close(gravity_forces(model, q), gravity_forces(model, q, method="autodiff"))
+        _rel_close(bias_forces(model, q, qd), bias_forces(model, q, qd, method="autodiff"))
+
+
+@pytest.mark.parametrize("name", SEED_ROUTE_MODELS)
+def test_seed_route_agrees_with_recursive(name):
+    """Eq. 145 (as printed), Eq. 147 (corrected: D_i Ḋ_iᵀ) and Eq. 187."""
+    model = MODELS[name]
+    q, qd, _ = random_state(model, 11)
+    _rel_close(mb.mass_matrix(model, q, method="seed"), mass_matrix(model, q))
+    _rel_close(mb.velocity_forces(model, q, qd, method="seed"), velocity_forces(model, q, qd))
+    _rel_close(mb.gravity_forces(model, q, method="seed"), gravity_forces(model, q))
+
+
+def test_printed_eq_147_is_wrong():
+    """Erratum: Eq. 147 repeats Eq. 145 (D_i D_iᵀ), which would give N = M."""
+    model = MODELS["double_pendulum"]
+    q, qd, _ = random_state(model, 3)
+    ds = mb.seed.D_closed_form(model, q)
+    printed = sum(mb.seed.body_mass_matrix(b, ds[i], model.nq) for i, b in enumerate(model.bodies)) @ qd
+    assert np.max(np.abs(printed - velocity_forces(model, q, qd))) > 0.1
+
+
+def test_double_pendulum_matches_seed_000():
+    """Seed 000's matrices, with the gravity erratum of its code fixed (m2 g l1, not m2 g l2)."""
+    m1, l1, m2, l2, g = 1.3, 0.9, 0.7, 0.6, 9.81
+    model = mb.models.double_pendulum(m1, l1, m2, l2, g)
+    q, qd, _ = random_state(model, 5)
+    (t1, t2), (w1, w2) = np.asarray(q), np.asarray(qd)
+    c, s = np.cos(t1 - t2), np.sin(t1 - t2)
+    m = np.array([[m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 / 2 * c], [m2 * l1 * l2 / 2 * c, m2 * l2**2 / 3]])
+    cvec = np.array([-m2 * l1 * l2 / 2 * w2**2 * s, m2 * l1 * l2 / 2 * w1**2 * s])
+    gvec = np.array([-m1 * g * l1 / 2 * np.sin(t1) - m2 * g * l1 * np.sin(t1), -m2 * g * l2 / 2 * np.sin(t2)])
+    _rel_close(mass_matrix(model, q), m)
+    _rel_close(gravity_forces(model, q), gvec)
+    _rel_close(velocity_forces(model, q, qd), -cvec)  # seed: M q'' = C + G + Q
+    code_gravity = -m1 * g * l1 / 2 * np.sin(t1) - m2 * g * l2 * np.sin(t1)  # as printed in the code
+    assert abs(code_gravity - gvec[0]) > 1e-2
+    tau = mb.models.double_pendulum_torques(0.4, -0.2)
+    _rel_close(forward_dynamics(model, q, qd, tau), np.linalg.solve(m, cvec + gvec + np.array([0.6, -0.2])))
+
+
+def _seed_002(l, d, m, inertia, g, fs, ds, a, ad):
+    """Seed 002, Eq. 27-44, with its errata corrected (see docs/errata.md)."""
+    l1, l2, _ = l
+    d1, d2, d3 = d
+    m1, m2, m3 = m
+    i1, i2, i3 = inertia
+    a1, a2, a3 = a
+    w1, w2, w3 = ad
+    c2, c3, c23 = np.cos(a2), np.cos(a3), np.cos(a2 + a3)
+    s2, s3, s23 = np.sin(a2), np.sin(a3), np.sin(a2 + a3)
+    m11 = (m1 * d1**2 + i1 + m2 * (l1**2 + d2**2 + 2 * l1 * d2 * c2) + i2
+           + m3 * (l1**2 + l2**2 + d3**2 + 2 * l1 * l2 * c2 + 2 * l1 * d3 * c23 + 2 * l2 * d3 * c3) + i3)
+    m12 = m2 * (d2**2 + l1 * d2 * c2) + i2 + m3 * (l2**2 + d3**2 + l1 * l2 * c2 + l1 * d3 * c23 + 2 * l2 * d3 * c3) + i3
+    m13 = m3 * (d3**2 + l1 * d3 * c23 + l2 * d3 * c3) + i3
+    m22 = m2 * d2**2 + i2 + m3 * (l2**2 + d3**2 + 2 * l2 * d3 * c3) + i3  # Eq. 31 prints l2 d3 cos(a3)
+    m23 = m3 * (d3**2 + l2 * d3 * c3) + i3
+    m33 = m3 * d3**2 + i3
+    mm = np.array([[m11, m12, m13], [m12, m22, m23], [m13, m23, m33]])
+    v1 = (-((m2 * l1 * d2 + m3 * l1 * l2) * s2 + m3 * l1 * d3 * s23) * (2 * w1 * w2 + w2**2)
+          - (m3 * l1 * d3 * s23 + m3 * l2 * d3 * s3) * (2 * w1 * w3 + 2 * w2 * w3 + w3**2))
+    v2 = (((m3 * l1 * l2 + m2 * d2 * l1) * s2 + m3 * d3 * l1 * s23) * w1**2
+          - m3 * d3 * l2 * s3 * (2 * w1 * w3 + 2 * w2 * w3 + w3**2))
+    v3 = (m3 * l1 * d3 * s23 + m3 * l2 * d3 * s3) * w1**2 + m3 * l2 * d3 * s3 * (2 * w1 * w2 + w2**2)
+    c1, c12, c123 = np.cos(a1), np.cos(a1 + a2), np.cos(a1 + a2 + a3)
+    sn1, sn12, sn123 = np.sin(a1), np.sin(a1 + a2), np.sin(a1 + a2 + a3)
+    g1 = m1 * g * d1 * c1 + m2 * g * (l1 * c1 + d2 * c12) + m3 * g * (l1 * c1 + l2 * c12 + d3 * c123)
+    g2 = m2 * g * d2 * c12 + m3 * g * (l2 * c12 + d3 * c123)
+    g3 = m3 * g * d3 * c123
+    t1 = -fs * l1 * sn1 - fs * l2 * sn12 - fs * (d3 + ds) * sn123
+    t2 = -fs * l2 * sn12 - fs * (d3 + ds) * sn123
+    t3 = -fs * (d3 + ds) * sn123
+    return mm, np.array([v1, v2, v3]), np.array([g1, g2, g3]), np.array([t1, t2, t3])
+
+
+def test_three_link_arm_matches_seed_002():
+    l, d, m, inertia = (0.31, 0.27, 0.18), (0.14, 0.12, 0.06), (2.0, 1.2, 0.5), (0.016, 0.009, 0.002)
+    fs, ds = 15.0, 0.04
+    model = mb.models.three_link_arm(l, d, m, inertia, 9.81, fs, ds)
+    q, qd, qdd = random_state(model, 9)
+    mm, v, g, text = _seed_002(l, d, m, inertia, 9.81, fs, ds, np.asarray(q), np.asarray(qd))
+    terms = jax.jit(mb.inverse_dynamics_terms)(model, q, qd, qdd)
+    _rel_close(mass_matrix(model, q), mm)
+    _rel_close(terms.velocity, v)
+    _rel_close(terms.gravity, g)
+    _rel_close(terms.external, text)
+    _rel_close(terms.total, mm @ np.asarray(qdd) + v + g + text)
+    _rel_close(inverse_dynamics(model, q, qd, qdd), terms.total)
+    printed_m22 = m[1] * d[1] ** 2 + inertia[1] + m[2] * (l[1] ** 2 + d[2] ** 2 + l[1] * d[2] * np.cos(q[2])) + inertia[2]
+    assert abs(printed_m22 - mm[1, 1]) > 1e-3
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_inverse_and_forward_dynamics_are_inverses(name):
+    model = MODELS[name]
+    for method in ("recursive", "autodiff"):
+        q, qd, qdd = random_state(model, 21)
+        tau = inverse_dynamics(model, q, qd, qdd, method=method)
+        _rel_close(forward_dynamics(model, q, qd, tau, method=method), qdd, 1e-9)
+        tau2 = jnp.asarray(np.random.default_rng(1).normal(size=model.nq))
+        _rel_close(inverse_dynamics(model, q, qd, forward_dynamics(model, q, qd, tau2, method=method),
+                                       method=method), tau2, 1e-9)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_energy_identities(name):
+    """T = ½ q'ᵀ M q' (T from body velocities); G = -∂V/∂q; M symmetric positive definite."""
+    model = MODELS[name]
+    q, qd, _ = random_state(model, 31)
+    m = mass_matrix(model, q)
+    _rel_close(jax.jit(mb.kinetic_energy)(model, q, qd), 0.5 * qd @ m @ qd)
+    _rel_close(gravity_forces(model, q), -jax.jit(jax.grad(mb.potential_energy, argnums=1))(model, q))
+    np.testing.assert_allclose(m, m.T, atol=1e-14 * float(np.max(np.abs(m))))
+    assert float(jnp.min(jnp.linalg.eigvalsh(m))) > 0.0
+
+
+def test_spring_generalized_force_is_minus_t_ext():
+    model = mb.models.three_link_arm(spring_force=10.0, spring_distance=0.05)
+    q = jnp.array([0.2, 0.5, -0.3])
+    _rel_close(mb.generalized_forces(model, q), -mb.inverse_dynamics_terms(model, q, q * 0, q * 0).external)
+    torque = mb.BodyTorque("forearm", (0.0, 0.0, 2.0))
+    np.testing.assert_allclose(mb.generalized_forces(model, q, [torque]), [2.0, 2.0, 0.0], atol=1e-14)
+
+
+def test_inverse_dynamics_over_time_series():
+    model = mb.models.three_link_arm(spring_force=5.0)
+    t = jnp.linspace(0.0, 1.0, 50)
+    q = jnp.stack([0.5 * jnp.sin(t), 0.3 + t, -0.2 * t**2], axis=1)
+    qd = jnp.stack([0.5 * jnp.cos(t), jnp.ones_like(t), -0.4 * t], axis=1)
+    qdd = jnp.stack([-0.5 * jnp.sin(t), jnp.zeros_like(t), -0.4 * jnp.ones_like(t)], axis=1)
+    terms = jax.jit(mb.inverse_dynamics_series)(model, q, qd, qdd)
+    assert terms.total.shape == (50, 3)
+    k = 17
+    _rel_close(terms.total[k], inverse_dynamics(model, q[k], qd[k], qdd[k]))
+    _rel_close(terms.total, terms.inertial + terms.velocity + terms.gravity + terms.external)
+
+
+def test_gradients_of_dynamics():
+    """check_grads (forward and reverse mode, 2nd order) on M, bias and qdd, w.r.t. q and masses."""
+    model = MODELS["knee_like_tree"]
+    q, qd, _ = random_state(model, 41)
+    check_grads(jax.jit(lambda x: mass_matrix(model, x)), (q,), order=2, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+    check_grads(jax.jit(lambda x, v: bias_forces(model, x, v)), (q, qd), order=1, modes=("fwd", "rev"),
+                atol=1e-6, rtol=1e-6)
+    masses = jnp.stack([b.mass for b in model.bodies])
+
+    def qdd_of_masses(ms):
+        bodies = tuple(eqx_tree_replace_mass(b, ms[i]) for i, b in enumerate(model.bodies))
+        return forward_dynamics(model_with_bodies(model, bodies), q, qd)
+
+    check_grads(jax.jit(qdd_of_masses), (masses,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+
+
+def eqx_tree_replace_mass(body, mass):
+    import equinox as eqx
+
+    return eqx.tree_at(lambda b: b.mass, body, mass)
+
+
+def model_with_bodies(model, bodies):
+    import equinox as eqx
+
+    return eqx.tree_at(lambda m: m.bodies, model, bodies)
+
+
+def test_float32_on_request():
+    """The library follows the dtype of the model and state: float32 in, float32 out."""
+    model = MODELS["planar_chain_4"]
+    q, qd, _ = random_state(model, 51)
+    model32 = jax.tree.map(lambda x: x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x, model)
+    qdd32 = forward_dynamics(model32, q.astype(jnp.float32), qd.astype(jnp.float32))
+    assert qdd32.dtype == jnp.float32
+    np.testing.assert_allclose(qdd32, forward_dynamics(model, q, qd), rtol=2e-4, atol=2e-4)
+
+
+def test_unknown_method_is_rejected():
+    with pytest.raises(ValueError, match="method must be"):
+        mass_matrix(MODELS["double_pendulum"], jnp.zeros(2), method="magic")
