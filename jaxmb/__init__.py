@@ -51,6 +51,7 @@ from ._model import AbstractLoad as AbstractLoad
 from ._model import Body as Body
 from ._model import BodyTorque as BodyTorque
 from ._model import Joint as Joint
+from ._model import LinearSpring as LinearSpring
 from ._model import Model as Model
 from ._model import ModelBuilder as ModelBuilder
 from ._model import PointForce as PointForce

@@ -4,13 +4,14 @@ A controller may carry its own state ``z`` (e.g. the integral of a PID error),
 integrated by :func:`jaxmb.simulate` together with ``q`` and ``q'``.
 """
 
-from __future__ import annotations
 
 import abc
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
+
+from ._typing import RealLike
 
 
 class AbstractController(eqx.Module):
@@ -44,8 +45,8 @@ class PID(AbstractController):
     kd: Float[Array, " k"]
     selection: Float[Array, "nq k"] | None
 
-    def __init__(self, indices, target: ArrayLike, kp: ArrayLike, ki: ArrayLike = 0.0, kd: ArrayLike = 0.0,
-                 selection: ArrayLike | None = None):
+    def __init__(self, indices, target: RealLike, kp: RealLike, ki: RealLike = 0.0, kd: RealLike = 0.0,
+                 selection: RealLike | None = None):
         self.indices = tuple(int(i) for i in indices)
         k = len(self.indices)
         self.target = jnp.broadcast_to(jnp.asarray(target, dtype=float), (k,))
@@ -82,7 +83,7 @@ class ComputedTorque(AbstractController):
     kp: Float[Array, " nq"]
     kd: Float[Array, " nq"]
 
-    def __init__(self, model, reference, kp: ArrayLike, kd: ArrayLike):
+    def __init__(self, model, reference, kp: RealLike, kd: RealLike):
         self.model = model
         self.reference = reference
         self.kp = jnp.asarray(kp, dtype=float)

@@ -19,7 +19,6 @@ Model loads (e.g. seed 002's spring) enter as generalized forces ``Q_ext``:
 ``M q'' + bias = tau + Q_ext``.
 """
 
-from __future__ import annotations
 
 from typing import Literal
 
@@ -30,7 +29,6 @@ import lineax as lx
 from jaxtyping import Array, Float
 
 from ._kinematics import (
-    _body,
     angular_jacobians,
     body_angular_velocities,
     body_transforms,
@@ -38,9 +36,8 @@ from ._kinematics import (
     joint_rates,
     joint_transforms,
     joint_values,
-    point_jacobian,
 )
-from ._model import AbstractLoad, BodyTorque, Model, PointForce
+from ._model import AbstractLoad, Model
 from ._spatial import skew
 
 Method = Literal["recursive", "autodiff", "seed"]
@@ -86,9 +83,10 @@ def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Floa
     g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
     a0 = jnp.concatenate([jnp.zeros(3, dtype), -g])
     v0 = jnp.zeros(6, dtype)
-    vel, forces = [], []
-    acc = []
-    for i, p in enumerate(model.parents):
+    n = model.n_bodies
+    vel, acc, forces = [None] * n, [None] * n, [None] * n
+    for i in model.order:
+        p = model.parents[i]
         vp = v0 if p < 0 else vel[p]
         ap = a0 if p < 0 else acc[p]
         s = subspaces[i]
@@ -96,11 +94,10 @@ def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Floa
         v = xs[i] @ vp + vj
         a = xs[i] @ ap + s * fdd[i] + _cross_motion(v, vj)
         inertia = _spatial_inertia(model.bodies[i]).astype(dtype)
-        vel.append(v)
-        acc.append(a)
-        forces.append(inertia @ a + _cross_force(v, inertia @ v))
-    tau = [None] * model.n_bodies
-    for i in reversed(range(model.n_bodies)):
+        vel[i], acc[i] = v, a
+        forces[i] = inertia @ a + _cross_force(v, inertia @ v)
+    tau = [None] * n
+    for i in reversed(model.order):
         tau[i] = subspaces[i] @ forces[i]
         p = model.parents[i]
         if p >= 0:
@@ -116,7 +113,7 @@ def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj"]:
     xs = [_motion_to_child(local[i]) for i in range(n)]
     subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
     composite = [_spatial_inertia(b).astype(dtype) for b in model.bodies]
-    for i in reversed(range(n)):
+    for i in reversed(model.order):
         p = model.parents[i]
         if p >= 0:
             composite[p] = composite[p] + xs[i].T @ composite[i] @ xs[i]
@@ -235,27 +232,19 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
 
 
 def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
-    """Generalized force ``Q = Σ J_pᵀ F + J_ωᵀ τ`` of applied loads (seed 002's T_ext = -Q).
+    """Generalized force ``Q = Σ_loads Q_load(q)`` of applied loads (seed 002's T_ext = -Q);
+    e.g. ``J_pᵀ F`` for a :class:`PointForce`, ``J_ωᵀ τ`` for a :class:`BodyTorque`.
 
-    `loads` defaults to the model's own loads; pass a sequence of
-    :class:`PointForce` / :class:`BodyTorque` for others.
+    `loads` defaults to the model's own loads; pass a sequence of loads for others.
     """
     q = jnp.asarray(q)
     loads = model.loads if loads is None else tuple(loads)
     total = jnp.zeros_like(q)
-    jw = None
     for load in loads:
-        if isinstance(load, PointForce):
-            jac = point_jacobian(model, q, load.body, load.point)
-            total = total + jac.T @ load.force.astype(q.dtype)
-        elif isinstance(load, BodyTorque):
-            if jw is None:
-                jw = angular_jacobians(model, q)
-            total = total + jw[_body(model, load.body)].T @ load.torque.astype(q.dtype)
-        elif isinstance(load, AbstractLoad):
-            raise NotImplementedError(f"generalized_forces: unsupported load type {type(load).__name__}")
-        else:
-            raise TypeError(f"loads must be PointForce/BodyTorque, got {type(load).__name__}")
+        if not isinstance(load, AbstractLoad):
+            raise TypeError(f"loads must be jaxmb loads (PointForce, BodyTorque, LinearSpring, ...), "
+                            f"got {type(load).__name__}")
+        total = total + load.generalized_force(model, q)
     return total
 
 

@@ -12,7 +12,6 @@ series also have closed forms (:meth:`gradient`, :meth:`hessian`), which the
 tests check against autodiff.
 """
 
-from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
@@ -22,7 +21,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Scalar
+from jaxtyping import Array, Float, Scalar
+
+from ._typing import RealLike
 
 from ._errors import ModelError
 
@@ -75,7 +76,7 @@ class Constant(AbstractJointFunction):
 
     value: Float[Array, ""]
 
-    def __init__(self, value: ArrayLike):
+    def __init__(self, value: RealLike):
         self.value = _as_float_array(value)
 
     def __call__(self, q):
@@ -96,7 +97,7 @@ class Linear(AbstractJointFunction):
     weights: Float[Array, " k"]
     offset: Float[Array, ""]
 
-    def __init__(self, indices: Sequence[int], weights: ArrayLike, offset: ArrayLike = 0.0):
+    def __init__(self, indices: Sequence[int], weights: RealLike, offset: RealLike = 0.0):
         self.indices = tuple(int(i) for i in indices)
         self.weights = _as_float_array(weights)
         self.offset = _as_float_array(offset)
@@ -123,7 +124,7 @@ class Polynomial(AbstractJointFunction):
     index: int = eqx.field(static=True)
     coefficients: Float[Array, " k"]
 
-    def __init__(self, index: int, coefficients: ArrayLike):
+    def __init__(self, index: int, coefficients: RealLike):
         self.index = int(index)
         self.coefficients = _as_float_array(coefficients)
         if self.coefficients.ndim != 1 or self.coefficients.shape[0] == 0:
@@ -203,7 +204,7 @@ class CubicSpline(AbstractJointFunction):
 
     @classmethod
     def fit(
-        cls, index: int, x: ArrayLike, y: ArrayLike, end_condition: str = "natural"
+        cls, index: int, x: RealLike, y: RealLike, end_condition: str = "natural"
     ) -> "CubicSpline":
         """Fit the spline through the samples ``(x_k, y_k)`` (x strictly increasing)."""
         x = _as_float_array(x)
@@ -305,7 +306,7 @@ class FourierSeries(AbstractJointFunction):
             raise ModelError("FourierSeries: a and b must be 1-D arrays of equal length.")
 
     @classmethod
-    def fit(cls, index: int, x: ArrayLike, y: ArrayLike, order: int, omega: float) -> "FourierSeries":
+    def fit(cls, index: int, x: RealLike, y: RealLike, order: int, omega: float) -> "FourierSeries":
         """Least-squares fit of an order-``order`` series with fundamental ``omega``."""
         x = _as_float_array(x)
         y = _as_float_array(y)
@@ -363,7 +364,7 @@ class Scaled(AbstractJointFunction):
     inner: AbstractJointFunction
     scale: Float[Array, ""]
 
-    def __init__(self, inner: AbstractJointFunction, scale: ArrayLike):
+    def __init__(self, inner: AbstractJointFunction, scale: RealLike):
         self.inner = inner
         self.scale = _as_float_array(scale)
 

@@ -8,11 +8,12 @@ they equal the seed's ``D_i^T (r ⊗ q')`` (Eq. 44) and
 ``D_i`` and ``D'_i`` themselves and the tests compare the two.
 """
 
-from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
+
+from ._typing import RealLike
 
 from ._model import Model
 from ._spatial import vee
@@ -56,9 +57,10 @@ def joint_transforms(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nj 4
 
 
 def _poses_from_local(model: Model, local: Array) -> Array:
-    poses = []
-    for i, p in enumerate(model.parents):
-        poses.append(local[i] if p < 0 else poses[p] @ local[i])
+    poses = [None] * model.n_bodies
+    for i in model.order:
+        p = model.parents[i]
+        poses[i] = local[i] if p < 0 else poses[p] @ local[i]
     return jnp.stack(poses)
 
 
@@ -71,25 +73,25 @@ def _body(model: Model, body) -> int:
     return model.body_index(body) if isinstance(body, str) else int(body)
 
 
-def point_position(model: Model, q, body, point: ArrayLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
+def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
     """Ground position of `point` (body frame, m) on `body` (name or index), Eq. 41."""
     t = body_transforms(model, q)[_body(model, body)]
     return t[:3, :3] @ jnp.asarray(point, dtype=t.dtype) + t[:3, 3]
 
 
-def point_velocity(model: Model, q, qd, body, point: ArrayLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
+def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
     """Ground velocity of a body point (Eq. 44), m/s."""
     return jax.jvp(lambda x: point_position(model, x, body, point), (q,), (qd,))[1]
 
 
-def point_acceleration(model: Model, q, qd, qdd, body, point: ArrayLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
+def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
     """Ground acceleration of a body point (Eq. 57), m/s²."""
     pos = lambda x: point_position(model, x, body, point)  # noqa: E731
     vel = lambda x: jax.jvp(pos, (x,), (qd,))[1]  # noqa: E731
     return jax.jvp(vel, (q,), (qd,))[1] + jax.jvp(pos, (q,), (qdd,))[1]
 
 
-def point_jacobian(model: Model, q, body, point: ArrayLike = (0.0, 0.0, 0.0)) -> Float[Array, "3 nq"]:
+def point_jacobian(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3 nq"]:
     """``∂r_p/∂q`` of a body point, (3, nq)."""
     return jax.jacfwd(lambda x: point_position(model, x, body, point))(q)
 

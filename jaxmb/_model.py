@@ -11,8 +11,8 @@ Topology, names and counts are static fields; every numeric parameter is an
 array leaf, so ``jax.grad`` with respect to a model works.
 """
 
-from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Literal
 
@@ -20,7 +20,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
+
+from ._typing import RealLike
 
 from ._errors import ModelError
 from ._functions import AbstractJointFunction, Constant, Coordinate
@@ -66,8 +68,8 @@ class Body(eqx.Module):
     inertia: Float[Array, "3 3"]
     massless: bool = eqx.field(static=True)
 
-    def __init__(self, name: str, mass: ArrayLike, com: ArrayLike = (0.0, 0.0, 0.0),
-                 inertia: ArrayLike | None = None, massless: bool = False):
+    def __init__(self, name: str, mass: RealLike, com: RealLike = (0.0, 0.0, 0.0),
+                 inertia: RealLike | None = None, massless: bool = False):
         self.name = str(name)
         self.mass = _f(mass)
         self.com = _f(com)
@@ -152,11 +154,11 @@ class Joint(eqx.Module):
     child_translation: Float[Array, "3"]
 
     def __init__(self, name: str, parent: str, child: str, kind: JointKind,
-                 axis: ArrayLike, function: AbstractJointFunction,
-                 parent_translation: ArrayLike = (0.0, 0.0, 0.0),
-                 parent_rotation: ArrayLike | None = None,
-                 child_translation: ArrayLike = (0.0, 0.0, 0.0),
-                 child_rotation: ArrayLike | None = None):
+                 axis: RealLike, function: AbstractJointFunction,
+                 parent_translation: RealLike = (0.0, 0.0, 0.0),
+                 parent_rotation: RealLike | None = None,
+                 child_translation: RealLike = (0.0, 0.0, 0.0),
+                 child_rotation: RealLike | None = None):
         self.name, self.parent, self.child = str(name), str(parent), str(child)
         if kind not in ("revolute", "prismatic"):
             raise ModelError(f"Joint {name!r}: kind must be 'revolute' or 'prismatic', got {kind!r}.")
@@ -231,47 +233,99 @@ class Joint(eqx.Module):
         return jnp.concatenate([omega, j[:3, 3]])
 
 
-def revolute(name: str, parent: str, child: str, axis: ArrayLike, function: AbstractJointFunction,
-             offset: ArrayLike = (0.0, 0.0, 0.0), **kwargs) -> Joint:
+def revolute(name: str, parent: str, child: str, axis: RealLike, function: AbstractJointFunction,
+             offset: RealLike = (0.0, 0.0, 0.0), **kwargs) -> Joint:
     """A revolute joint: translate by `offset` in the parent frame, then rotate about `axis`."""
     return Joint(name, parent, child, "revolute", axis, function, parent_translation=offset, **kwargs)
 
 
-def prismatic(name: str, parent: str, child: str, axis: ArrayLike, function: AbstractJointFunction,
-              offset: ArrayLike = (0.0, 0.0, 0.0), rotation: ArrayLike | None = None, **kwargs) -> Joint:
+def prismatic(name: str, parent: str, child: str, axis: RealLike, function: AbstractJointFunction,
+              offset: RealLike = (0.0, 0.0, 0.0), rotation: RealLike | None = None, **kwargs) -> Joint:
     """A prismatic joint: translate by ``offset + f * axis`` (parent frame), then the constant `rotation`."""
     return Joint(name, parent, child, "prismatic", axis, function, parent_translation=offset,
                  child_rotation=rotation, **kwargs)
 
 
 class AbstractLoad(eqx.Module):
-    """An applied load on one body; see :func:`jaxmb.generalized_forces`."""
+    """An applied load; :meth:`generalized_force` maps it to ``Q`` (nq,) at ``q``.
+
+    :func:`jaxmb.generalized_forces` sums the loads of a model; subclass this to
+    add your own (springs, bushings, ground reactions).
+    """
 
     body: eqx.AbstractVar[str]
 
+    @abc.abstractmethod
+    def generalized_force(self, model: "Model", q) -> Float[Array, " nq"]:
+        """The generalized force ``Q`` of this load at ``q``."""
+
 
 class PointForce(AbstractLoad):
-    """A force `force` (N, ground axes) applied at `point` (m, body frame) of `body`."""
+    """A force `force` (N, ground axes) applied at `point` (m, body frame) of `body`:
+    ``Q = J_pᵀ F`` (seed 001 Eq. 46 with virtual work ``F · δr_p``)."""
 
     body: str = eqx.field(static=True)
     point: Float[Array, "3"]
     force: Float[Array, "3"]
 
-    def __init__(self, body: str, point: ArrayLike, force: ArrayLike):
+    def __init__(self, body: str, point: RealLike, force: RealLike):
         self.body = str(body)
         self.point = _f(point, (3,))
         self.force = _f(force, (3,))
 
+    def generalized_force(self, model, q):
+        from ._kinematics import point_jacobian
+
+        return point_jacobian(model, q, self.body, self.point).T @ self.force.astype(q.dtype)
+
 
 class BodyTorque(AbstractLoad):
-    """A pure torque `torque` (N m, ground axes) applied to `body`."""
+    """A pure torque `torque` (N m, ground axes) applied to `body`: ``Q = J_ωᵀ τ``."""
 
     body: str = eqx.field(static=True)
     torque: Float[Array, "3"]
 
-    def __init__(self, body: str, torque: ArrayLike):
+    def __init__(self, body: str, torque: RealLike):
         self.body = str(body)
         self.torque = _f(torque, (3,))
+
+    def generalized_force(self, model, q):
+        from ._kinematics import angular_jacobians
+
+        jw = angular_jacobians(model, q)[model.body_index(self.body)]
+        return jw.T @ self.torque.astype(q.dtype)
+
+
+class LinearSpring(AbstractLoad):
+    """A linear spring from `point` (m, body frame) of `body` to `anchor` (m, ground):
+    potential ``V = ½ k (L - L0)²``, generalized force ``Q = -∂V/∂q``.
+    (Andrews' squeezer's spring; seed 001 Eq. 199.)"""
+
+    body: str = eqx.field(static=True)
+    point: Float[Array, "3"]
+    anchor: Float[Array, "3"]
+    stiffness: Float[Array, ""]
+    rest_length: Float[Array, ""]
+
+    def __init__(self, body: str, point: RealLike, anchor: RealLike, stiffness: RealLike, rest_length: RealLike):
+        self.body = str(body)
+        self.point = _f(point, (3,))
+        self.anchor = _f(anchor, (3,))
+        self.stiffness = _f(stiffness)
+        self.rest_length = _f(rest_length)
+
+    def length(self, model, q):
+        from ._kinematics import point_position
+
+        q = jnp.asarray(q)
+        r = point_position(model, q, self.body, self.point) - self.anchor.astype(q.dtype)
+        return jnp.sqrt(jnp.sum(r**2))
+
+    def potential_energy(self, model, q):
+        return 0.5 * self.stiffness * (self.length(model, q) - self.rest_length) ** 2
+
+    def generalized_force(self, model, q):
+        return -jax.grad(lambda x: self.potential_energy(model, x))(jnp.asarray(q))
 
 
 class Model(eqx.Module):
@@ -279,8 +333,11 @@ class Model(eqx.Module):
 
     **Arguments:**
 
-    - `bodies`: the bodies (any order; they are sorted parents-first).
-    - `joints`: one joint per body, whose `child` is that body.
+    - `bodies`: the bodies (any order).
+    - `joints`: one joint per body, whose `child` is that body. Their order is the
+      order of ``joint_names`` and ``joint_values``; ``body_names`` follows it too
+      (body i is the child of joint i). It need not be parents-first: ``order``
+      holds a parents-first traversal.
     - `coordinate_names`: names of the generalized coordinates ``q`` (nq,).
     - `gravity`: (3,) gravitational acceleration in ground axes, m/s².
     - `loads`: applied loads that are part of the model (e.g. seed 002's spring).
@@ -302,12 +359,13 @@ class Model(eqx.Module):
     muscles: tuple
     coordinate_names: tuple[str, ...] = eqx.field(static=True)
     parents: tuple[int, ...] = eqx.field(static=True)
+    order: tuple[int, ...] = eqx.field(static=True)
     name: str = eqx.field(static=True)
 
     def __init__(self, bodies: Sequence[Body], joints: Sequence[Joint], coordinate_names: Sequence[str],
-                 gravity: ArrayLike = (0.0, -9.81, 0.0), loads: Sequence[AbstractLoad] = (),
-                 q_default: ArrayLike | None = None, q_lower: ArrayLike | None = None,
-                 q_upper: ArrayLike | None = None, muscles: Sequence = (), name: str = "model"):
+                 gravity: RealLike = (0.0, -9.81, 0.0), loads: Sequence[AbstractLoad] = (),
+                 q_default: RealLike | None = None, q_lower: RealLike | None = None,
+                 q_upper: RealLike | None = None, muscles: Sequence = (), name: str = "model"):
         self.name = str(name)
         self.coordinate_names = tuple(str(c) for c in coordinate_names)
         nq = len(self.coordinate_names)
@@ -352,26 +410,29 @@ class Model(eqx.Module):
                         f"Joint {by_child[b].name!r}: its function reads coordinate index {idx}, "
                         f"but the model has {nq} coordinates {self.coordinate_names}."
                     )
-        # Topological order (parents first), stable in the user's order.
-        order: list[str] = []
-        placed = {GROUND}
-        remaining = list(body_names)
+        # Joints keep the user's order (it is the order of joint_names and joint_values);
+        # body i is the child of joint i. `order` is a parents-first traversal for the
+        # recursions, stable in the user's order.
+        body_by_name = {b.name: b for b in bodies}
+        self.joints = tuple(joints)
+        self.bodies = tuple(body_by_name[j.child] for j in self.joints)
+        index = {j.child: i for i, j in enumerate(self.joints)}
+        self.parents = tuple(-1 if j.parent == GROUND else index[j.parent] for j in self.joints)
+        order: list[int] = []
+        placed: set[int] = set()
+        remaining = list(range(len(self.joints)))
         while remaining:
-            progress = [b for b in remaining if by_child[b].parent in placed]
+            progress = [i for i in remaining if self.parents[i] < 0 or self.parents[i] in placed]
             if not progress:
                 raise ModelError(
-                    f"Model {name!r}: the bodies {remaining} form a cycle (each is its own "
-                    "ancestor); a model must be a tree rooted at ground."
+                    f"Model {name!r}: the bodies {[self.joints[i].child for i in remaining]} form a cycle "
+                    "(each is its own ancestor); a model must be a tree rooted at ground."
                 )
-            for b in progress:
-                order.append(b)
-                placed.add(b)
-                remaining.remove(b)
-        body_by_name = {b.name: b for b in bodies}
-        self.bodies = tuple(body_by_name[b] for b in order)
-        self.joints = tuple(by_child[b] for b in order)
-        index = {b: i for i, b in enumerate(order)}
-        self.parents = tuple(-1 if by_child[b].parent == GROUND else index[by_child[b].parent] for b in order)
+            for i in progress:
+                order.append(i)
+                placed.add(i)
+                remaining.remove(i)
+        self.order = tuple(order)
         self.gravity = _f(gravity, (3,))
         for load in loads:
             if load.body not in index:
@@ -450,7 +511,7 @@ class ModelBuilder:
     ```
     """
 
-    def __init__(self, name: str = "model", gravity: ArrayLike = (0.0, -9.81, 0.0)):
+    def __init__(self, name: str = "model", gravity: RealLike = (0.0, -9.81, 0.0)):
         self.name = name
         self.gravity = gravity
         self.bodies: list[Body] = []
@@ -486,10 +547,10 @@ class ModelBuilder:
         return load
 
     def add_chain(self, name: str, parent: str, child: str,
-                  axes: Sequence[tuple[JointKind, ArrayLike, AbstractJointFunction]],
-                  offset: ArrayLike = (0.0, 0.0, 0.0), rotation: ArrayLike | None = None,
-                  child_translation: ArrayLike = (0.0, 0.0, 0.0),
-                  child_rotation: ArrayLike | None = None) -> list[Joint]:
+                  axes: Sequence[tuple[JointKind, RealLike, AbstractJointFunction]],
+                  offset: RealLike = (0.0, 0.0, 0.0), rotation: RealLike | None = None,
+                  child_translation: RealLike = (0.0, 0.0, 0.0),
+                  child_rotation: RealLike | None = None) -> list[Joint]:
         """A multi-DOF joint as a chain of 1-DOF joints through massless bodies.
 
         `axes` lists ``(kind, axis, function)`` in the order the motions are
@@ -515,8 +576,8 @@ class ModelBuilder:
             prev = link
         return made
 
-    def add_weld(self, name: str, parent: str, child: str, offset: ArrayLike = (0.0, 0.0, 0.0),
-                 rotation: ArrayLike | None = None) -> Joint:
+    def add_weld(self, name: str, parent: str, child: str, offset: RealLike = (0.0, 0.0, 0.0),
+                 rotation: RealLike | None = None) -> Joint:
         """A rigid attachment: a revolute joint locked at 0."""
         return self.add_joint(Joint(name, parent, child, "revolute", (0.0, 0.0, 1.0), Constant(0.0),
                                     parent_translation=offset, parent_rotation=rotation))

@@ -4,7 +4,6 @@ The state is ``y = (q, q', z)`` where ``z`` is an optional controller state, so
 muscle or controller states integrate together with the mechanics.
 """
 
-from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +12,9 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, Bool, Float
+
+from ._typing import RealLike
 
 from ._control import AbstractController
 from ._dynamics import Method, forward_dynamics
@@ -97,9 +98,9 @@ _SOLVERS = {
 }
 
 
-def simulate(model: Model, q0: ArrayLike, qd0: ArrayLike, t1: float, *, t0: float = 0.0,
-             ts: ArrayLike | None = None, tau: ArrayLike | Callable | None = None,
-             tau_ts: ArrayLike | None = None, controller: AbstractController | None = None,
+def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: float, *, t0: float = 0.0,
+             ts: RealLike | None = None, tau: RealLike | Callable | None = None,
+             tau_ts: RealLike | None = None, controller: AbstractController | None = None,
              rtol: float = 1e-8, atol: float = 1e-8, solver: str | diffrax.AbstractSolver = "tsit5",
              dt0: float | None = None, max_steps: int = 1_000_000, progress: bool = False,
              throw: bool = True, adjoint: diffrax.AbstractAdjoint | None = None,

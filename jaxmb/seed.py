@@ -12,7 +12,6 @@ Notation: ``B_i = (0_i A4)ᵀ`` (4x4); ``D_i = ∂B_i/∂q`` (4 nq x 4) and
 ``D_i[r nq + a, c] = ∂B_rc/∂q_a`` and ``D'_i[(r nq + a) nq + b, c] = ∂²B_rc/∂q_a∂q_b``.
 """
 
-from __future__ import annotations
 
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -40,9 +39,10 @@ __all__ = [
 def _frames(model: Model, q):
     f = joint_values(model, q)
     local = joint_transforms(model, f)  # pr(i)_i A4
-    poses = []
-    for i, p in enumerate(model.parents):
-        poses.append(local[i] if p < 0 else poses[p] @ local[i])
+    poses = [None] * model.n_bodies
+    for i in model.order:
+        p = model.parents[i]
+        poses[i] = local[i] if p < 0 else poses[p] @ local[i]
     hats = [j.joint_matrix().astype(local.dtype) for j in model.joints]
     return local, poses, hats
 
@@ -80,12 +80,13 @@ def D_recursive(model: Model, q) -> list[Array]:
     grads = joint_gradients(model, q)
     nq = model.nq
     eye = jnp.eye(nq, dtype=local.dtype)
-    out = []
-    for i, p in enumerate(model.parents):
+    out = [None] * model.n_bodies
+    for i in model.order:
+        p = model.parents[i]
         d = jnp.kron(hats[i].T @ poses[i].T, grads[i][:, None])
         if p >= 0:
             d = d + jnp.kron(local[i].T, eye) @ out[p]
-        out.append(d)
+        out[i] = d
     return out
 
 
@@ -112,15 +113,16 @@ def D2_recursive(model: Model, q) -> list[Array]:
     eye = jnp.eye(nq, dtype=dt)
     eye2 = jnp.eye(nq * nq, dtype=dt)
     d1 = D_recursive(model, q)
-    out = []
-    for i, p in enumerate(model.parents):
+    out = [None] * model.n_bodies
+    for i in model.order:
+        p = model.parents[i]
         g = grads[i][:, None]
         w_ii = hats[i].T @ poses[i].T
         d2 = jnp.kron(hats[i].T, u) @ jnp.kron(d1[i], g) + jnp.kron(w_ii, vec(hess[i])[:, None])
         if p >= 0:
             d2 = d2 + jnp.kron(jnp.kron(hats[i].T @ local[i].T, eye), g) @ d1[p]
             d2 = d2 + jnp.kron(local[i].T, eye2) @ out[p]
-        out.append(d2)
+        out[i] = d2
     return out
 
 

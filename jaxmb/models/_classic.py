@@ -1,7 +1,6 @@
 """The seeds' open-chain examples: double pendulum (seed 000), three-link arm (seed 002),
 and the planar chain used by the benchmarks."""
 
-from __future__ import annotations
 
 from collections.abc import Sequence
 
