@@ -8,6 +8,7 @@ jaxmb never switches on float64 itself: call
 ``jax.config.update("jax_enable_x64", True)`` where accuracy matters.
 """
 
+from . import constraints as constraints
 from . import control as control
 from . import models as models
 from . import seed as seed
@@ -78,3 +79,8 @@ from ._muscles import moment_arms as moment_arms
 from ._muscles import muscle_lengthening_speeds as muscle_lengthening_speeds
 from ._muscles import muscle_lengths as muscle_lengths
 from ._muscles import path_events as path_events
+from ._constraints import ImplicitJointFunction as ImplicitJointFunction
+from ._constraints import LoopClosure as LoopClosure
+from ._constraints import LoopClosureError as LoopClosureError
+from ._constraints import LoopSolution as LoopSolution
+from ._constraints import implicit_joint_functions as implicit_joint_functions

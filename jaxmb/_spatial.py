@@ -10,8 +10,6 @@ Conventions
   ``dA_ik/dq``. :func:`matrix_derivative` builds it from a JAX Jacobian.
 """
 
-from __future__ import annotations
-
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float

@@ -4,3 +4,10 @@ from ._classic import double_pendulum as double_pendulum
 from ._classic import double_pendulum_torques as double_pendulum_torques
 from ._classic import planar_chain as planar_chain
 from ._classic import three_link_arm as three_link_arm
+from ._closed import andrews_angles as andrews_angles
+from ._closed import andrews_squeezer as andrews_squeezer
+from ._closed import andrews_tau as andrews_tau
+from ._closed import closed_chain_forces as closed_chain_forces
+from ._closed import five_bar as five_bar
+from ._closed import four_bar as four_bar
+from ._closed import without_loads as without_loads

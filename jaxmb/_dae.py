@@ -1,0 +1,165 @@
+"""The traditional baseline: a closed-chain model as an index-1 DAE in all its joint variables.
+
+The model's open tree (every joint variable z a coordinate, :func:`jaxmb.open_tree`)
+with the loop-closure equations ``Φ(z) = 0`` enforced by Lagrange multipliers:
+
+    [ M(z)  Φ_zᵀ ] [ z̈ ]   [ Q(z) - bias(z, ż)                       ]
+    [ Φ_z    0   ] [ λ ] = [ -(Φ_z ż)_z ż - 2 α Φ_z ż - β² Φ(z)   ]
+
+(index 1 by differentiating the constraints twice, Baumgarte stabilisation with
+parameters α, β; α = β = 0 is the plain index-1 system, which drifts). Integrated
+with diffrax (:func:`simulate_dae`) or, through :func:`dae_rhs_numpy`, with scipy.
+The embedded ODE of :mod:`jaxmb.constraints` needs none of this and does not drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from ._constraints import ImplicitJointFunction, LoopClosureError, _closures, open_tree
+from ._dynamics import bias_forces, mass_matrix
+from ._functions import Coordinate
+from ._model import Model
+
+
+def loop_constraints(model: Model) -> Callable[[Array], Array]:
+    """``Φ(z)``: the loop-closure equations of `model` in its joint variables z.
+
+    Requires every explicit joint of the model to be a :class:`~jaxmb.Coordinate`
+    (so that q is a sub-vector of z), as for the five-bar and Andrews' squeezer.
+    """
+    loops = _closures(model)
+    q_index = {}
+    for i, j in enumerate(model.joints):
+        fn = j.function
+        if isinstance(fn, Coordinate):
+            q_index[fn.index] = i
+        elif not isinstance(fn, ImplicitJointFunction):
+            raise LoopClosureError(
+                f"loop_constraints: joint {j.name!r} has a {type(fn).__name__} function; the DAE "
+                "baseline needs coordinates and implicit joints only.")
+    if sorted(q_index) != list(range(model.nq)):
+        raise LoopClosureError("loop_constraints: every coordinate must be some joint's variable.")
+    qsel = jnp.asarray([q_index[k] for k in range(model.nq)])
+
+    def phi(z):
+        q = z[qsel]
+        return jnp.concatenate([c.residual(z[jnp.asarray(idx)], q) for c, idx in loops])
+
+    return phi
+
+
+class DAEVectorField(eqx.Module):
+    """``(z, ż) -> (ż, z̈)`` of the index-1 DAE with Baumgarte stabilisation."""
+
+    tree: Model
+    phi: Callable = eqx.field(static=True)
+    forces: Callable = eqx.field(static=True)
+    alpha: float = eqx.field(static=True)
+    beta: float = eqx.field(static=True)
+
+    def accelerations(self, z, zd):
+        m = mass_matrix(self.tree, z)
+        rhs = self.forces(self.tree, z) - bias_forces(self.tree, z, zd)
+        g = jax.jacfwd(self.phi)(z)
+        gdot_zd = jax.jvp(lambda x: jax.jacfwd(self.phi)(x) @ zd, (z,), (zd,))[1]
+        c = -gdot_zd - 2.0 * self.alpha * (g @ zd) - self.beta**2 * self.phi(z)
+        n, k = z.shape[0], g.shape[0]
+        kkt = jnp.block([[m, g.T], [g, jnp.zeros((k, k), dtype=z.dtype)]])
+        sol = jnp.linalg.solve(kkt, jnp.concatenate([rhs, c]))
+        return sol[:n], sol[n:]
+
+    def __call__(self, t, y, args):
+        z, zd = y
+        return zd, self.accelerations(z, zd)[0]
+
+
+def dae_vector_field(model: Model, forces: Callable | None = None, alpha: float = 0.0,
+                     beta: float = 0.0) -> DAEVectorField:
+    """The DAE of a closed-chain `model` on its open tree. `forces(tree, z)` gives the
+    generalized applied forces in z (default: the tree's loads, springs included)."""
+    from .models._closed import closed_chain_forces
+
+    return DAEVectorField(open_tree(model), loop_constraints(model),
+                          closed_chain_forces if forces is None else forces, float(alpha), float(beta))
+
+
+class DAESolution(eqx.Module):
+    """``ts`` (T,), ``z``/``zd`` (T, n_joints), ``drift`` (T,) = max |Φ(z)|, ``stats``."""
+
+    ts: Array
+    z: Array
+    zd: Array
+    drift: Array
+    stats: dict
+
+
+def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: float = 0.0,
+                 ts: ArrayLike | None = None, alpha: float = 0.0, beta: float = 0.0,
+                 rtol: float = 1e-8, atol: float = 1e-8, solver: diffrax.AbstractSolver | None = None,
+                 max_steps: int = 1_000_000, forces: Callable | None = None) -> DAESolution:
+    """Integrate the index-1 DAE (Baumgarte α, β) of `model` in all joint variables with
+    diffrax from consistent ``z0, ż0``; reports the constraint drift at the save times."""
+    field = dae_vector_field(model, forces, alpha, beta)
+    z0 = jnp.asarray(z0, dtype=float)
+    zd0 = jnp.asarray(zd0, dtype=z0.dtype)
+    saveat = diffrax.SaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=z0.dtype))
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Dopri8() if solver is None else solver,
+                              t0=t0, t1=t1, dt0=None, y0=(z0, zd0), saveat=saveat,
+                              stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+                              max_steps=max_steps)
+    z, zd = sol.ys
+    drift = jax.vmap(lambda x: jnp.max(jnp.abs(field.phi(x))))(z)
+    return DAESolution(ts=sol.ts, z=z, zd=zd, drift=drift, stats=sol.stats)
+
+
+def dae_rhs_numpy(model: Model, forces: Callable | None = None, alpha: float = 0.0, beta: float = 0.0):
+    """``rhs(t, y)`` for ``scipy.integrate.solve_ivp`` with ``y = (z, ż)`` (2 n_joints,):
+    the jitted DAE vector field (and its jitted Jacobian ``jac(t, y)``)."""
+    import numpy as np
+
+    field = dae_vector_field(model, forces, alpha, beta)
+    n = model.n_bodies
+
+    @jax.jit
+    def f(y):
+        zd, zdd = field(0.0, (y[:n], y[n:]), None)
+        return jnp.concatenate([zd, zdd])
+
+    jac = jax.jit(jax.jacfwd(f))
+    return (lambda t, y: np.asarray(f(jnp.asarray(y)))), (lambda t, y: np.asarray(jac(jnp.asarray(y))))
+
+
+def ode_rhs_numpy(model: Model, tau: Callable | None = None):
+    """``rhs(t, y)`` and ``jac(t, y)`` for scipy of the embedded (minimal) ODE,
+    ``y = (q, q')``; `tau(t, q, q')` adds generalized forces (default: the model's
+    loads through :func:`jaxmb.models.closed_chain_forces` on a load-free copy)."""
+    import numpy as np
+
+    from ._dynamics import forward_dynamics
+    from .models._closed import closed_chain_forces, without_loads
+
+    bare = without_loads(model)
+    nq = model.nq
+
+    @jax.jit
+    def f(y):
+        q, qd = y[:nq], y[nq:]
+        t = closed_chain_forces(model, q) if tau is None else tau(0.0, q, qd)
+        return jnp.concatenate([qd, forward_dynamics(bare, q, qd, t)])
+
+    jac = jax.jit(jax.jacfwd(f))
+    return (lambda t, y: np.asarray(f(jnp.asarray(y)))), (lambda t, y: np.asarray(jac(jnp.asarray(y))))
+
+
+def consistent_velocities(model: Model, z, zd_guess) -> Float[Array, " n"]:
+    """Project ``ż`` onto the velocity constraint ``Φ_z ż = 0`` (least change)."""
+    phi = loop_constraints(model)
+    g = jax.jacfwd(phi)(z)
+    return zd_guess - g.T @ jnp.linalg.solve(g @ g.T, g @ zd_guess)

@@ -1,0 +1,138 @@
+"""Andrews' squeezer, five-bar and four-bar as embedded ODEs: Test Set reference,
+H&W's closed-form mass matrix and initial accelerations, energy balance, constraint
+drift (embedded: none; DAE baseline: reported)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb as mb
+from jaxmb.models import _closed as C
+
+REFERENCE_DIGITS = 9  # significant digits required at t = 0.03 (max relative error)
+EMBEDDED_RESIDUAL = 1e-10  # |g| along every embedded trajectory
+ENERGY_TOL = 1e-7  # relative change of T + V - W along the Andrews trajectory
+SIM_TOL = 1e-11  # integrator rtol = atol
+TS = np.linspace(0.0, 0.03, 31)
+
+
+@pytest.fixture(scope="module")
+def andrews():
+    return C.andrews_squeezer(throw=False)
+
+
+@pytest.fixture(scope="module")
+def andrews_run(andrews):
+    q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+
+    @eqx.filter_jit
+    def run(model):
+        sol = mb.simulate(C.without_loads(model), q0, jnp.zeros(1), 0.03, ts=jnp.asarray(TS),
+                          tau=C.andrews_tau(model), rtol=SIM_TOL, atol=SIM_TOL, solver="dopri8")
+        closure = model.joints[1].function.closure
+        sols = jax.vmap(closure.solve)(sol.q)
+        angles = jax.vmap(lambda q: C.andrews_angles(model, q))(sol.q)
+        energy = jax.vmap(lambda q, qd: C.andrews_energy(model, q, qd, q0))(sol.q, sol.qd)
+        return sol, sols, angles, energy
+
+    return run(andrews)
+
+
+def test_open_tree_mass_matrix_is_hairer_wanner():
+    tree = C.andrews_squeezer(embedded=False)
+    for k in range(3):
+        y = jnp.asarray(C.ANDREWS_Y0) + 0.7 * k * jnp.arange(7)
+        m = mb.mass_matrix(tree, y)
+        np.testing.assert_allclose(m, C.andrews_mass_matrix_hw(y), rtol=1e-13, atol=1e-20)
+
+
+def test_initial_accelerations_and_multipliers(andrews):
+    """Test Set consistent initial values: w(0) and lambda(0)."""
+    q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+    qdd = eqx.filter_jit(lambda m: mb.forward_dynamics(C.without_loads(m), q0, jnp.zeros(1),
+                                                       C.closed_chain_forces(m, q0)))(andrews)
+    np.testing.assert_allclose(qdd, [14222.4439199541138705911625887], rtol=1e-12)
+    field = mb.constraints.dae_vector_field(andrews)
+    perm = jnp.asarray([C.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])
+    z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
+    zdd, lam = eqx.filter_jit(lambda f: f.accelerations(z0, jnp.zeros(7)))(field)
+    theta = andrews.joint_names.index("Theta")
+    np.testing.assert_allclose(zdd[theta], -10666.8329399655854029433719415, rtol=1e-12)
+    np.testing.assert_allclose(lam[:2], [98.5668703962410896057654982170, -6.12268834425566265503114393122],
+                               rtol=1e-12)
+    np.testing.assert_allclose(lam[2:], 0.0, atol=1e-9)
+
+
+def test_andrews_reference_at_003(andrews_run):
+    sol, _, angles, _ = andrews_run
+    ref = np.asarray(C.ANDREWS_REFERENCE_T003)
+    rel = np.abs(np.asarray(angles[-1]) - ref) / np.abs(ref)
+    assert rel.max() < 10.0 ** (-REFERENCE_DIGITS), rel
+    np.testing.assert_allclose(sol.qd[-1, 0], C.ANDREWS_REFERENCE_VELOCITY_T003[0], rtol=1e-8)
+
+
+def test_andrews_embedded_has_no_drift(andrews_run):
+    _, sols, _, _ = andrews_run
+    assert np.all(np.asarray(sols.result) == 0)
+    assert np.max(np.asarray(sols.residual)) < EMBEDDED_RESIDUAL
+
+
+def test_andrews_energy_balance(andrews_run):
+    """T + V_spring - mom (beta - beta0) is conserved (no dissipation in the model)."""
+    _, _, _, energy = andrews_run
+    e = np.asarray(energy)
+    scale = np.max(np.abs(e - e[0])) + abs(e[0])
+    assert np.max(np.abs(e - e[0])) / abs(e[0]) < ENERGY_TOL, (e[0], np.max(np.abs(e - e[0])), scale)
+
+
+def test_spring_force_matches_hairer_wanner(andrews):
+    """The spring's generalized force on gamma equals H&W's ff(3)."""
+    P = C.ANDREWS_PARAMETERS
+    tree = C.andrews_squeezer(embedded=False)
+    y = jnp.asarray(C.ANDREWS_Y0) + 0.1
+    ga = y[2]
+    xd = P["sd"] * jnp.cos(ga) + P["sc"] * jnp.sin(ga) + P["xb"]
+    yd = P["sd"] * jnp.sin(ga) - P["sc"] * jnp.cos(ga) + P["yb"]
+    lng = jnp.sqrt((xd - P["xc"]) ** 2 + (yd - P["yc"]) ** 2)
+    force = -P["c0"] * (lng - P["l0"]) / lng
+    ff3 = force * (xd - P["xc"]) * (P["sc"] * jnp.cos(ga) - P["sd"] * jnp.sin(ga)) + \
+        force * (yd - P["yc"]) * (P["sd"] * jnp.cos(ga) + P["sc"] * jnp.sin(ga))
+    q = C.closed_chain_forces(tree, y)
+    np.testing.assert_allclose(q[2], ff3, rtol=1e-12)
+    np.testing.assert_allclose(q[0], P["mom"], rtol=1e-12)
+    np.testing.assert_allclose(q[jnp.asarray([1, 3, 4, 5, 6])], 0.0, atol=1e-15)
+
+
+def test_andrews_dae_baseline_drifts_but_agrees(andrews):
+    perm = jnp.asarray([C.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])
+    z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
+    run = eqx.filter_jit(lambda m: mb.constraints.simulate_dae(m, z0, jnp.zeros(7), 0.03, ts=jnp.asarray([0.015, 0.03]),
+                                                   alpha=0.0, beta=0.0, rtol=1e-10, atol=1e-10))
+    s = run(andrews)
+    ref = np.asarray(C.ANDREWS_REFERENCE_T003)[np.asarray(perm)]
+    rel = np.abs(np.asarray(s.z[-1]) - ref) / np.abs(ref)
+    assert rel.max() < 1e-7
+    drift = float(np.max(np.asarray(s.drift)))
+    print(f"DAE (index 1, no stabilisation) constraint drift at t=0.03: {drift:.2e}")
+    assert 0.0 < drift < 1e-6
+
+
+def test_five_bar_embedded_trajectory_has_no_drift():
+    model = C.five_bar(throw=False)
+    closure = model.joints[2].function.closure
+
+    @eqx.filter_jit
+    def run(m):
+        sol = mb.simulate(m, jnp.asarray([1.2, -0.9]), jnp.zeros(2), 1.0, ts=jnp.linspace(0, 1.0, 21),
+                          rtol=1e-9, atol=1e-9)
+        return sol, jax.vmap(closure.solve)(sol.q), jax.vmap(lambda q, qd: mb.kinetic_energy(m, q, qd)
+                                                             + mb.potential_energy(m, q))(sol.q, sol.qd)
+
+    sol, sols, energy = run(model)
+    assert np.all(np.asarray(sols.result) == 0)
+    assert np.max(np.asarray(sols.residual)) < EMBEDDED_RESIDUAL
+    assert np.ptp(np.asarray(sol.q[:, 0])) > 0.1  # it moved
+    e = np.asarray(energy)
+    assert np.max(np.abs(e - e[0])) < 1e-6 * max(1.0, abs(e[0]))

@@ -1,0 +1,178 @@
+"""Loop closures: solve, branches, singularities, and the four derivative routes
+(implicit differentiation closed form, optimistix IFT autodiff, the seed's analytical
+projection method Eq. 100-120, computational molecule, pre-modeling)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb as mb
+from jaxmb._constraints import NOT_CONVERGED, SINGULAR, SUCCESS, WRONG_BRANCH
+from jaxmb.models._closed import FIVE_BAR_POINT, FOUR_BAR_POINT
+
+# Named tolerances.
+ROUNDOFF = 1e-12  # two exact routes to the same derivative
+MOLECULE_H = 1e-4  # molecule step
+MOLECULE_GRAD_TOL = 1e-6  # O(h^2) truncation of the central difference
+MOLECULE_HESS_TOL = 1e-5  # O(h^2) truncation + O(eps/h^2) round-off
+RESIDUAL_TOL = 1e-12  # |g| after a Newton solve
+
+FIVE_BAR_QS = np.array([[0.7, -0.4], [0.45, -0.1], [1.0, -0.7], [0.8, -0.25]])
+
+
+@pytest.fixture(scope="module", params=[1, -1], ids=["branch+1", "branch-1"])
+def five(request):
+    model = mb.models.five_bar(branch=request.param)
+    return request.param, model, model.joints[2].function.closure
+
+
+def test_five_bar_solution_and_branch(five):
+    branch, model, closure = five
+    sols = jax.jit(jax.vmap(closure.solve))(jnp.asarray(FIVE_BAR_QS))
+    assert np.all(np.asarray(sols.result) == SUCCESS)
+    assert np.all(np.asarray(sols.residual) < RESIDUAL_TOL)
+    assert np.all(np.sign(np.sin(np.asarray(sols.f[:, 1]))) == branch)
+    # joint_values follows the model's chain order (theta1..theta4).
+    z = mb.joint_values(model, jnp.asarray(FIVE_BAR_QS[0]))
+    assert model.joint_names == ("theta1", "theta2", "theta3", "theta4")
+    np.testing.assert_allclose(z[2:], sols.f[0], atol=ROUNDOFF)
+    np.testing.assert_allclose(z[:2], FIVE_BAR_QS[0], atol=0)
+
+
+def test_wrong_branch_is_flagged(five):
+    branch, model, closure = five
+    other = mb.models.five_bar(branch=-branch).joints[2].function.closure
+    q = jnp.asarray(FIVE_BAR_QS[0])
+    f_other = other.solve(q).f
+    s = closure.solve(q, f_other, throw=False)
+    assert int(s.result) == WRONG_BRANCH
+    with pytest.raises(mb.LoopClosureError, match="another assembly branch"):
+        closure.solve(q, f_other)
+
+
+@pytest.mark.parametrize("k", range(len(FIVE_BAR_QS)))
+def test_derivative_routes_agree(five, k):
+    _, model, closure = five
+    q = jnp.asarray(FIVE_BAR_QS[k])
+    f, jac, hess = closure.derivatives(q)
+    # optimistix implicit-function-theorem adjoint, through jax.jacfwd / jax.hessian
+    np.testing.assert_allclose(jax.jacfwd(closure)(q), jac, atol=ROUNDOFF)
+    np.testing.assert_allclose(jax.hessian(closure)(q), hess, atol=ROUNDOFF)
+    # the hand-written JVP rule used by the joint functions
+    np.testing.assert_allclose(jax.hessian(closure.value)(q), hess, atol=ROUNDOFF)
+    # the seed's analytical projection method, Eq. 116-120
+    _, jp, hp = mb.constraints.projection_derivatives(closure, q)
+    np.testing.assert_allclose(jp, jac, atol=ROUNDOFF)
+    np.testing.assert_allclose(hp, hess, atol=ROUNDOFF)
+    # computational molecule, to truncation error
+    _, jm, hm = mb.constraints.molecule_derivatives(closure, q, MOLECULE_H)
+    np.testing.assert_allclose(jm, jac, atol=MOLECULE_GRAD_TOL)
+    np.testing.assert_allclose(hm, hess, atol=MOLECULE_HESS_TOL)
+    # the model's joint gradients/Hessians are these
+    np.testing.assert_allclose(mb.joint_gradients(model, q)[2:], jac, atol=ROUNDOFF)
+    np.testing.assert_allclose(mb.joint_hessians(model, q)[2:], hess, atol=ROUNDOFF)
+
+
+def test_molecule_error_is_truncation():
+    """Halving h divides the molecule's gradient error by ~4 (second order), so the
+    comparison above can fail for a wrong formula."""
+    closure = mb.models.five_bar().joints[2].function.closure
+    q = jnp.asarray(FIVE_BAR_QS[0])
+    jac = closure.gradient(q)
+    e1 = np.abs(mb.constraints.molecule_derivatives(closure, q, 1e-2)[1] - jac).max()
+    e2 = np.abs(mb.constraints.molecule_derivatives(closure, q, 5e-3)[1] - jac).max()
+    assert 3.0 < e1 / e2 < 5.0
+
+
+def test_premodel_five_bar():
+    """Tensor natural-spline pre-model of the five-bar: values within the measured fit
+    error, derivatives converge to the implicit ones."""
+    closure = mb.models.five_bar(throw=False).joints[2].function.closure
+    fit = mb.constraints.premodel(closure, [0.3, -0.8], [1.1, 0.0], 0.1)
+    assert np.all(np.asarray(fit.fit_error) < 1e-2)
+    for q in FIVE_BAR_QS:
+        q = jnp.asarray(q)
+        f, jac, hess = closure.derivatives(q)
+        for k, fn in enumerate(fit.functions):
+            assert abs(float(fn(q) - f[k])) <= float(fit.fit_error[k]) * 1.5
+            np.testing.assert_allclose(jax.grad(fn)(q), jac[k], atol=2e-2)
+
+
+def test_premodel_four_bar_spline_and_fourier():
+    model = mb.models.four_bar(throw=False)
+    closure = model.joints[0].function.closure
+    fit = mb.constraints.premodel(closure, [-2.0], [2.0], 0.02)  # the seed sweeps with 0.01
+    assert np.all(np.asarray(fit.fit_error) < 3e-5)
+    q = jnp.asarray([0.3])
+    f, jac, hess = closure.derivatives(q)
+    for k, fn in enumerate(fit.functions):
+        np.testing.assert_allclose(fn.gradient(q), jac[k], atol=1e-4)
+        np.testing.assert_allclose(fn.hessian(q), hess[k], atol=1e-2)
+    four = mb.constraints.premodel(closure, [-2.0], [2.0], 0.05, kind="fourier", order=12, omega=2 * np.pi / 5.0)
+    assert np.all(np.asarray(four.fit_error) < 1e-2)
+
+
+def test_four_bar_range_and_continuation():
+    model = mb.models.four_bar(throw=False)
+    closure = model.joints[0].function.closure
+    qs = jnp.linspace(-2.0, 2.0, 21)[:, None]
+    sols = jax.jit(jax.vmap(closure.solve))(qs)
+    assert np.all(np.asarray(sols.result) == SUCCESS)
+    assert np.all(np.asarray(sols.rcond) > 0.1)
+    # continuity: the branch is followed (no jumps between neighbouring q)
+    assert np.max(np.abs(np.diff(np.asarray(sols.f), axis=0))) < 0.2
+    # beyond the range of motion: flagged, not NaN-silent
+    out = closure.solve(jnp.asarray([3.3]), throw=False)
+    assert int(out.result) in (NOT_CONVERGED, SINGULAR)
+
+
+def test_singular_configuration_errors():
+    """l3 + l4 equal to the distance of joint 3 from the ground pivot: links 3 and 4
+    stretched, dg/df rank-deficient."""
+    q = jnp.asarray([0.0, np.pi])  # joint 3 at (0, 0), ground pivot at (3, 0): distance 3
+    flagged = mb.models.five_bar(l3=1.5, l4=1.5, throw=False).joints[2].function.closure
+    s = flagged.solve(q)
+    assert int(s.result) in (SINGULAR, NOT_CONVERGED)
+    closure = mb.models.five_bar(l3=1.5, l4=1.5).joints[2].function.closure
+    with pytest.raises(mb.LoopClosureError, match=r"five_bar.*q = \[0\. +3\.14159"):
+        closure(q)
+    with pytest.raises(Exception, match="five_bar"):
+        jax.block_until_ready(eqx.filter_jit(lambda c, x: c.value(x))(closure, q))
+    # a regular configuration of the same mechanism is fine
+    ok = closure.solve(jnp.asarray([0.5, 0.3]), throw=False)
+    assert int(ok.result) == SUCCESS
+
+
+@pytest.mark.parametrize("name", ["five_bar", "four_bar"])
+def test_traditional_route_matches_embedded(name):
+    """Velocity and acceleration of p: constraint-Jacobian route in all joint variables
+    (no f gradients/Hessians) == embedded route with implicit derivatives."""
+    if name == "five_bar":
+        model, (body, point) = mb.models.five_bar(), FIVE_BAR_POINT
+        q, qd, qdd = jnp.array([0.7, -0.4]), jnp.array([1.3, -0.6]), jnp.array([-2.0, 4.0])
+    else:
+        model, (body, point) = mb.models.four_bar(), FOUR_BAR_POINT
+        q, qd, qdd = jnp.array([0.4]), jnp.array([1.7]), jnp.array([-3.0])
+    pos, vel, acc = mb.constraints.traditional_point_kinematics(model, q, qd, qdd, body, point)
+    np.testing.assert_allclose(pos, mb.point_position(model, q, body, point), atol=ROUNDOFF)
+    np.testing.assert_allclose(vel, mb.point_velocity(model, q, qd, body, point), atol=1e-11)
+    np.testing.assert_allclose(acc, mb.point_acceleration(model, q, qd, qdd, body, point), atol=1e-10)
+    # and the constraints hold for the solved joint variables
+    phi = mb.constraints.constraint_function(model)
+    assert np.max(np.abs(phi(mb.joint_values(model, q), q))) < RESIDUAL_TOL
+
+
+def test_params_are_differentiable_leaves():
+    """d f / d l0 through the loop (implicit function theorem) vs central difference."""
+    q = jnp.asarray([0.7, -0.4])
+
+    def theta4(l0):
+        closure = mb.models.five_bar().joints[2].function.closure
+        closure = eqx.tree_at(lambda c: c.params, closure, closure.params.at[0].set(l0))
+        return closure.value(q)[1]
+
+    d = jax.grad(theta4)(3.0)
+    fd = (theta4(3.0 + 1e-6) - theta4(3.0 - 1e-6)) / 2e-6
+    assert abs(float(d - fd)) < 1e-7

@@ -1,0 +1,26 @@
+"""Execute the closed-chain notebooks (nbclient, kernel python3 of this interpreter)."""
+
+import pathlib
+
+import nbformat
+import pytest
+
+nbclient = pytest.importorskip("nbclient")
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+
+
+@pytest.mark.parametrize("name", ["four_bar", "five_bar", "andrews_squeezer"])
+def test_notebook_runs(name):
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    if name == "andrews_squeezer":
+        digits = float(text.split("significant digits vs Test Set:")[1].split()[0])
+        assert digits > 8.5
+    else:
+        vals = [float(tok) for line in text.splitlines() if line.startswith("max |")
+                for tok in line.replace("=", " = ").split() if tok[0].isdigit()]
+        assert vals and max(vals) < 1e-6  # embedded vs traditional: round-off; molecule: O(h^2)
