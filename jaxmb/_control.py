@@ -4,7 +4,6 @@ A controller may carry its own state ``z`` (e.g. the integral of a PID error),
 integrated by :func:`jaxmb.simulate` together with ``q`` and ``q'``.
 """
 
-
 import abc
 
 import equinox as eqx

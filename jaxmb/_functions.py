@@ -12,7 +12,6 @@ series also have closed forms (:meth:`gradient`, :meth:`hessian`), which the
 tests check against autodiff.
 """
 
-
 import abc
 from collections.abc import Callable, Sequence
 from typing import Any

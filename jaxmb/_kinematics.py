@@ -8,7 +8,6 @@ they equal the seed's ``D_i^T (r ⊗ q')`` (Eq. 44) and
 ``D_i`` and ``D'_i`` themselves and the tests compare the two.
 """
 
-
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float

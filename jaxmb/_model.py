@@ -11,7 +11,6 @@ Topology, names and counts are static fields; every numeric parameter is an
 array leaf, so ``jax.grad`` with respect to a model works.
 """
 
-
 import abc
 from collections.abc import Sequence
 from typing import Literal

@@ -12,7 +12,6 @@ Notation: ``B_i = (0_i A4)ᵀ`` (4x4); ``D_i = ∂B_i/∂q`` (4 nq x 4) and
 ``D_i[r nq + a, c] = ∂B_rc/∂q_a`` and ``D'_i[(r nq + a) nq + b, c] = ∂²B_rc/∂q_a∂q_b``.
 """
 
-
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
