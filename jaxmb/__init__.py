@@ -10,9 +10,14 @@ jaxmb never switches on float64 itself: call
 
 from . import constraints as constraints
 from . import control as control
+from . import io as io
 from . import models as models
 from . import seed as seed
-from ._dynamics import InverseDynamicsTerms as InverseDynamicsTerms
+from ._constraints import implicit_joint_functions as implicit_joint_functions
+from ._constraints import ImplicitJointFunction as ImplicitJointFunction
+from ._constraints import LoopClosure as LoopClosure
+from ._constraints import LoopClosureError as LoopClosureError
+from ._constraints import LoopSolution as LoopSolution
 from ._dynamics import bias_forces as bias_forces
 from ._dynamics import forward_dynamics as forward_dynamics
 from ._dynamics import generalized_forces as generalized_forces
@@ -20,6 +25,7 @@ from ._dynamics import gravity_forces as gravity_forces
 from ._dynamics import inverse_dynamics as inverse_dynamics
 from ._dynamics import inverse_dynamics_series as inverse_dynamics_series
 from ._dynamics import inverse_dynamics_terms as inverse_dynamics_terms
+from ._dynamics import InverseDynamicsTerms as InverseDynamicsTerms
 from ._dynamics import kinetic_energy as kinetic_energy
 from ._dynamics import mass_matrix as mass_matrix
 from ._dynamics import potential_energy as potential_energy
@@ -58,29 +64,23 @@ from ._model import ModelBuilder as ModelBuilder
 from ._model import PointForce as PointForce
 from ._model import prismatic as prismatic
 from ._model import revolute as revolute
-from ._simulate import Solution as Solution
-from ._simulate import simulate as simulate
-
-__version__ = "0.1.0"
-from . import io as io
-from .io import load_osim as load_osim
 from ._muscles import ConditionalPathPoint as ConditionalPathPoint
+from ._muscles import moment_arm_derivatives as moment_arm_derivatives
+from ._muscles import moment_arm_sweep as moment_arm_sweep
+from ._muscles import moment_arms as moment_arms
 from ._muscles import MovingPathPoint as MovingPathPoint
 from ._muscles import Muscle as Muscle
+from ._muscles import muscle_lengthening_speeds as muscle_lengthening_speeds
+from ._muscles import muscle_lengths as muscle_lengths
 from ._muscles import MuscleParameters as MuscleParameters
+from ._muscles import path_events as path_events
 from ._muscles import PathPoint as PathPoint
 from ._muscles import WrapCylinder as WrapCylinder
 from ._muscles import WrapEllipsoid as WrapEllipsoid
 from ._muscles import WrapSphere as WrapSphere
 from ._muscles import WrapTorus as WrapTorus
-from ._muscles import moment_arm_derivatives as moment_arm_derivatives
-from ._muscles import moment_arm_sweep as moment_arm_sweep
-from ._muscles import moment_arms as moment_arms
-from ._muscles import muscle_lengthening_speeds as muscle_lengthening_speeds
-from ._muscles import muscle_lengths as muscle_lengths
-from ._muscles import path_events as path_events
-from ._constraints import ImplicitJointFunction as ImplicitJointFunction
-from ._constraints import LoopClosure as LoopClosure
-from ._constraints import LoopClosureError as LoopClosureError
-from ._constraints import LoopSolution as LoopSolution
-from ._constraints import implicit_joint_functions as implicit_joint_functions
+from ._simulate import simulate as simulate
+from ._simulate import Solution as Solution
+from .io import load_osim as load_osim
+
+__version__ = "0.1.0"
