@@ -36,7 +36,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._functions import AbstractJointFunction, Coordinate, CubicSpline, FourierSeries
+from ._functions import AbstractJointFunction, Coordinate, CubicSpline, FourierSeries, _as_float_array
 from ._model import Joint, Model
 
 # Result codes of LoopClosure.solve.
@@ -64,13 +64,6 @@ def _is_concrete(x) -> bool:
         return True
     except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
         return False
-
-
-def _as_float(x) -> Array:
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(float)
-    return x
 
 
 class _Residual(eqx.Module):
@@ -159,8 +152,8 @@ class LoopClosure(eqx.Module):
         self.fn = fn
         self.share = bool(share)
         self.params = params
-        self.q_ref = jnp.atleast_1d(_as_float(q_ref))
-        self.f_ref = jnp.atleast_1d(_as_float(f_ref))
+        self.q_ref = jnp.atleast_1d(_as_float_array(q_ref))
+        self.f_ref = jnp.atleast_1d(_as_float_array(f_ref))
         self.guess = guess
         self.branch_fn = branch_fn
         self.name = str(name)
@@ -238,7 +231,7 @@ class LoopClosure(eqx.Module):
         With `throw` (default: the closure's), a failure raises; otherwise inspect
         ``.result``."""
         throw = self.throw if throw is None else throw
-        q = jnp.atleast_1d(_as_float(q))
+        q = jnp.atleast_1d(_as_float_array(q))
         if q.shape != (self.nq,):
             raise LoopClosureError(f"LoopClosure {self.name!r}: q must have shape ({self.nq},), got {q.shape}.")
         y0 = self.initial_guess(q) if f0 is None else jax.lax.stop_gradient(jnp.asarray(f0, dtype=q.dtype))
@@ -299,13 +292,13 @@ class LoopClosure(eqx.Module):
         same derivatives as :meth:`__call__`, lighter to trace. Within one trace the
         solve at the same ``q`` object is shared by all joints of the loop (see
         :class:`ImplicitJointFunction`)."""
-        return _shared(("value",), self, q, lambda: _implicit_value(self, jnp.atleast_1d(_as_float(q))))
+        return _shared(("value",), self, q, lambda: _implicit_value(self, jnp.atleast_1d(_as_float_array(q))))
 
     # -- closed-form implicit derivatives ----------------------------------
     def gradient(self, q: ArrayLike, f: ArrayLike | None = None) -> Float[Array, "m nq"]:
         """``∂f/∂q = -(∂g/∂f)⁻¹ ∂g/∂q`` (m, nq) (seed Eq. 101)."""
         q_in = q
-        q = jnp.atleast_1d(_as_float(q))
+        q = jnp.atleast_1d(_as_float_array(q))
 
         def compute():
             ff = self.value(q_in) if f is None else f
@@ -324,7 +317,7 @@ class LoopClosure(eqx.Module):
         """
         if f is None:
             return _shared(("derivatives",), self, q, lambda: self.derivatives(q, self.value(q)))
-        q = jnp.atleast_1d(_as_float(q))
+        q = jnp.atleast_1d(_as_float_array(q))
         m, nq = self.m, self.nq
         gf, gq = self.jacobians(f, q)
         jac = -jnp.linalg.solve(gf, gq)
@@ -452,7 +445,7 @@ def projection_derivatives(closure: LoopClosure, q: ArrayLike, f: ArrayLike | No
 
     Returns ``(f, grad (m, nq), hess (m, nq, nq))``.
     """
-    q = jnp.atleast_1d(_as_float(q))
+    q = jnp.atleast_1d(_as_float_array(q))
     f = closure(q) if f is None else jnp.asarray(f)
     m, nq = closure.m, closure.nq
     gf, gq = closure.jacobians(f, q)
@@ -482,7 +475,7 @@ def molecule_derivatives(closure: LoopClosure, q: ArrayLike, step: float = 1e-4)
     abscissae (9 for nq = 2). Truncation error O(h²); round-off O(ε/h²) in the Hessian.
     Returns ``(f, grad (m, nq), hess (m, nq, nq))``.
     """
-    q = jnp.atleast_1d(_as_float(q))
+    q = jnp.atleast_1d(_as_float_array(q))
     nq = closure.nq
     f0 = closure.solve(q).f
     h = jnp.asarray(step, dtype=q.dtype)
@@ -522,7 +515,7 @@ class TensorSpline(AbstractJointFunction):
 
     def __init__(self, indices, x0, x1, values):
         self.indices = (int(indices[0]), int(indices[1]))
-        x0, x1, values = _as_float(x0), _as_float(x1), _as_float(values)
+        x0, x1, values = _as_float_array(x0), _as_float_array(x1), _as_float_array(values)
         self.columns = eqx.filter_jit(eqx.filter_vmap(natural_spline_fit, in_axes=(None, None, 1)))(0, x0, values)
         self.x1 = x1
 
@@ -536,25 +529,9 @@ class TensorSpline(AbstractJointFunction):
 
 
 def natural_spline_fit(index: int, x: Array, y: Array) -> CubicSpline:
-    """Natural cubic spline through ``(x, y)`` as a :class:`~jaxmb.CubicSpline`, with the
-    tridiagonal system assembled by vectorised ops (jit-, vmap- and trace-friendly;
-    same formulas as ``CubicSpline.fit(..., "natural")``, no host-side checks)."""
-    x, y = _as_float(x), _as_float(y)
-    n = x.shape[0]
-    h = jnp.diff(x)
-    delta = jnp.diff(y) / h
-    diag = jnp.concatenate([jnp.ones(1, x.dtype), 2.0 * (h[:-1] + h[1:]), jnp.ones(1, x.dtype)])
-    upper = jnp.concatenate([jnp.zeros(1, x.dtype), h[1:]])
-    lower = jnp.concatenate([h[:-1], jnp.zeros(1, x.dtype)])
-    a = jnp.diag(diag) + jnp.diag(upper, 1) + jnp.diag(lower, -1)
-    rhs = jnp.concatenate([jnp.zeros(1, y.dtype), delta[1:] - delta[:-1], jnp.zeros(1, y.dtype)])
-    sigma = jnp.linalg.solve(a, rhs)
-    b = delta - h * (sigma[1:] + 2.0 * sigma[:-1])
-    d = (sigma[1:] - sigma[:-1]) / h
-    b_last = b[-1] + 6.0 * sigma[-2] * h[-1] + 3.0 * d[-1] * h[-1] ** 2
-    del n
-    return CubicSpline(index, x, y, jnp.concatenate([b, b_last[None]]), 3.0 * sigma,
-                       jnp.concatenate([d, d[-1:]]))
+    """Natural cubic spline through ``(x, y)``: ``CubicSpline.fit(index, x, y, "natural")``
+    (traceable, so it can be vmapped over columns of samples)."""
+    return CubicSpline.fit(index, x, y, "natural")
 
 
 class PremodelResult(eqx.Module):
@@ -760,7 +737,7 @@ def constraint_kinematics(model: Model, q, qd, qdd):
     """
     from ._kinematics import joint_values
 
-    q, qd, qdd = (jnp.atleast_1d(_as_float(x)) for x in (q, qd, qdd))
+    q, qd, qdd = (jnp.atleast_1d(_as_float_array(x)) for x in (q, qd, qdd))
     phi = constraint_function(model)
     z = jax.lax.stop_gradient(joint_values(model, q))
     pz, pq = jax.jacfwd(phi, argnums=(0, 1))(z, q)

@@ -148,23 +148,20 @@ def _spline_second_moments(x: Array, y: Array, end_condition: str) -> Array:
       spline's third derivative at each end equals that of the cubic through the
       four points nearest that end; with three points, a parabola.
 
-    The system is assembled densely so that the fit is differentiable in ``y``.
+    The tridiagonal system is assembled with vectorised ops and solved densely, so
+    the fit is differentiable in ``y`` and can be traced (jit/vmap over samples).
     """
     n = x.shape[0]
     h = jnp.diff(x)
     delta = jnp.diff(y) / h
-    a = jnp.zeros((n, n), dtype=y.dtype)
-    rhs = jnp.zeros((n,), dtype=y.dtype)
-    for i in range(1, n - 1):
-        a = a.at[i, i - 1].set(h[i - 1])
-        a = a.at[i, i].set(2.0 * (h[i - 1] + h[i]))
-        a = a.at[i, i + 1].set(h[i])
-        rhs = rhs.at[i].set(delta[i] - delta[i - 1])
+    one, zero = jnp.ones(1, y.dtype), jnp.zeros(1, y.dtype)
+    interior_rhs = delta[1:] - delta[:-1]
     if end_condition == "natural":
-        a = a.at[0, 0].set(1.0).at[n - 1, n - 1].set(1.0)
+        first, upper0, last, lower_n = one, zero, one, zero
+        rhs_first, rhs_last = zero, zero
     elif end_condition == "not-a-knot-fmm":
-        a = a.at[0, 0].set(-h[0]).at[0, 1].set(h[0])
-        a = a.at[n - 1, n - 2].set(h[n - 2]).at[n - 1, n - 1].set(-h[n - 2])
+        first, upper0, last, lower_n = -h[:1], h[:1], -h[-1:], h[-1:]
+        rhs_first, rhs_last = zero, zero
         if n > 3:
             d2_first = (delta[1] - delta[0]) / (x[2] - x[0])
             d2_second = (delta[2] - delta[1]) / (x[3] - x[1])
@@ -172,12 +169,17 @@ def _spline_second_moments(x: Array, y: Array, end_condition: str) -> Array:
             d2_last = (delta[n - 2] - delta[n - 3]) / (x[n - 1] - x[n - 3])
             d2_prev = (delta[n - 3] - delta[n - 4]) / (x[n - 2] - x[n - 4])
             d3_end = (d2_last - d2_prev) / (x[n - 1] - x[n - 4])
-            rhs = rhs.at[0].set(h[0] ** 2 * d3_start)
-            rhs = rhs.at[n - 1].set(-(h[n - 2] ** 2) * d3_end)
+            rhs_first = (h[0] ** 2 * d3_start)[None]
+            rhs_last = (-(h[-1] ** 2) * d3_end)[None]
     else:
         raise ModelError(
             f"Unknown spline end condition {end_condition!r}; use 'natural' or 'not-a-knot-fmm'."
         )
+    diag = jnp.concatenate([first, 2.0 * (h[:-1] + h[1:]), last])
+    upper = jnp.concatenate([upper0, h[1:]])
+    lower = jnp.concatenate([h[:-1], lower_n])
+    a = jnp.diag(diag) + jnp.diag(upper, 1) + jnp.diag(lower, -1)
+    rhs = jnp.concatenate([rhs_first, interior_rhs, rhs_last])
     return jnp.linalg.solve(a, rhs)
 
 
@@ -208,18 +210,21 @@ class CubicSpline(AbstractJointFunction):
         """Fit the spline through the samples ``(x_k, y_k)`` (x strictly increasing)."""
         x = _as_float_array(x)
         y = _as_float_array(y)
-        xn = np.asarray(x)
-        if xn.ndim != 1 or xn.shape != np.shape(y) or xn.shape[0] < 2:
+        if x.ndim != 1 or x.shape != y.shape or x.shape[0] < 2:
             raise ModelError(
                 f"Spline of coordinate {index}: x and y must be 1-D of equal length >= 2, "
                 f"got shapes {np.shape(x)} and {np.shape(y)}."
             )
-        if not np.all(np.diff(xn) > 0):
+        try:  # the knots can be checked only when they are concrete (not traced)
+            increasing = bool(np.all(np.diff(np.asarray(x)) > 0))
+        except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+            increasing = True
+        if not increasing:
             raise ModelError(
                 f"Spline of coordinate {index}: x must be strictly increasing; sort the "
                 "samples and remove duplicates."
             )
-        n = xn.shape[0]
+        n = x.shape[0]
         if n == 2:
             slope = (y[1] - y[0]) / (x[1] - x[0])
             b = jnp.stack([slope, slope])
