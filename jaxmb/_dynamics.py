@@ -117,17 +117,19 @@ def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj"]:
         p = model.parents[i]
         if p >= 0:
             composite[p] = composite[p] + xs[i].T @ composite[i] @ xs[i]
-    m = jnp.zeros((n, n), dtype=dtype)
+    # Entries are collected and stacked once: per-entry `.at[].set` would copy the
+    # whole matrix n² times (and per batch element under vmap).
+    zero = jnp.zeros((), dtype=dtype)
+    rows = [[zero] * n for _ in range(n)]
     for i in range(n):
         force = composite[i] @ subspaces[i]
-        m = m.at[i, i].set(subspaces[i] @ force)
+        rows[i][i] = subspaces[i] @ force
         j = i
         while model.parents[j] >= 0:
             force = xs[j].T @ force
             j = model.parents[j]
-            val = subspaces[j] @ force
-            m = m.at[i, j].set(val).at[j, i].set(val)
-    return m
+            rows[i][j] = rows[j][i] = subspaces[j] @ force
+    return jnp.stack([jnp.stack(r) for r in rows])
 
 
 # ---------------------------------------------------------------------------
