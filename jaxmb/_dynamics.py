@@ -259,7 +259,9 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
         rhs = rhs + generalized_forces(model, q)
     m = mass_matrix(model, q, method=method)
     operator = lx.MatrixLinearOperator(m, lx.positive_semidefinite_tag)
-    return lx.linear_solve(operator, rhs, solver=lx.Cholesky()).value
+    # M is symmetric positive definite by construction (validated masses and inertias),
+    # so the factorisation cannot fail; throw=False avoids a host check on every call.
+    return lx.linear_solve(operator, rhs, solver=lx.Cholesky(), throw=False).value
 
 
 class InverseDynamicsTerms(eqx.Module):
