@@ -46,7 +46,7 @@ from ._model import GROUND, Model
 from ._spatial import body_fixed_xyz
 
 __all__ = [
-    "PathPoint", "ConditionalPathPoint", "MovingPathPoint",
+    "PathPoint", "ConditionalPathPoint", "MovingPathPoint", "ClampedCoordinate",
     "WrapSphere", "WrapCylinder", "WrapEllipsoid", "WrapTorus",
     "MuscleParameters", "Muscle", "muscle_lengths", "muscle_lengthening_speeds",
     "moment_arms", "moment_arm_derivatives", "path_events", "PathEvents",
@@ -171,6 +171,27 @@ class ConditionalPathPoint(AbstractPathPoint):
     def is_active(self, q):
         c = self.coordinate(q)
         return (c >= self.range[0] - CONDITIONAL_SLACK) & (c <= self.range[1] + CONDITIONAL_SLACK)
+
+
+class ClampedCoordinate(AbstractJointFunction):
+    """``f(q) = clip(inner(q), lower, upper)``: OpenSim's MovingPathPoint evaluates its
+    functions at the coordinate value clamped to the coordinate's range (observed
+    with OpenSim 4.6 even for coordinates with ``clamped = false``)."""
+
+    inner: AbstractJointFunction
+    lower: Float[Array, ""]
+    upper: Float[Array, ""]
+
+    def __init__(self, inner: AbstractJointFunction, lower, upper):
+        self.inner = inner
+        self.lower = jnp.asarray(lower, dtype=float)
+        self.upper = jnp.asarray(upper, dtype=float)
+
+    def __call__(self, q):
+        return jnp.clip(self.inner(q), self.lower, self.upper)
+
+    def coordinate_indices(self):
+        return self.inner.coordinate_indices()
 
 
 class MovingPathPoint(AbstractPathPoint):
@@ -371,7 +392,11 @@ def _sphere_tangents(p, n, radius):
     d = _norm(p)
     y = _unit(-p)
     z = jnp.cross(n, y)
-    a = jnp.arcsin(jnp.clip(radius / jnp.where(d > 0, d, 1.0), -1.0, 1.0))
+    ratio = radius / jnp.where(d > 0, d, 1.0)
+    # arcsin' is infinite at 1 (p on or inside the sphere: INSIDE_RADIUS, never
+    # selected, but a 0 * inf cotangent would poison reverse-mode gradients).
+    out = ~(ratio < 1.0)
+    a = jnp.where(out, 0.5 * jnp.pi, jnp.arcsin(jnp.where(out, 0.5, ratio)))
     reach = d * jnp.cos(a)
     ta = p + reach * (jnp.cos(a) * y + jnp.sin(a) * z)
     tb = p + reach * (jnp.cos(a) * y - jnp.sin(a) * z)
@@ -587,14 +612,27 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     l2 = _safe_div(-b + sq, 2.0 * a)
     hit = (disc > 0.0) & (l1 > 0.0) & (l1 < 1.0) & (l2 > 0.0) & (l2 < 1.0)
     # Orthonormal basis (e1, e2) of the plane through p1, p2 and the centre.
+    # Degenerate inputs (p1 at the centre; p1, p2 and the centre collinear, e.g.
+    # p1 = p2) fall back to an arbitrary plane so that e1, e2 stay orthonormal:
+    # the section form Q below is then positive definite and everything finite.
     e1 = _unit(p1)
-    nrm = _unit(jnp.cross(p1, p2))
+    e1 = jnp.where(_norm(p1) > 0.0, e1, jnp.eye(3, dtype=p1.dtype)[0])
+    cr = jnp.cross(e1, p2)
+    ncr = _norm(cr)
+    collinear = ~(ncr > 1e-12 * _norm(p2))
+    other = jnp.eye(3, dtype=p1.dtype)[jnp.argmin(jnp.abs(e1))]  # the axis least aligned with e1
+    nrm = jnp.where(collinear, _unit(jnp.cross(e1, other)), cr / jnp.where(collinear, 1.0, ncr))
     e2 = jnp.cross(nrm, e1)
     # The section ellipse: x = s e1 + t e2, with [s t] Q [s t]^T = 1.
     q11 = jnp.sum(e1 * e1 * inv2)
     q12 = jnp.sum(e1 * e2 * inv2)
     q22 = jnp.sum(e2 * e2 * inv2)
-    phi = 0.5 * jnp.arctan2(2.0 * q12, q11 - q22)
+    # Principal directions of Q. A circular section (q11 = q22, q12 = 0: every
+    # section of a sphere-shaped ellipsoid, e.g. MoBL's SUPSP) leaves phi free and
+    # arctan2(0, 0) has a NaN gradient; there any phi is exact, so take phi = 0.
+    xq, yq = q11 - q22, 2.0 * q12
+    circ = ~(xq * xq + yq * yq > (1e-12 * (q11 + q22)) ** 2)
+    phi = 0.5 * jnp.arctan2(jnp.where(circ, 0.0, yq), jnp.where(circ, 1.0, xq))
     cph, sph = jnp.cos(phi), jnp.sin(phi)
     lam1 = q11 * cph * cph + 2.0 * q12 * cph * sph + q22 * sph * sph
     lam2 = q11 * sph * sph - 2.0 * q12 * cph * sph + q22 * cph * cph
@@ -608,7 +646,8 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     def tangent_angles(p2d):
         al, be = p2d[0] / A, p2d[1] / B
         rho = _sqrt0(al * al + be * be)
-        ph = jnp.arctan2(be, al)
+        at0 = ~(rho > 0.0)  # the point at the centre (inside): arctan2(0, 0) has a NaN gradient
+        ph = jnp.arctan2(jnp.where(at0, 0.0, be), jnp.where(at0, 1.0, al))
         g = _acos(_safe_div(1.0, rho))
         return ph, g
 
@@ -658,17 +697,24 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign):
         rho = _sqrt0(x[0] ** 2 + x[1] ** 2)
         return x @ x + outer * outer - 2.0 * outer * rho
 
-    g = jax.grad(dist2)
-    h = jax.grad(g)
-    # Newton from both ends (OpenSim starts its search at each end point).
+    def newton(u):
+        x = p1 + u * d
+        rho2 = x[0] ** 2 + x[1] ** 2
+        rho = _sqrt0(rho2)
+        rr = jnp.where(rho > 0.0, rho, 1.0)
+        xd = x[0] * d[0] + x[1] * d[1]
+        g = 2.0 * (x @ d) - 2.0 * outer * xd / rr
+        h = 2.0 * (d @ d) - 2.0 * outer * ((d[0] ** 2 + d[1] ** 2) / rr - xd * xd / (rr * rr * rr))
+        ok = (h > 1e-12) & (rho > 0.0)
+        return u - jnp.where(ok, g / jnp.where(ok, h, 1.0), 0.0)
+
+    # Newton from both ends (OpenSim starts its search at each end point), 30
+    # iterations without derivatives, then one differentiable step: its
+    # derivative is the implicit-function derivative of the converged point.
     seg = _norm(p2 - p1)
-
-    def newton(_, u):
-        hh = h(u)
-        return u - jnp.where(hh > 1e-12, g(u) / jnp.where(hh > 1e-12, hh, 1.0), 0.0)
-
-    u1 = jax.lax.fori_loop(0, 30, newton, jnp.zeros_like(seg))
-    u2 = jax.lax.fori_loop(0, 30, newton, seg)
+    it = lambda u0: jax.lax.fori_loop(0, 30, lambda _, u: newton(u), u0)  # noqa: E731
+    u1 = newton(jax.lax.stop_gradient(it(jnp.zeros_like(seg))))
+    u2 = newton(jax.lax.stop_gradient(it(seg)))
     a1, a2 = p1 + u1 * d, p1 + u2 * d
     dd1, dd2 = dist2(u1), dist2(u2)
     quad = jnp.asarray(sign) != 0
@@ -828,22 +874,26 @@ class _Layout:
         self.wpresent = np.zeros((K, W), bool)
         self.wstart = np.zeros((K, W), int)
         self.wend = np.zeros((K, W), int)
-        groups = []  # per slot: list of (kind, muscle indices)
-        for s in range(W):
-            by_kind = {}
-            for k, m in enumerate(muscles):
-                if s < len(m.wraps):
-                    w = m.wraps[s]
-                    n = len(m.points)
-                    self.wbody[k, s] = body_of(w.body)
-                    self.wpresent[k, s] = True
-                    start = 0 if w.range[0] < 1 else w.range[0] - 1
-                    end = n - 1 if w.range[1] < 1 else w.range[1] - 1
-                    self.wstart[k, s] = min(max(start, 0), n - 1)
-                    self.wend[k, s] = min(max(end, 0), n - 1)
-                    by_kind.setdefault(_wrap_kind(w), []).append(k)
-            groups.append([(kind, np.array(ks, int)) for kind, ks in by_kind.items()])
-        self.groups = groups
+        kinds = {}  # wrap kind -> {muscle: [slots]}
+        for k, m in enumerate(muscles):
+            n = len(m.points)
+            for s, w in enumerate(m.wraps):
+                self.wbody[k, s] = body_of(w.body)
+                self.wpresent[k, s] = True
+                start = 0 if w.range[0] < 1 else w.range[0] - 1
+                end = n - 1 if w.range[1] < 1 else w.range[1] - 1
+                self.wstart[k, s] = min(max(start, 0), n - 1)
+                self.wend[k, s] = min(max(end, 0), n - 1)
+                kinds.setdefault(_wrap_kind(w), set()).add(k)
+        # Per wrap kind: the muscles that use it in any slot, and a (muscles, W) mask.
+        self.groups = []
+        for kind in _WRAP_FN:
+            if kind not in kinds:
+                continue
+            ks = np.array(sorted(kinds[kind]), int)
+            mask = np.array([[s < len(muscles[k].wraps) and _wrap_kind(muscles[k].wraps[s]) == kind
+                              for s in range(W)] for k in ks], bool)
+            self.groups.append((kind, ks, mask))
         self.owner = np.concatenate([np.full(P, -1), np.repeat(np.arange(W), 2)]).astype(int)
         self.node_body = np.concatenate([self.pbody, np.repeat(self.wbody, 2, axis=1)], axis=1)
         self.multi = bool(np.any(self.nw > 1))
@@ -881,23 +931,39 @@ def _moving_locals(lay: _Layout, q):
     return jnp.stack([lay.muscles[a].points[b].location(q) for a, b in lay.moving]).astype(q.dtype)
 
 
+_DUMMY_PARAMS = {"WrapSphere": (1.0,), "WrapCylinder": (1.0, 1.0), "WrapEllipsoid": (1.0, 1.0, 1.0),
+                 "WrapTorus": (0.1, 1.0)}
+
+
 def _wrap_groups(lay: _Layout, rot_e, org_e, dt):
-    """Per slot, per wrap kind: (kind, muscle indices, frame rotation, frame origin, params, axis, sign)."""
+    """Per wrap kind: (kind, muscles ks, mask (G, W), frame rotations (G, W, 3, 3), origins
+    (G, W, 3), params (G, W, n), axis (G, W), sign (G, W)); unused slots hold harmless dummies."""
     out = []
-    for s, slot in enumerate(lay.groups):
-        gs = []
-        for kind, ks in slot:
-            ws = [lay.muscles[k].wraps[s] for k in ks]
-            rw = jax.vmap(body_fixed_xyz)(jnp.stack([w.xyz_body_rotation for w in ws]).astype(dt))
-            tw = jnp.stack([w.translation for w in ws]).astype(dt)
-            b = lay.wbody[ks, s]
-            rot = jnp.einsum("gij,gjk->gik", rot_e[b], rw)
-            org = jnp.einsum("gij,gj->gi", rot_e[b], tw) + org_e[b]
-            prm = jnp.stack([_wrap_params(w, dt) for w in ws])
-            axis = np.array([w.wrap_axis for w in ws], int)
-            sign = np.array([w.wrap_sign for w in ws], int)
-            gs.append((kind, ks, rot, org, prm, axis, sign))
-        out.append(gs)
+    for kind, ks, mask in lay.groups:
+        xyz, trn, prm, axis, sign = [], [], [], [], []
+        for k in ks:
+            for s in range(lay.W):
+                if mask[list(ks).index(k), s]:
+                    w = lay.muscles[k].wraps[s]
+                    xyz.append(w.xyz_body_rotation.astype(dt))
+                    trn.append(w.translation.astype(dt))
+                    prm.append(_wrap_params(w, dt))
+                    axis.append(w.wrap_axis)
+                    sign.append(w.wrap_sign)
+                else:
+                    xyz.append(jnp.zeros(3, dt))
+                    trn.append(jnp.zeros(3, dt))
+                    prm.append(jnp.asarray(_DUMMY_PARAMS[kind], dt))
+                    axis.append(0)
+                    sign.append(0)
+        G, W = len(ks), lay.W
+        rw = jax.vmap(body_fixed_xyz)(jnp.stack(xyz)).reshape(G, W, 3, 3)
+        tw = jnp.stack(trn).reshape(G, W, 3)
+        b = lay.wbody[ks]
+        rot = jnp.einsum("gsij,gsjk->gsik", rot_e[b], rw)
+        org = jnp.einsum("gsij,gsj->gsi", rot_e[b], tw) + org_e[b]
+        out.append((kind, ks, mask, rot, org, jnp.stack(prm).reshape(G, W, -1),
+                    np.array(axis, int).reshape(G, W), np.array(sign, int).reshape(G, W)))
     return out
 
 
@@ -959,15 +1025,24 @@ def _one_wrap(kind, s, P, owner, pos, active, key, wrap_len, rot, org, prm, axis
 
 
 def _wrap_pass(lay, groups, state):
-    """One pass of every wrap slot in order (OpenSim's inner loop over the PathWrapSet)."""
-    for s, slot in enumerate(groups):
-        for kind, ks, rot, org, prm, axis, sign in slot:
+    """One pass of every wrap slot in order (OpenSim's inner loop over the PathWrapSet).
+
+    The slots run in a ``fori_loop``; in each, every wrap kind is applied (vmapped)
+    to the muscles that use it somewhere, and kept where the slot is of that kind.
+    """
+    def slot(s, state):
+        for kind, ks, mask, rot, org, prm, axis, sign in groups:
             sub = tuple(x[ks] for x in state)
-            fn = lambda *a, kind=kind, s=s: _one_wrap(kind, s, lay.P, lay.owner, *a)  # noqa: E731
-            new = jax.vmap(fn)(*sub, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
-                               jnp.asarray(lay.wstart[ks, s]), jnp.asarray(lay.wend[ks, s]))
+            fn = lambda *a, kind=kind: _one_wrap(kind, s, lay.P, lay.owner, *a)  # noqa: E731
+            new = jax.vmap(fn)(*sub, rot[:, s], org[:, s], prm[:, s], jnp.asarray(axis)[:, s],
+                               jnp.asarray(sign)[:, s], jnp.asarray(lay.wstart[ks])[:, s],
+                               jnp.asarray(lay.wend[ks])[:, s])
+            m = jnp.asarray(mask)[:, s]
+            new = tuple(jnp.where(m.reshape((-1,) + (1,) * (a.ndim - 1)), b, a) for a, b in zip(sub, new))
             state = tuple(x.at[ks].set(y) for x, y in zip(state, new))
-    return state
+        return state
+
+    return jax.lax.fori_loop(0, lay.W, slot, state)
 
 
 class _Resolved:
@@ -996,27 +1071,26 @@ def _resolve_all(lay: _Layout, q, poses) -> _Resolved:
     wrap_len = jnp.zeros((K, W), dt)
     state = (pos, active, key, wrap_len)
     groups = _wrap_groups(lay, rot_e, org_e, dt)
-    if W > 0:
+    if W > 0 and not lay.multi:
         state = _wrap_pass(lay, groups, state)
-        if lay.multi:
-            # Muscles with several wraps: up to 8 passes in all, each stopping (as
-            # OpenSim) once its length changes by less than 0.5 mm.
-            done0 = jnp.asarray(lay.nw <= 1)
+    elif W > 0:
+        # Muscles with several wraps: up to 8 passes, each muscle stopping (as
+        # OpenSim) once its length changes by less than 0.5 mm; one pass for the others.
+        single = jnp.asarray(lay.nw <= 1)
 
-            def body(carry, _):
-                st, last, done = carry
+        def step(carry):
+            st, last, done = carry
+            new = _wrap_pass(lay, groups, st)
+            new = tuple(jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b) for a, b in zip(st, new))
+            length = _path_lengths(lay, new)
+            stop = done | single | (jnp.abs(length - last) < 0.0005)
+            return new, jnp.where(done, last, length), stop
 
-                def step(st):
-                    new = _wrap_pass(lay, groups, st)
-                    length = _path_lengths(lay, new)
-                    new = tuple(jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
-                                for a, b in zip(st, new))
-                    stop = done | (jnp.abs(length - last) < 0.0005)
-                    return new, jnp.where(done, last, length), stop
+        def body(carry, _):
+            return jax.lax.cond(jnp.all(carry[2]), lambda c: c, step, carry), None
 
-                return jax.lax.cond(jnp.all(done), lambda x: (x, last, done), step, st), None
-
-            (state, _, _), _ = jax.lax.scan(body, (state, _path_lengths(lay, state), done0), None, length=7)
+        init = (state, jnp.full(K, jnp.inf, dt), jnp.zeros(K, bool))
+        (state, _, _), _ = jax.lax.scan(body, init, None, length=8)
     pos, active, key, wrap_len = state
     return _Resolved(pos, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups)
 
@@ -1183,15 +1257,19 @@ def gmlav_loads(model: Model, q, poses):
     pull_s, p_s, inv, s1, s2, ia, ib, pa, pb = pre
     fa = jnp.zeros((K, W, 3), dt)
     fb = jnp.zeros((K, W, 3), dt)
-    for s, slot in enumerate(r.groups):
-        for kind, ks, rot, org, prm, axis, sign in slot:
-            def grads(pa_, pb_, rot_, org_, prm_, ax_, sg_, kind=kind):
-                ga, gb = jax.grad(_span_length, argnums=(1, 2))(kind, (pa_ - org_) @ rot_, (pb_ - org_) @ rot_,
-                                                                 prm_, ax_, sg_)
-                return -(rot_ @ ga), -(rot_ @ gb)
-            ga, gb = jax.vmap(grads)(pa[ks, s], pb[ks, s], rot, org, prm, jnp.asarray(axis), jnp.asarray(sign))
-            fa = fa.at[ks, s].set(ga)
-            fb = fb.at[ks, s].set(gb)
+    for kind, ks, mask, rot, org, prm, axis, sign in r.groups:
+        gi, ss = np.nonzero(mask)  # (muscle in group, slot) pairs of this kind
+        kk = ks[gi]
+
+        def grads(pa_, pb_, rot_, org_, prm_, ax_, sg_, kind=kind):
+            ga, gb = jax.grad(_span_length, argnums=(1, 2))(kind, (pa_ - org_) @ rot_, (pb_ - org_) @ rot_,
+                                                             prm_, ax_, sg_)
+            return -(rot_ @ ga), -(rot_ @ gb)
+
+        ga, gb = jax.vmap(grads)(pa[kk, ss], pb[kk, ss], rot[gi, ss], org[gi, ss], prm[gi, ss],
+                                 jnp.asarray(axis[gi, ss]), jnp.asarray(sign[gi, ss]))
+        fa = fa.at[kk, ss].set(ga)
+        fb = fb.at[kk, ss].set(gb)
     on = r.engaged
     fa = jnp.where(on[..., None], fa, 0.0)
     fb = jnp.where(on[..., None], fb, 0.0)

@@ -10,23 +10,42 @@ Muscle classes read: Thelen2003Muscle, Millard2012EquilibriumMuscle,
 Millard2012AccelerationMuscle, DeGrooteFregly2016Muscle, Schutte1993Muscle_Deprecated,
 Delp1990Muscle_Deprecated, RigidTendonMuscle, McKibbenActuator is not a muscle.
 
-Other forces do not change a path's kinematics and are skipped (listed in
-``SKIPPED_FORCES``): CoordinateLimitForce, CoordinateActuator, PointActuator,
-TorqueActuator, ExpressionBasedCoordinateForce, SpringGeneralizedForce,
-PathSpring (a path without muscle parameters). Disabled muscles
-(``appliesForce``/``isDisabled``) are still read: their geometry is valid.
-Anything else in the ForceSet raises :class:`jaxmb.ModelError` naming the element.
+Other forces are not read. Every one of them is listed by name in one
+``UserWarning`` per file ("skipped N forces: ..."), never dropped silently:
+
+* ``Ligament`` (a passive force along a ``GeometryPath``, e.g. MoBL-ARMS's
+  glenohumeral and coracohumeral ligaments): not a muscle, so it is not in
+  ``model.muscles`` (``model.muscle_names`` stays OpenSim's ``getMuscles()``
+  list). Its path is read by :func:`read_ligaments` / :func:`parse_paths`, which
+  return :class:`jaxmb.Muscle` objects (``kind="Ligament"``) whose length and
+  moment arms jaxmb computes like a muscle's (put them in a model with
+  ``eqx.tree_at(lambda m: m.muscles, model, ligaments)``).
+* Forces that act on coordinates or bodies and have no path (listed in
+  ``SKIPPED_FORCES``): CoordinateLimitForce, CoordinateActuator, PointActuator,
+  TorqueActuator, ExpressionBasedCoordinateForce, SpringGeneralizedForce,
+  ActivationCoordinateActuator, BodyActuator, PointToPointActuator.
+* Path forces without muscle parameters (``PATH_FORCES``): PathSpring,
+  ClutchedPathSpring, PathActuator; readable with :func:`parse_paths`.
+
+Disabled muscles (``appliesForce``/``isDisabled``) are still read: their
+geometry is valid. Anything else in the ForceSet raises :class:`jaxmb.ModelError`
+naming the element.
+
+MovingPathPoint functions are evaluated at the coordinate clamped to its range
+(:class:`jaxmb._muscles.ClampedCoordinate`), as OpenSim 4.6 does.
 """
 
 from __future__ import annotations
 
+import os
+import warnings
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
 from .._errors import ModelError
 from .._functions import AbstractJointFunction, Constant
-from .._muscles import (ConditionalPathPoint, MovingPathPoint, Muscle, MuscleParameters, PathPoint,
+from .._muscles import (ClampedCoordinate, ConditionalPathPoint, MovingPathPoint, Muscle, MuscleParameters, PathPoint,
                         WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus)
 
 MUSCLE_TYPES = (
@@ -37,8 +56,9 @@ MUSCLE_TYPES = (
 SKIPPED_FORCES = (
     "CoordinateLimitForce", "CoordinateActuator", "PointActuator", "TorqueActuator",
     "ExpressionBasedCoordinateForce", "SpringGeneralizedForce", "ActivationCoordinateActuator",
-    "PathSpring", "BodyActuator", "PointToPointActuator", "ClutchedPathSpring",
+    "BodyActuator", "PointToPointActuator",
 )
+PATH_FORCES = ("Ligament", "PathSpring", "ClutchedPathSpring", "PathActuator")
 _PARAMS = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
            "pennation_angle_at_optimal", "max_contraction_velocity")
 
@@ -134,7 +154,7 @@ def _make_wrap(source, tag, w, body, rng, method):
                      "WrapEllipsoid and WrapTorus).")
 
 
-def _moving_coordinate(source, pt, axis, base, coordinate_functions, body_names):
+def _moving_coordinate(source, pt, axis, base, coordinate_functions, ranges):
     from ._osim_functions import parse_function
 
     fn_el = pt.find(f"{axis}_location")
@@ -147,6 +167,9 @@ def _moving_coordinate(source, pt, axis, base, coordinate_functions, body_names)
     inner = _coordinate(source, pt, inner_ref, coordinate_functions) if inner_ref else None
     if inner is None:
         _fail(source, pt, f"{axis}_location has a function but no socket_{axis}_coordinate.")
+    rng = (ranges or {}).get(inner_ref.split("/")[-1])
+    if rng is not None:  # OpenSim clamps the coordinate to its range here
+        inner = ClampedCoordinate(inner, rng[0], rng[1])
     return parse_function(funcs[0], inner)
 
 
@@ -172,18 +195,65 @@ def parse_muscles(root: ET.Element, coordinate_functions: dict[str, AbstractJoin
     if forceset is None:
         return ()
     wraps = _wrap_objects(root, source, body_names)
-    muscles = []
+    ranges = _coordinate_ranges(root)
+    muscles, skipped = [], {}
     for f in _objects(forceset):
-        if f.tag in SKIPPED_FORCES:
+        if f.tag in SKIPPED_FORCES or f.tag in PATH_FORCES:
+            skipped.setdefault(f.tag, []).append(f.get("name", ""))
             continue
         if f.tag not in MUSCLE_TYPES:
             _fail(source, f, "unsupported force type in <ForceSet> (jaxmb reads muscles; see "
-                             "jaxmb.io._osim_forces.SKIPPED_FORCES for the forces it ignores).")
-        muscles.append(_parse_muscle(f, coordinate_functions, body_names, source, wraps))
+                             "jaxmb.io._osim_forces.SKIPPED_FORCES and PATH_FORCES for the forces it skips).")
+        muscles.append(_parse_muscle(f, coordinate_functions, body_names, source, wraps, ranges))
+    if skipped:
+        parts = [f"{len(v)} {k} ({', '.join(v)})" for k, v in skipped.items()]
+        hint = (" Ligament paths: jaxmb.io._osim_forces.read_ligaments(path)."
+                if "Ligament" in skipped else "")
+        warnings.warn(f"{source}: the ForceSet's non-muscle forces are not part of the model; skipped "
+                      f"{sum(len(v) for v in skipped.values())}: " + "; ".join(parts) + "." + hint, stacklevel=4)
     return tuple(muscles)
 
 
-def _parse_muscle(f, coordinate_functions, body_names, source, wraps):
+def parse_paths(root: ET.Element, coordinate_functions: dict[str, AbstractJointFunction],
+                body_names: tuple[str, ...], source: str, tags=PATH_FORCES) -> tuple[Muscle, ...]:
+    """The ``GeometryPath`` of every ForceSet element whose tag is in `tags` (default:
+    Ligament, PathSpring, ClutchedPathSpring, PathActuator), as :class:`jaxmb.Muscle`
+    objects with ``kind`` = the tag and default Hill parameters."""
+    if root.tag != "Model":
+        root = root.find("Model")
+    forceset = root.find("ForceSet") if root is not None else None
+    if forceset is None:
+        return ()
+    wraps = _wrap_objects(root, source, body_names)
+    ranges = _coordinate_ranges(root)
+    return tuple(_parse_muscle(f, coordinate_functions, body_names, source, wraps, ranges)
+                 for f in _objects(forceset) if f.tag in tags)
+
+
+def read_ligaments(path, tags=("Ligament",)) -> tuple[Muscle, ...]:
+    """The Ligament paths of an ``.osim`` file (see :func:`parse_paths`), for the
+    model ``jaxmb.load_osim(path)`` returns (same coordinates ``q``)."""
+    from ._osim import read_osim
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imp = read_osim(path, muscles=False)
+    root = ET.parse(os.fspath(path)).getroot()
+    return parse_paths(root, imp.coordinate_functions, imp.model.body_names, os.fspath(path), tags)
+
+
+def _coordinate_ranges(root):
+    out = {}
+    for c in root.iter("Coordinate"):
+        r = c.find("range")
+        if c.get("name") and r is not None and r.text:
+            vals = [float(v) for v in r.text.split()]
+            if len(vals) == 2:
+                out[c.get("name")] = (vals[0], vals[1])
+    return out
+
+
+def _parse_muscle(f, coordinate_functions, body_names, source, wraps, ranges=None):
     name = f.get("name")
     gp = f.find("GeometryPath")
     if gp is None:
@@ -201,9 +271,9 @@ def _parse_muscle(f, coordinate_functions, body_names, source, wraps):
                                                _floats(source, pt, "range", 2), name=pname))
         elif pt.tag == "MovingPathPoint":
             base = _floats(source, pt, "location", 3, (0, 0, 0))
-            fx = _moving_coordinate(source, pt, "x", base[0], coordinate_functions, body_names)
-            fy = _moving_coordinate(source, pt, "y", base[1], coordinate_functions, body_names)
-            fz = _moving_coordinate(source, pt, "z", base[2], coordinate_functions, body_names)
+            fx = _moving_coordinate(source, pt, "x", base[0], coordinate_functions, ranges)
+            fy = _moving_coordinate(source, pt, "y", base[1], coordinate_functions, ranges)
+            fz = _moving_coordinate(source, pt, "z", base[2], coordinate_functions, ranges)
             points.append(MovingPathPoint(body, fx, fy, fz, name=pname))
         else:
             _fail(source, pt, f"unsupported path point type in muscle {name!r}.")

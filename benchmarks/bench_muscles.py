@@ -1,0 +1,120 @@
+"""Time muscle lengths + moment arms per state (single and batched), compile separate.
+
+    python benchmarks/bench_muscles.py [model.osim] [reference.npz] [--batch-sizes 16,256,4096]
+                                       [--repeats 20] [--method closed_form|autodiff]
+
+Prints a table and writes benchmarks/results/muscles.json. Default model:
+MoBL-ARMS with its OpenSim 4.6 reference data (tests/data/opensim/mobl_arms.npz),
+whose stored per-state OpenSim cost (State.setQ, realizePosition, getLength of
+every muscle and computeMomentArm of every muscle x independent coordinate) is
+printed beside jaxmb's. Each state evaluates all muscle lengths and the full
+moment-arm matrix R = -dL/dq (nq x n_muscles).
+
+Rows: "jit" is one state per call (best of --repeats calls); each batch size
+runs as ``jax.vmap`` and as ``lax.map`` (best of 3 calls; per-state time =
+call time / batch). Compile time (``lower().compile()``) is reported apart.
+MoBL-ARMS compiles in about 1-2 min per row on the shared 2-core VM, so the
+full default (3 batch sizes x 2 modes + jit = 7 compilations) takes about
+15 min there; ``--batch-sizes 16,256`` about 8 min.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import sys
+import time
+import warnings
+from datetime import datetime, timezone
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+from jaxmb import _muscles as M  # noqa: E402
+from jaxmb.io import load_osim  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _best(f, x, repeats):
+    best = np.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(f(x))
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model", nargs="?", default=str(ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim"))
+    ap.add_argument("reference", nargs="?", default=str(ROOT / "tests" / "data" / "opensim" / "mobl_arms.npz"))
+    ap.add_argument("--batch-sizes", default="16,256,4096", help="comma-separated; empty for jit only")
+    ap.add_argument("--repeats", type=int, default=20, help="calls timed for the single-state jit (best of)")
+    ap.add_argument("--method", default="closed_form", choices=("closed_form", "autodiff"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "muscles.json"))
+    args = ap.parse_args(argv)
+    batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    load_start = list(os.getloadavg())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = load_osim(args.model)
+    d = np.load(args.reference)
+    fn = lambda q: (M.muscle_lengths(model, q), M.moment_arms(model, q, method=args.method))  # noqa: E731
+    rows = []
+    q0 = jnp.asarray(d["random_q_ind"][0])
+    t = time.perf_counter()
+    single = jax.jit(fn).lower(q0).compile()
+    c = time.perf_counter() - t
+    jax.block_until_ready(single(q0))
+    rows.append({"mode": "jit", "batch": 1, "compile_s": c, "s_per_state": _best(single, q0, args.repeats)})
+    print(f"jit compiled in {c:.1f} s", flush=True)
+    for b in batches:
+        qs = jnp.asarray(np.resize(d["random_q_ind"], (b, model.nq)))
+        for mode, batched in (("vmap", jax.vmap(fn)), ("lax.map", lambda x: jax.lax.map(fn, x))):
+            t = time.perf_counter()
+            f = jax.jit(batched).lower(qs).compile()
+            c = time.perf_counter() - t
+            jax.block_until_ready(f(qs))
+            rows.append({"mode": mode, "batch": b, "compile_s": c, "s_per_state": _best(f, qs, 3) / b})
+            print(f"{mode} {b} compiled in {c:.1f} s", flush=True)
+    osim = float(d["opensim_seconds_per_state_lengths_and_moment_arms"])
+    osim_cpu = float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"])
+    print(f"\n{'mode':8s} {'batch':>6s} {'compile s':>10s} {'ms/state':>10s} {'vs OpenSim':>11s}"
+          f"   (OpenSim stored: {osim * 1e3:.1f} ms/state wall, {osim_cpu * 1e3:.1f} ms CPU)")
+    for r in rows:
+        print(f"{r['mode']:8s} {r['batch']:6d} {r['compile_s']:10.1f} {r['s_per_state'] * 1e3:10.3f} "
+              f"{osim / r['s_per_state']:10.1f}x")
+    out = {
+        "benchmark": "muscles",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "python " + " ".join([os.path.relpath(__file__, ROOT)] + (sys.argv[1:] if argv is None else argv)),
+        "model": pathlib.Path(args.model).name,
+        "n_muscles": len(model.muscles),
+        "nq": int(model.nq),
+        "method": args.method,
+        "computes": "all muscle lengths + moment-arm matrix R (nq x n_muscles) per state",
+        "device": str(jax.devices()[0]),
+        "cpu_count": os.cpu_count(),
+        "load_average_at_start": load_start,
+        "load_average_at_end": list(os.getloadavg()),
+        "platform": platform.platform(),
+        "versions": {"jax": jax.__version__, "numpy": np.__version__, "python": platform.python_version()},
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "dtype": "float64",
+        "timing": "best of --repeats (jit) or 3 (batched) calls after a warm-up call; compile = lower().compile()",
+        "opensim_seconds_per_state": osim,
+        "opensim_cpu_seconds_per_state": osim_cpu,
+        "opensim_timing_note": str(d["opensim_timing_method"]) if "opensim_timing_method" in d else "",
+        "rows": rows,
+    }
+    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
