@@ -16,9 +16,8 @@ import pathlib  # noqa: E402
 
 import pytest  # noqa: E402
 
+# The repository's sibling folder shared/ (as on developer machines and in CI).
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
-if not SHARED.exists():  # CI clones the repo with shared/ beside it
-    SHARED = pathlib.Path(__file__).resolve().parents[1].parent / "shared"
 
 
 @pytest.fixture(scope="session")

@@ -74,7 +74,26 @@ def _default_describe(el: ET.Element) -> str:
     return f"<{el.tag}{f' name={name!r}' if name is not None else ''}>"
 
 
-class PiecewiseLinear(AbstractJointFunction):
+class _Piecewise(AbstractJointFunction):
+    """Knots ``(x, y)`` of a piecewise function of ``q[index]`` (shared storage and checks)."""
+
+    index: int = eqx.field(static=True)
+    x: Float[Array, " n"]
+    y: Float[Array, " n"]
+    _minimum_knots = 1
+
+    def __init__(self, index: int, x: ArrayLike, y: ArrayLike):
+        self.index = int(index)
+        self.x = jnp.asarray(np.asarray(x, dtype=float))
+        self.y = jnp.asarray(np.asarray(y, dtype=float))
+        _check_knots(type(self).__name__, np.asarray(x, float), np.asarray(y, float),
+                     minimum=self._minimum_knots)
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+
+class PiecewiseLinear(_Piecewise):
     """Piecewise-linear interpolation of one coordinate (OpenSim's PiecewiseLinearFunction).
 
     ``f(q) = y_k + (x - x_k) s_k`` on ``[x_k, x_{k+1}]`` with ``x = q[index]`` and
@@ -83,18 +102,7 @@ class PiecewiseLinear(AbstractJointFunction):
     Hessian is zero.
     """
 
-    index: int = eqx.field(static=True)
-    x: Float[Array, " n"]
-    y: Float[Array, " n"]
-
-    def __init__(self, index: int, x: ArrayLike, y: ArrayLike):
-        self.index = int(index)
-        self.x = jnp.asarray(np.asarray(x, dtype=float))
-        self.y = jnp.asarray(np.asarray(y, dtype=float))
-        _check_knots("PiecewiseLinear", np.asarray(x, float), np.asarray(y, float), minimum=2)
-
-    def coordinate_indices(self):
-        return (self.index,)
+    _minimum_knots = 2
 
     def __call__(self, q):
         xq = q[self.index]
@@ -104,7 +112,7 @@ class PiecewiseLinear(AbstractJointFunction):
         return self.y[k] + (xq - self.x[k]) * slope
 
 
-class PiecewiseConstant(AbstractJointFunction):
+class PiecewiseConstant(_Piecewise):
     """Step function of one coordinate (OpenSim's PiecewiseConstantFunction).
 
     ``f = y_0`` for ``x <= x_0``, ``y_k`` for ``x_k < x < x_{k+1}``, ``y_{n-1}`` for
@@ -112,18 +120,7 @@ class PiecewiseConstant(AbstractJointFunction):
     everywhere: the jumps do not show up in derivatives.
     """
 
-    index: int = eqx.field(static=True)
-    x: Float[Array, " n"]
-    y: Float[Array, " n"]
-
-    def __init__(self, index: int, x: ArrayLike, y: ArrayLike):
-        self.index = int(index)
-        self.x = jnp.asarray(np.asarray(x, dtype=float))
-        self.y = jnp.asarray(np.asarray(y, dtype=float))
-        _check_knots("PiecewiseConstant", np.asarray(x, float), np.asarray(y, float), minimum=1)
-
-    def coordinate_indices(self):
-        return (self.index,)
+    _minimum_knots = 1
 
     def __call__(self, q):
         xq = q[self.index]
