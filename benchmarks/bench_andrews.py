@@ -1,12 +1,22 @@
 #!/usr/bin/env python
-"""Andrews' squeezer, 0 <= t <= 0.03 s: wall time at matched accuracy.
+"""Andrews' squeezer, 0 <= t <= 0.03 s: wall time at matched accuracy, single and batched.
 
-Routes: jaxmb embedded ODE in q = (beta,) (diffrax Dopri8, jit; compile timed
-separately), jaxmb index-1 DAE in the seven angles (diffrax Dopri8), scipy Radau and
-BDF on the same index-1 DAE (jitted JAX right-hand side and Jacobian), scipy DOP853
-and Radau on the minimal (embedded) ODE, and 1024 Andrews simulations with perturbed
-spring stiffness under jax.vmap. Accuracy: significant digits at t = 0.03 against the
-Test Set reference (min over the seven angles of -log10 |rel. error|).
+Routes, all in one run:
+
+* jaxmb embedded ODE in q = (beta,) with the six other angles implicit (LoopClosure:
+  Newton from a closed-form guess, derivatives by implicit differentiation);
+* jaxmb embedded ODE with the implicit joint functions pre-modeled by Fourier series
+  over one crank revolution (`mb.constraints.premodeled`, order 24; fit error printed);
+* jaxmb index-1 DAE in the seven angles with Lagrange multipliers (Baumgarte 0 and
+  100), the same diffrax solver (Dopri8), at the same and at a tighter tolerance;
+* scipy Radau and BDF on the same index-1 DAE, scipy DOP853 and Radau on the
+  embedded ODE (jitted JAX right-hand sides);
+* batches: `--batch` simulations with perturbed spring stiffness under jax.vmap, for
+  the two embedded forms and the DAE (per-simulation cost).
+
+Accuracy: significant digits at t = 0.03 against the Test Set reference (min over the
+seven angles of -log10 |relative error|). Compile times are reported separately;
+run times are the best of `--repeat` runs.
 
 Run: `.venv/bin/python benchmarks/bench_andrews.py [--quick]`; writes
 benchmarks/results/andrews.json.
@@ -33,8 +43,7 @@ import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
-from jaxmb import _dae  # noqa: E402
-from jaxmb.models import _closed as C  # noqa: E402
+from jaxmb import models as C  # noqa: E402
 
 REF = np.asarray(C.ANDREWS_REFERENCE_T003)
 T1 = 0.03
@@ -55,63 +64,73 @@ def timed(fn, repeat=3):
     return best, out
 
 
+def compiled(fn, *args):
+    t = time.perf_counter()
+    comp = eqx.filter_jit(fn).lower(*args).compile()
+    return comp, time.perf_counter() - t
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="fewer repeats, batch 256")
+    p.add_argument("--quick", action="store_true", help="fewer repeats, batch 64, no scipy Radau on the DAE")
     p.add_argument("--tol", type=float, default=1e-10)
+    p.add_argument("--batch", type=int, default=1024)
+    p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args(argv)
     tol = args.tol
-    batch = 256 if args.quick else 1024
-    repeat = 1 if args.quick else 3
+    batch = 64 if args.quick else args.batch
+    repeat = 2 if args.quick else args.repeat
     model = C.andrews_squeezer(throw=False)
+    t = time.perf_counter()
+    fourier, fit_error = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier",
+                                                   order=24)
+    t_fit = time.perf_counter() - t
+    print(f"pre-modeled in {t_fit:.1f} s, max fit error {float(jnp.max(fit_error)):.1e} rad", flush=True)
     perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in model.joint_names])
     inv = np.argsort(perm)
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
     rows = []
 
-    # 1. jaxmb embedded ODE
-    def embedded(m):
-        sol = mb.simulate(C.without_loads(m), q0, jnp.zeros(1), T1, tau=C.andrews_tau(m), rtol=tol, atol=tol,
-                          solver="dopri8")
+    def add(route, compile_s, run_s, angles, steps, drift, **extra):
+        rows.append(dict(route=route, compile_s=compile_s, run_s=run_s, digits=digits(angles), steps=int(steps),
+                         drift=float(drift), **extra))
+        print(f"{route}: {run_s * 1e3:.1f} ms", flush=True)
+
+    # 1. jaxmb embedded ODEs (the spring and the driving torque are loads of the model)
+    def embedded(m, tol):
+        sol = mb.simulate(m, q0, jnp.zeros(1), T1, rtol=tol, atol=tol, solver="dopri8")
         return C.andrews_angles(m, sol.q[-1]), sol.stats["num_steps"]
 
-    t = time.perf_counter()
-    comp = eqx.filter_jit(embedded).lower(model).compile()
-    t_comp = time.perf_counter() - t
-    t_run, (ang, steps) = timed(lambda: comp(model), repeat)
-    print("embedded done", t_comp, t_run, flush=True)
-    rows.append(dict(route="jaxmb embedded ODE (Dopri8, jit)", compile_s=t_comp, run_s=t_run,
-                     digits=digits(ang), steps=int(steps), drift=0.0))
+    for label, m in (("implicit joint functions", model), ("pre-modeled Fourier joint functions", fourier)):
+        comp, t_comp = compiled(embedded, m, tol)
+        t_run, (ang, steps) = timed(lambda: comp(m, tol), repeat)
+        add(f"jaxmb embedded ODE, {label} (Dopri8)", t_comp, t_run, ang, steps, 0.0)
 
-    # 2. jaxmb DAE (index 1, Baumgarte 0 and 100)
+    # 2. jaxmb DAE (index 1, Baumgarte 0 and 100), at tol and tighter
+    def dae(m, ab, tol):
+        s = mb.constraints.simulate_dae(m, z0, jnp.zeros(7), T1, alpha=ab, beta=ab, rtol=tol, atol=tol)
+        return s.z[-1], s.drift[-1], s.stats["num_steps"]
+
     for ab in (0.0, 100.0):
-        def dae(m, ab=ab):
-            s = mb.constraints.simulate_dae(m, z0, jnp.zeros(7), T1, alpha=ab, beta=ab, rtol=tol, atol=tol)
-            return s.z[-1], s.drift[-1], s.stats["num_steps"]
-
-        t = time.perf_counter()
-        comp = eqx.filter_jit(dae).lower(model).compile()
-        t_comp = time.perf_counter() - t
-        t_run, (z, drift, steps) = timed(lambda: comp(model), repeat)
-        print("dae done", ab, t_comp, t_run, flush=True)
-        rows.append(dict(route=f"jaxmb index-1 DAE, Baumgarte a=b={ab:g} (Dopri8, jit)", compile_s=t_comp,
-                         run_s=t_run, digits=digits(np.asarray(z)[inv]), steps=int(steps), drift=float(drift)))
+        for tl in (tol, tol / 10):
+            comp, t_comp = compiled(dae, model, ab, tl)
+            t_run, (z, drift, steps) = timed(lambda: comp(model, ab, tl), repeat)
+            add(f"jaxmb index-1 DAE, Baumgarte {ab:g}, rtol {tl:g} (Dopri8)", t_comp, t_run,
+                np.asarray(z)[inv], steps, drift)
 
     # 3. scipy on the index-1 DAE and on the minimal ODE
-    frhs, fjac = _dae.dae_rhs_numpy(model)
+    frhs, fjac = mb.constraints.dae_rhs_numpy(model)
     y0 = np.concatenate([np.asarray(z0), np.zeros(7)])
     frhs(0, y0), fjac(0, y0)  # compile
-    for method in ("Radau", "BDF"):
+    phi = jax.jit(mb.constraints.loop_constraints(model))
+    for method in (("BDF",) if args.quick else ("Radau", "BDF")):
         t = time.perf_counter()
         r = solve_ivp(frhs, (0, T1), y0, method=method, rtol=tol, atol=tol, jac=fjac)
         el = time.perf_counter() - t
-        phi = mb.constraints.loop_constraints(model)
-        print("scipy dae done", method, el, flush=True)
-        rows.append(dict(route=f"scipy {method}, index-1 DAE", compile_s=0.0, run_s=el,
-                         digits=digits(r.y[:7, -1][inv]), steps=int(r.t.size - 1),
-                         drift=float(np.max(np.abs(np.asarray(phi(jnp.asarray(r.y[:7, -1]))))))))
-    orhs, ojac = _dae.ode_rhs_numpy(model)
+        add(f"scipy {method}, index-1 DAE", 0.0, el, r.y[:7, -1][inv], r.t.size - 1,
+            np.max(np.abs(np.asarray(phi(jnp.asarray(r.y[:7, -1]))))))
+    orhs, ojac = mb.constraints.ode_rhs_numpy(model)
     y0 = np.asarray([C.ANDREWS_Y0[0], 0.0])
     orhs(0, y0), ojac(0, y0)
     ang_of = eqx.filter_jit(lambda m, q: C.andrews_angles(m, q))
@@ -120,40 +139,69 @@ def main(argv=None):
         r = solve_ivp(orhs, (0, T1), y0, method=method, rtol=tol, atol=tol,
                       **({"jac": ojac} if method == "Radau" else {}))
         el = time.perf_counter() - t
-        print("scipy ode done", method, el, flush=True)
-        rows.append(dict(route=f"scipy {method}, embedded ODE (jaxmb RHS)", compile_s=0.0, run_s=el,
-                         digits=digits(ang_of(model, jnp.asarray(r.y[:1, -1]))), steps=int(r.t.size - 1),
-                         drift=0.0))
+        add(f"scipy {method}, embedded ODE (jaxmb RHS)", 0.0, el, ang_of(model, jnp.asarray(r.y[:1, -1])),
+            r.t.size - 1, 0.0)
 
-    # 4. batch: perturbed spring stiffness under vmap
-    key = jax.random.PRNGKey(0)
-    scale = 1.0 + 0.05 * jax.random.normal(key, (batch,))
+    # 4. batches: perturbed spring stiffness under vmap, per-simulation cost
+    scale = 1.0 + 0.05 * jax.random.normal(jax.random.PRNGKey(0), (batch,))
 
-    def one(m, s):
-        m = eqx.tree_at(lambda mm: mm.loads[1].stiffness, m, m.loads[1].stiffness * s)
-        sol = mb.simulate(C.without_loads(m), q0, jnp.zeros(1), T1, tau=C.andrews_tau(m), rtol=1e-8, atol=1e-8,
-                          solver="dopri8")
-        return sol.q[-1, 0]
+    def stiff(m, s):
+        return eqx.tree_at(lambda mm: mm.loads[1].stiffness, m, m.loads[1].stiffness * s)
 
-    batched = eqx.filter_jit(eqx.filter_vmap(one, in_axes=(None, 0)))
-    t = time.perf_counter()
-    comp = batched.lower(model, scale).compile()
-    t_comp = time.perf_counter() - t
-    t_run, betas = timed(lambda: comp(model, scale), 1)
-    rows.append(dict(route=f"jaxmb embedded ODE, vmap over {batch} spring stiffnesses (rtol 1e-8)",
-                     compile_s=t_comp, run_s=t_run, digits=float("nan"), steps=0, drift=0.0,
-                     per_sim_ms=1e3 * t_run / batch, beta_spread=float(np.ptp(np.asarray(betas)))))
+    def one_embedded(m, s):
+        sol = mb.simulate(stiff(m, s), q0, jnp.zeros(1), T1, rtol=tol, atol=tol, solver="dopri8", throw=False)
+        return C.andrews_angles(m, sol.q[-1]), sol.stats["num_steps"]
 
-    print(f"\nAndrews' squeezer 0..{T1} s, rtol = atol = {tol:g}, float64, {jax.devices()[0].device_kind}")
-    print(f"{'route':<62} {'compile s':>9} {'run s':>8} {'digits':>6} {'steps':>6} {'drift':>9}")
+    def one_dae(m, s):
+        sol = mb.constraints.simulate_dae(stiff(m, s), z0, jnp.zeros(7), T1, rtol=tol, atol=tol)
+        return sol.z[-1][inv], sol.stats["num_steps"]
+
+    for label, fn, m in (("embedded ODE, implicit", one_embedded, model),
+                         ("embedded ODE, pre-modeled Fourier", one_embedded, fourier),
+                         ("index-1 DAE, Baumgarte 0", one_dae, model)):
+        comp, t_comp = compiled(eqx.filter_vmap(fn, in_axes=(None, 0)), m, scale)
+        t_run, (ang, steps) = timed(lambda: comp(m, scale), 1)
+        nominal = int(np.argmin(np.abs(np.asarray(scale) - 1.0)))
+        rows.append(dict(route=f"jaxmb {label}: vmap over {batch} spring stiffnesses", compile_s=t_comp,
+                         run_s=t_run, per_sim_ms=1e3 * t_run / batch, digits=float("nan"),
+                         steps=int(np.max(np.asarray(steps))), drift=float("nan"),
+                         beta_spread=float(np.ptp(np.asarray(ang)[:, 0])), batch=batch,
+                         nominal_scale=float(scale[nominal])))
+        print(f"batch {label}: {1e3 * t_run / batch:.2f} ms/sim", flush=True)
+
+    print(f"\nAndrews' squeezer 0..{T1} s, rtol = atol = {tol:g} unless stated, float64, "
+          f"{jax.devices()[0].device_kind}, {os.cpu_count()} CPUs; pre-model fit error "
+          f"{float(jnp.max(fit_error)):.1e} rad")
+    print(f"{'route':<74} {'compile s':>9} {'run ms':>9} {'digits':>6} {'steps':>6} {'drift':>9}")
     for r in rows:
-        print(f"{r['route']:<62} {r['compile_s']:9.2f} {r['run_s']:8.3f} {r['digits']:6.2f} {r['steps']:6d} "
+        run = r.get("per_sim_ms", r["run_s"] * 1e3)
+        tag = "/sim" if "per_sim_ms" in r else ""
+        print(f"{r['route']:<74} {r['compile_s']:9.2f} {run:9.2f}{tag} {r['digits']:6.2f} {r['steps']:6d} "
               f"{r['drift']:9.1e}")
+    emb = {r["route"]: r for r in rows}
+    best_emb = min((r for r in rows if r["route"].startswith("jaxmb embedded")), key=lambda r: r["run_s"])
+    daes = [r for r in rows if "DAE" in r["route"] and "per_sim_ms" not in r and r["route"].startswith("jaxmb")
+            and r["digits"] >= best_emb["digits"] - 0.05]
+    summary = {}
+    if daes:
+        fastest_dae = min(daes, key=lambda r: r["run_s"])
+        summary["speedup_vs_jaxmb_dae_matched"] = fastest_dae["run_s"] / best_emb["run_s"]
+        print(f"\nembedded ({best_emb['digits']:.2f} digits) vs fastest jaxmb DAE with as many digits "
+              f"({fastest_dae['route']}, {fastest_dae['digits']:.2f}): "
+              f"{summary['speedup_vs_jaxmb_dae_matched']:.1f}x")
+    scipy_dae = [r for r in rows if r["route"].startswith("scipy") and "DAE" in r["route"]]
+    if scipy_dae:
+        fastest = min(scipy_dae, key=lambda r: r["run_s"])
+        summary["speedup_vs_scipy_dae"] = fastest["run_s"] / best_emb["run_s"]
+        print(f"embedded vs fastest scipy DAE ({fastest['route']}): {summary['speedup_vs_scipy_dae']:.0f}x")
+    batched = {r["route"].split(":")[0]: r["per_sim_ms"] for r in rows if "per_sim_ms" in r}
+    print("batched ms/simulation:", {k: round(v, 3) for k, v in batched.items()})
     out = Path(__file__).parent / "results" / "andrews.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(problem="andrews_squeezer", t1=T1, tol=tol, dtype="float64",
                                    device=str(jax.devices()[0]), machine=platform.platform(),
-                                   cpu_count=os.cpu_count(), batch=batch, rows=rows), indent=2))
+                                   cpu_count=os.cpu_count(), batch=batch, fit_error=float(jnp.max(fit_error)),
+                                   premodel_s=t_fit, rows=rows, summary=summary), indent=2))
     print(f"wrote {out}")
 
 

@@ -54,6 +54,7 @@ from ._kinematics import point_acceleration as point_acceleration
 from ._kinematics import point_jacobian as point_jacobian
 from ._kinematics import point_position as point_position
 from ._kinematics import point_velocity as point_velocity
+from ._model import AbstractJointSpaceLoad as AbstractJointSpaceLoad
 from ._model import AbstractLoad as AbstractLoad
 from ._model import Body as Body
 from ._model import BodyTorque as BodyTorque

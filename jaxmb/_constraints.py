@@ -331,6 +331,34 @@ class LoopClosure(eqx.Module):
         """``∂²f/∂q²`` (m, nq, nq) in closed form; see :meth:`derivatives`."""
         return self.derivatives(q, f)[2]
 
+    def rates(self, q: ArrayLike, qd: ArrayLike):
+        """``(f, ∂f/∂q, f', q'ᵀ H q')`` from one solve and one factorisation of ``∂g/∂f``.
+
+        Differentiating ``g(f(q(t)), q(t)) = 0`` twice along the motion with
+        ``z' = (f', q')``: ``g_f f' = -g_q q'`` and
+        ``g_f (q'ᵀ H q') = -∂²g[z', z']`` (the second directional derivative of g,
+        by nested forward mode; no Hessian of g is formed). Shared per trace
+        between the joints of the loop, like :meth:`value`.
+        """
+        def compute():
+            qq = jnp.atleast_1d(_as_float_array(q))
+            vv = jnp.asarray(qd, dtype=qq.dtype)
+            f = self.value(q)
+            m = self.m
+            gf, gq = self.jacobians(f, qq)
+            lu = jax.scipy.linalg.lu_factor(gf)
+            jac = -jax.scipy.linalg.lu_solve(lu, gq)
+            fd = jac @ vv
+            g = lambda z: self.residual(z[:m], z[m:])  # noqa: E731
+            z, zd = jnp.concatenate([f, qq]), jnp.concatenate([fd, vv])
+            d2g = jax.jvp(lambda x: jax.jvp(g, (x,), (zd,))[1], (z,), (zd,))[1]
+            return f, jac, fd, -jax.scipy.linalg.lu_solve(lu, d2g)
+
+        out = _shared(("rates", id(qd)), self, q, compute, extra=qd)
+        # The same q's Jacobian is then free for joint_gradients.
+        _remember(("gradient",), self, q, out[1])
+        return out
+
 
 @eqx.filter_custom_jvp
 def _implicit_value(closure, q):
@@ -384,18 +412,28 @@ def _params_match(a, b) -> bool:
     return True
 
 
-def _shared(tag, closure, q, compute):
+def _key(tag, closure, q):
+    return (tag, id(q), closure.fn, closure.name, closure.guess, closure.branch)
+
+
+def _shared(tag, closure, q, compute, extra=None):
     if not closure.share:
         return compute()
-    key = (tag, id(q), closure.fn, closure.name, closure.guess, closure.branch)
+    key = _key(tag, closure, q)
     hit = _SHARE.get(key)
-    if hit is not None and hit[0] is q and _params_match(hit[1], closure.params):
+    if hit is not None and hit[0] is q and hit[3] is extra and _params_match(hit[1], closure.params):
         return hit[2]
     out = compute()
+    _remember(tag, closure, q, out, extra)
+    return out
+
+
+def _remember(tag, closure, q, out, extra=None):
+    if not closure.share:
+        return
     if len(_SHARE) >= _SHARE_MAX:
         _SHARE.pop(next(iter(_SHARE)))
-    _SHARE[key] = (q, closure.params, out)
-    return out
+    _SHARE[_key(tag, closure, q)] = (q, closure.params, out, extra)
 
 
 # ---------------------------------------------------------------------------
@@ -589,7 +627,14 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
             fns = tuple(jax.tree.map(lambda leaf, k=k: leaf[k], batched) for k in range(closure.m))
         elif kind == "fourier":
             w = 2 * np.pi / (upper[0] - lower[0]) if omega is None else omega
-            fns = tuple(FourierSeries.fit(0, x, values[:, k], order, w) for k in range(closure.m))
+            # Over one period a revolving variable (one that gains whole turns per
+            # period, e.g. a relative angle to a crank) has a secular term; fit the
+            # periodic rest. Other variables get slope 0 (up to their solve error).
+            v = np.asarray(values)
+            turns = np.round((v[-1] - v[0]) / (2 * np.pi))
+            periodic = omega is None
+            slopes = [2 * np.pi * turns[k] / (x[-1] - x[0]) if periodic else 0.0 for k in range(closure.m)]
+            fns = tuple(FourierSeries.fit(0, x, values[:, k], order, w, slopes[k]) for k in range(closure.m))
         else:
             raise LoopClosureError(f"premodel: kind must be 'spline' or 'fourier', got {kind!r}.")
         mid = 0.5 * (x[1:] + x[:-1])
@@ -628,6 +673,29 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
     raise LoopClosureError(f"premodel supports one or two coordinates, the loop has {nq}.")
 
 
+def premodeled(model: Model, lower: ArrayLike, upper: ArrayLike, step: float | Sequence[float],
+               kind: str = "spline", order: int = 8, omega: float | None = None) -> tuple[Model, Array]:
+    """`model` with the implicit joint functions of every loop replaced by pre-modeled
+    fits (:func:`premodel` over ``[lower, upper]``), and the fit errors (n_joints,)
+    (0 for joints that were not implicit).
+
+    The pre-modeled model is an ordinary tree with explicit joint functions: no
+    loop is solved during simulation, which makes it the fastest embedded form
+    when the fit error is acceptable. For a crank that turns fully (Andrews'
+    squeezer) ``kind="fourier"`` over one revolution is exact to round-off at a
+    modest order (see docs/closed_chains.md).
+    """
+    fit_error = np.zeros(len(model.joints))
+    joints = list(model.joints)
+    for closure, idx in _closures(model):
+        res = premodel(closure, lower, upper, step, kind=kind, order=order, omega=omega)
+        for k, i in enumerate(idx):
+            joints[i] = eqx.tree_at(lambda j: j.function, joints[i], res.functions[k])
+            fit_error[i] = float(res.fit_error[k])
+    out = eqx.tree_at(lambda m: m.joints, model, tuple(joints))
+    return out, jnp.asarray(fit_error)
+
+
 # ---------------------------------------------------------------------------
 # Joint functions.
 # ---------------------------------------------------------------------------
@@ -661,6 +729,10 @@ class ImplicitJointFunction(AbstractJointFunction):
 
     def hessian(self, q):
         return self.closure.hessian(q)[self.index]
+
+    def rates(self, q, qd):
+        f, _, fd, fdd = self.closure.rates(q, qd)
+        return f[self.index], fd[self.index], fdd[self.index]
 
 
 def implicit_joint_functions(closure: LoopClosure) -> tuple[ImplicitJointFunction, ...]:

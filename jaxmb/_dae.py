@@ -68,7 +68,8 @@ class DAEVectorField(eqx.Module):
         m = mass_matrix(self.tree, z)
         rhs = self.forces(self.tree, z) - bias_forces(self.tree, z, zd)
         g = jax.jacfwd(self.phi)(z)
-        gdot_zd = jax.jvp(lambda x: jax.jacfwd(self.phi)(x) @ zd, (z,), (zd,))[1]
+        # (dG/dt) z' = ∂²Φ[z', z']: second directional derivative, no Jacobian of G formed.
+        gdot_zd = jax.jvp(lambda x: jax.jvp(self.phi, (x,), (zd,))[1], (z,), (zd,))[1]
         c = -gdot_zd - 2.0 * self.alpha * (g @ zd) - self.beta**2 * self.phi(z)
         n, k = z.shape[0], g.shape[0]
         kkt = jnp.block([[m, g.T], [g, jnp.zeros((k, k), dtype=z.dtype)]])

@@ -31,13 +31,17 @@ from jaxtyping import Array, Float
 from ._kinematics import (
     angular_jacobians,
     body_angular_velocities,
+    body_transforms_from_joints,
     body_transforms,
     joint_gradients,
     joint_rates,
     joint_transforms,
     joint_values,
+    motion_subspaces,
+    tree_levels,
 )
-from ._model import AbstractLoad, Model
+from ._kinematics import _local_frames, _stack_rows
+from ._model import AbstractJointSpaceLoad, AbstractLoad, Model, _PoseLoad
 from ._spatial import skew
 
 Method = Literal["recursive", "autodiff", "seed"]
@@ -130,6 +134,103 @@ def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj"]:
             j = model.parents[j]
             rows[i][j] = rows[j][i] = subspaces[j] @ force
     return jnp.stack([jnp.stack(r) for r in rows])
+
+
+def _to_child(rot, trans, m):
+    """Motion vectors ``m`` (..., 6, k) from parent to child coordinates for child frames
+    (R, p) (..., 3, 3), (..., 3): ``(Rᵀ ω, Rᵀ (v + ω × p))``, i.e.
+    ``_motion_to_child(A4) @ m`` without forming 6x6 matrices."""
+    rt = jnp.swapaxes(rot, -1, -2)
+    w, v = m[..., :3, :], m[..., 3:, :]
+    return jnp.concatenate([rt @ w, rt @ (v + jnp.cross(w, trans[..., :, None], axis=-2))], axis=-2)
+
+
+def _body_arrays(model: Model, dtype):
+    mass = jnp.stack([b.mass for b in model.bodies]).astype(dtype)
+    com = jnp.stack([b.com for b in model.bodies]).astype(dtype)
+    inertia = jnp.stack([b.inertia for b in model.bodies]).astype(dtype)
+    return mass, com, inertia
+
+
+def _apply_inertia(mass, com, inertia, m):
+    """Spatial inertias about the body origins times motion vectors (n, 6, k):
+    ``(I_c ω + c × m v_c, m v_c)`` with the centre-of-mass velocity ``v_c = v + ω × c``."""
+    c = com[:, :, None]
+    w, v = m[:, :3, :], m[:, 3:, :]
+    lin = mass[:, None, None] * (v + jnp.cross(w, c, axis=1))
+    return jnp.concatenate([inertia @ w + jnp.cross(c, lin, axis=1), lin], axis=1)
+
+
+def _twist_matrices(jb):
+    """``[[ω̃, v], [0, 0]]`` (n, nq, 4, 4) for body-coordinate twists ``jb`` (n, 6, nq)."""
+    w, v = jnp.moveaxis(jb[:, :3], 2, 1), jnp.moveaxis(jb[:, 3:], 2, 1)  # (n, nq, 3)
+    z = jnp.zeros_like(w[..., 0])
+    rows = [jnp.stack([z, -w[..., 2], w[..., 1], v[..., 0]], -1),
+            jnp.stack([w[..., 2], z, -w[..., 0], v[..., 1]], -1),
+            jnp.stack([-w[..., 1], w[..., 0], z, v[..., 2]], -1),
+            jnp.zeros(w.shape[:-1] + (4,), w.dtype)]
+    return jnp.stack(rows, axis=-2)
+
+
+def _projected_terms(model: Model, f, fd, fdd, jac, gravity_on: bool = True):
+    """``(M_q, bias_q)`` by one forward pass over the tree (no joint-space matrices).
+
+    Each body's spatial Jacobian in ``q`` (body coordinates, 6 x nq) follows the
+    tree, ``J_i = X_i J_parent + S_i ∇f_i``, and so do its velocity ``v_i`` and its
+    velocity-product acceleration ``a_i`` (Newton-Euler forward pass with
+    ``f'' = q'ᵀ H q'``, gravity as a base acceleration); then
+    ``M_q = Σ J_iᵀ I_i J_i`` (seed 001 Eq. 145 in spatial form) and
+    ``bias_q = Σ J_iᵀ (I_i a_i + v_i ×* I_i v_i)``. The pass runs level by level
+    of the tree, vectorised over the bodies of a level, with v, a and J as the
+    columns of one (6, 2 + nq) array per body. For few coordinates and many joint
+    variables (closed chains, OpenSim joints with coupled axes) this is cheaper
+    than the joint-space CRBA.
+    """
+    rot, trans = _local_frames(model, f)
+    dtype = rot.dtype
+    nq = jac.shape[1]
+    n = model.n_bodies
+    s = motion_subspaces(model, dtype)  # (n, 6)
+    g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
+    root = jnp.zeros((6, 2 + nq), dtype).at[3:, 1].set(-g)
+    vj = s * fd[:, None]
+    own = jnp.concatenate([vj[:, :, None], (s * fdd[:, None])[:, :, None], s[:, :, None] * jac[:, None, :]],
+                          axis=2)  # joint's own contribution to (v, a, J)
+    # Level by level; bodies are kept as a list and gathered by static slices (a
+    # gather/scatter per level is slow under vmap on CPU).
+    per_body = [None] * n
+    for level, (idx, par) in enumerate(tree_levels(model)):
+        parent = jnp.broadcast_to(root, (len(idx), 6, 2 + nq)) if level == 0 else _stack_rows(per_body, par)
+        c = _to_child(_stack_rows(rot, idx), _stack_rows(trans, idx), parent) + _stack_rows(own, idx)
+        v = c[:, :, 0]
+        acc = c[:, :, 1] + _cross_motion_batch(v, _stack_rows(vj, idx))
+        block = jnp.concatenate([c[:, :, :1], acc[:, :, None], c[:, :, 2:]], axis=2)
+        for k, i in enumerate(idx):
+            per_body[i] = block[k]
+    cols = jnp.stack(per_body)
+    inert = _apply_inertia(*_body_arrays(model, dtype), cols)  # I v, I a, I J
+    v = cols[:, :, 0]
+    force = inert[:, :, 1] + _cross_force_batch(v, inert[:, :, 0])
+    jb = cols[:, :, 2:]
+    mass = jnp.einsum("nak,nal->kl", jb, inert[:, :, 2:])
+    bias = jnp.einsum("nak,na->k", jb, force)
+    return mass, bias, jb
+
+
+def _cross_motion_batch(v, w):
+    return jnp.concatenate([jnp.cross(v[:, :3], w[:, :3]),
+                            jnp.cross(v[:, :3], w[:, 3:]) + jnp.cross(v[:, 3:], w[:, :3])], axis=1)
+
+
+def _cross_force_batch(v, f):
+    return jnp.concatenate([jnp.cross(v[:, :3], f[:, :3]) + jnp.cross(v[:, 3:], f[:, 3:]),
+                            jnp.cross(v[:, :3], f[:, 3:])], axis=1)
+
+
+def _projects(model: Model) -> bool:
+    """Static choice of the recursive route: project body Jacobians when q is much
+    smaller than f (closed chains, coupled joints), joint-space CRBA otherwise."""
+    return 2 * model.nq <= model.n_bodies
 
 
 # ---------------------------------------------------------------------------
@@ -241,12 +342,37 @@ def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
     """
     q = jnp.asarray(q)
     loads = model.loads if loads is None else tuple(loads)
+    return _applied_forces(model, q, loads)
+
+
+def _applied_forces(model: Model, q, loads, f=None, jac=None, body_jacobians=None) -> Float[Array, " nq"]:
+    """``Σ Q_load``; joint-space loads reuse ``f`` and ``J = ∂f/∂q`` (computed here if not
+    given) and, when given, the bodies' spatial Jacobians in q (n_bodies, 6, nq; body
+    coordinates) of the projected pass, from which ``T' = T [[ω̃, v], [0, 0]]``."""
     total = jnp.zeros_like(q)
+    motion = None
     for load in loads:
         if not isinstance(load, AbstractLoad):
             raise TypeError(f"loads must be jaxmb loads (PointForce, BodyTorque, LinearSpring, ...), "
                             f"got {type(load).__name__}")
-        total = total + load.generalized_force(model, q)
+        if isinstance(load, AbstractJointSpaceLoad) and f is None:
+            f, jac = joint_values(model, q), joint_gradients(model, q)
+        if isinstance(load, _PoseLoad):
+            if motion is None:
+                # Body poses and their rates per unit coordinate rate, once for all loads.
+                if body_jacobians is None:
+                    poses = lambda x: body_transforms_from_joints(model, x)  # noqa: E731
+                    motion = jax.vmap(lambda col: jax.jvp(poses, (f,), (col,)), in_axes=1)(jac)
+                    motion = (motion[0][0], jnp.moveaxis(motion[1], 0, 1))  # (n, 4, 4), (n, nq, 4, 4)
+                else:
+                    poses = body_transforms_from_joints(model, f)
+                    motion = (poses, poses[:, None] @ _twist_matrices(body_jacobians))
+            b = model.body_index(load.body)
+            total = total + jax.vmap(load.pose_power, in_axes=(None, 0))(motion[0][b], motion[1][b])
+        elif isinstance(load, AbstractJointSpaceLoad):
+            total = total + load.generalized_force_from_joints(model, f, jac)
+        else:
+            total = total + load.generalized_force(model, q)
     return total
 
 
@@ -254,10 +380,28 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
     """``q'' = M⁻¹ (tau + Q_ext - bias)``; the solve uses M as a positive-definite operator."""
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     tau = jnp.zeros_like(q) if tau is None else jnp.asarray(tau, dtype=q.dtype)
-    rhs = tau - bias_forces(model, q, qd, method=method)
-    if model.loads:
-        rhs = rhs + generalized_forces(model, q)
-    m = mass_matrix(model, q, method=method)
+    if method == "recursive":
+        # One evaluation of the joint functions (f, J, q'ᵀHq') serves M, the bias
+        # and the loads: implicit joint functions solve their loops once per state.
+        f, fd, fdd = joint_rates(model, q, qd)
+        jac = joint_gradients(model, q)
+        # Keep XLA from fusing (and so re-evaluating) the joint functions, e.g. the
+        # sines of a Fourier series, into every consumer in the tree pass.
+        f, fd, fdd, jac = jax.lax.optimization_barrier((f, fd, fdd, jac))
+        body_jacobians = None
+        if _projects(model):
+            m, bias, body_jacobians = _projected_terms(model, f, fd, fdd, jac)
+        else:
+            m = jac.T @ _joint_space_crba(model, f) @ jac
+            bias = jac.T @ _joint_space_rnea(model, f, fd, fdd)
+        rhs = tau - bias
+        if model.loads:
+            rhs = rhs + _applied_forces(model, q, model.loads, f, jac, body_jacobians)
+    else:
+        rhs = tau - bias_forces(model, q, qd, method=method)
+        if model.loads:
+            rhs = rhs + generalized_forces(model, q)
+        m = mass_matrix(model, q, method=method)
     operator = lx.MatrixLinearOperator(m, lx.positive_semidefinite_tag)
     # M is symmetric positive definite by construction (validated masses and inertias),
     # so the factorisation cannot fail; throw=False avoids a host check on every call.

@@ -57,6 +57,13 @@ class AbstractJointFunction(eqx.Module):
         """``H(q) = ∂²f/∂q²``, shape (nq, nq)."""
         return jax.hessian(self.__call__)(q)
 
+    def rates(self, q: Float[Array, " nq"], qd: Float[Array, " nq"]) -> tuple[Scalar, Scalar, Scalar]:
+        """``(f, f' = ∇f·q', q'ᵀ H q')`` along a motion (seed 001 Eq. 57's velocity
+        product), by nested forward-mode derivatives (no Hessian is formed)."""
+        inner = lambda x: jax.jvp(self.__call__, (x,), (qd,))  # noqa: E731
+        (f, fd), (_, fdd) = jax.jvp(inner, (q,), (qd,))
+        return f, fd, fdd
+
 
 class Coordinate(AbstractJointFunction):
     """``f(q) = q[index]``: the joint variable is a generalized coordinate itself."""
@@ -288,10 +295,12 @@ class CubicSpline(AbstractJointFunction):
 
 
 class FourierSeries(AbstractJointFunction):
-    """``f(q) = a0 + Σ_{k=1}^{K} [a_k cos(k ω x) + b_k sin(k ω x)]`` with ``x = q[index]``.
+    """``f(q) = a0 + c x + Σ_{k=1}^{K} [a_k cos(k ω x) + b_k sin(k ω x)]`` with ``x = q[index]``.
 
-    The fitted shoulder and knee rhythms of the seed's pre-modeling approach.
-    Use :meth:`fit` for a least-squares fit to samples.
+    The fitted shoulder and knee rhythms of the seed's pre-modeling approach. The
+    secular term ``c x`` (`slope`, default 0) lets a relative angle that gains a
+    full turn per revolution of a crank (Andrews' squeezer's Θ) be represented
+    exactly. Use :meth:`fit` for a least-squares fit to samples.
     """
 
     index: int = eqx.field(static=True)
@@ -299,26 +308,30 @@ class FourierSeries(AbstractJointFunction):
     a: Float[Array, " K"]
     b: Float[Array, " K"]
     omega: Float[Array, ""]
+    slope: Float[Array, ""]
 
-    def __init__(self, index: int, a0, a, b, omega):
+    def __init__(self, index: int, a0, a, b, omega, slope=0.0):
         self.index = int(index)
         self.a0 = _as_float_array(a0)
         self.a = _as_float_array(a)
         self.b = _as_float_array(b)
         self.omega = _as_float_array(omega)
+        self.slope = _as_float_array(slope)
         if self.a.shape != self.b.shape or self.a.ndim != 1:
             raise ModelError("FourierSeries: a and b must be 1-D arrays of equal length.")
 
     @classmethod
-    def fit(cls, index: int, x: RealLike, y: RealLike, order: int, omega: float) -> "FourierSeries":
-        """Least-squares fit of an order-``order`` series with fundamental ``omega``."""
+    def fit(cls, index: int, x: RealLike, y: RealLike, order: int, omega: float,
+            slope: RealLike = 0.0) -> "FourierSeries":
+        """Least-squares fit of an order-``order`` series with fundamental ``omega`` to
+        ``y - slope x`` (the secular term is given, not fitted)."""
         x = _as_float_array(x)
-        y = _as_float_array(y)
+        y = _as_float_array(y) - _as_float_array(slope) * x
         k = jnp.arange(1, order + 1, dtype=x.dtype)
         phase = omega * x[:, None] * k[None, :]
         basis = jnp.concatenate([jnp.ones_like(x)[:, None], jnp.cos(phase), jnp.sin(phase)], axis=1)
         coef = jnp.linalg.lstsq(basis, y)[0]
-        return cls(index, coef[0], coef[1 : order + 1], coef[order + 1 :], omega)
+        return cls(index, coef[0], coef[1 : order + 1], coef[order + 1 :], omega, slope)
 
     def coordinate_indices(self):
         return (self.index,)
@@ -329,12 +342,13 @@ class FourierSeries(AbstractJointFunction):
         return kw, jnp.cos(kw * xq), jnp.sin(kw * xq)
 
     def __call__(self, q):
-        _, c, s = self._terms(q[self.index])
-        return self.a0 + jnp.dot(self.a, c) + jnp.dot(self.b, s)
+        x = q[self.index]
+        _, c, s = self._terms(x)
+        return self.a0 + self.slope * x + jnp.dot(self.a, c) + jnp.dot(self.b, s)
 
     def gradient(self, q):
         kw, c, s = self._terms(q[self.index])
-        d1 = jnp.dot(kw * self.b, c) - jnp.dot(kw * self.a, s)
+        d1 = self.slope + jnp.dot(kw * self.b, c) - jnp.dot(kw * self.a, s)
         return jnp.zeros_like(q).at[self.index].set(d1)
 
     def hessian(self, q):
@@ -342,6 +356,14 @@ class FourierSeries(AbstractJointFunction):
         d2 = -jnp.dot(kw**2 * self.a, c) - jnp.dot(kw**2 * self.b, s)
         nq = q.shape[0]
         return jnp.zeros((nq, nq), dtype=q.dtype).at[self.index, self.index].set(d2)
+
+    def rates(self, q, qd):
+        kw, c, s = self._terms(q[self.index])
+        x, xd = q[self.index], qd[self.index]
+        value = self.a0 + self.slope * x + jnp.dot(self.a, c) + jnp.dot(self.b, s)
+        d1 = self.slope + jnp.dot(kw * self.b, c) - jnp.dot(kw * self.a, s)
+        d2 = -jnp.dot(kw**2 * self.a, c) - jnp.dot(kw**2 * self.b, s)
+        return value, d1 * xd, d2 * xd * xd
 
 
 class Composed(AbstractJointFunction):

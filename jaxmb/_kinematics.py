@@ -8,8 +8,11 @@ they equal the seed's ``D_i^T (r ⊗ q')`` (Eq. 44) and
 ``D_i`` and ``D'_i`` themselves and the tests compare the two.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._typing import RealLike
@@ -39,33 +42,131 @@ def joint_hessians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq 
 def joint_rates(model: Model, q, qd, qdd=None):
     """``(f, f', f'')`` along the motion: ``f' = J q'`` and ``f'' = J q'' + q'ᵀ H q'``.
 
-    Computed as nested forward-mode derivatives (no Hessian is formed); with
-    ``qdd=None`` the returned ``f''`` is the velocity-product part ``q'ᵀ H q'`` alone.
+    Each joint function gives its own rates (nested forward-mode derivatives by
+    default, the closed-form implicit derivatives for loop closures, one solve
+    per loop); with ``qdd=None`` the returned ``f''`` is the velocity-product part
+    ``q'ᵀ H q'`` alone.
     """
-    fun = lambda x: joint_values(model, x)  # noqa: E731
-    inner = lambda x: jax.jvp(fun, (x,), (qd,))  # noqa: E731
-    (f, fd), (_, fdd) = jax.jvp(inner, (q,), (qd,))
+    q, qd = jnp.asarray(q), jnp.asarray(qd, dtype=jnp.asarray(q).dtype)
+    f, fd, fdd = (jnp.stack(x).astype(q.dtype) for x in zip(*(j.function.rates(q, qd) for j in model.joints)))
     if qdd is not None:
-        fdd = fdd + jax.jvp(fun, (q,), (qdd,))[1]
+        fdd = fdd + jax.jvp(lambda x: joint_values(model, x), (q,), (qdd,))[1]
     return f, fd, fdd
 
 
 def joint_transforms(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nj 4 4"]:
-    """Local transforms ``pr(i)_i A4(f_i)`` of every joint (Eq. 38)."""
-    return jnp.stack([j.transform(f[i]) for i, j in enumerate(model.joints)])
+    """Local transforms ``pr(i)_i A4(f_i)`` of every joint (Eq. 38), all joints at once."""
+    rot, trans = _local_frames(model, f)
+    n = rot.shape[0]
+    top = jnp.concatenate([rot, trans[:, :, None]], axis=2)
+    bottom = jnp.broadcast_to(jnp.asarray([0.0, 0.0, 0.0, 1.0], dtype=rot.dtype), (n, 1, 4))
+    return jnp.concatenate([top, bottom], axis=1)
+
+
+def _joint_arrays(model: Model, dtype):
+    """The joints' constant data stacked over joints: axes, parent and child offsets."""
+    def stack(name):
+        return jnp.stack([getattr(j, name) for j in model.joints]).astype(dtype)
+
+    return (stack("axis"), stack("parent_rotation"), stack("parent_translation"),
+            stack("child_rotation"), stack("child_translation"))
+
+
+def _revolute_mask(model: Model):
+    return np.asarray([j.kind == "revolute" for j in model.joints])
+
+
+def _local_frames(model: Model, f):
+    """``(R, p)`` (nj, 3, 3), (nj, 3) of every joint's child frame in its parent frame:
+    ``R = R_p X_R(f) R_c`` and ``p = R_p (X_R(f) p_c + X_p(f)) + p_p``, the joint's own
+    motion ``X`` being a rotation about the axis (Rodrigues in the seed's form,
+    Eq. 39) or a translation along it. Vectorised over joints (the kinds are static),
+    so the cost in operations does not grow with the number of joints."""
+    f = jnp.asarray(f)
+    axis, rp, tp, rc, tc = _joint_arrays(model, f.dtype)
+    revolute = _revolute_mask(model)
+    angle = jnp.where(revolute, f, 0.0)
+    k = _skew_batch(axis)
+    s, h = jnp.sin(angle), jnp.sin(0.5 * angle)
+    eye = jnp.eye(3, dtype=f.dtype)
+    rm = eye + k * s[:, None, None] + 2.0 * (k @ k) * (h * h)[:, None, None]
+    tm = jnp.where(revolute[:, None], 0.0, f[:, None] * axis)
+    rot = rp @ rm @ rc
+    trans = jnp.einsum("nij,nj->ni", rp, jnp.einsum("nij,nj->ni", rm, tc) + tm) + tp
+    return rot, trans
+
+
+def motion_subspaces(model: Model, dtype=None) -> Float[Array, "nj 6"]:
+    """Every joint's twist ``S = (ω, v)`` in child-body coordinates (Eq. 69-71): revolute
+    ``(R_cᵀ a, R_cᵀ (a × p_c))``, prismatic ``(0, R_cᵀ a)``, for the axis ``a`` and the
+    child offset ``(R_c, p_c)``."""
+    dtype = model.joints[0].axis.dtype if dtype is None else dtype
+    axis, _, _, rc, tc = _joint_arrays(model, dtype)
+    revolute = _revolute_mask(model)[:, None]
+    rct = jnp.swapaxes(rc, 1, 2)
+    w = jnp.einsum("nij,nj->ni", rct, axis)
+    v_rev = jnp.einsum("nij,nj->ni", rct, jnp.cross(axis, tc))
+    return jnp.concatenate([jnp.where(revolute, w, 0.0), jnp.where(revolute, v_rev, w)], axis=1)
+
+
+def _skew_batch(v):
+    z = jnp.zeros_like(v[:, 0])
+    return jnp.stack([jnp.stack([z, -v[:, 2], v[:, 1]], -1),
+                      jnp.stack([v[:, 2], z, -v[:, 0]], -1),
+                      jnp.stack([-v[:, 1], v[:, 0], z], -1)], axis=1)
+
+
+@functools.lru_cache(maxsize=256)
+def _levels_of(parents: tuple[int, ...]):
+    depth = [-1] * len(parents)
+
+    def d(i):
+        if depth[i] < 0:
+            depth[i] = 0 if parents[i] < 0 else d(parents[i]) + 1
+        return depth[i]
+
+    for i in range(len(parents)):
+        d(i)
+    levels = []
+    for k in range(max(depth) + 1 if parents else 0):
+        idx = tuple(i for i in range(len(parents)) if depth[i] == k)
+        levels.append((np.asarray(idx), np.asarray([parents[i] for i in idx])))
+    return tuple(levels)
+
+
+def tree_levels(model: Model):
+    """The bodies grouped by depth in the tree, ``((indices, parent indices), ...)``
+    from the root: recursions run level by level, vectorised within a level."""
+    return _levels_of(model.parents)
 
 
 def _poses_from_local(model: Model, local: Array) -> Array:
+    # Level by level with static slices (no gather/scatter, which are slow under vmap).
     poses = [None] * model.n_bodies
-    for i in model.order:
-        p = model.parents[i]
-        poses[i] = local[i] if p < 0 else poses[p] @ local[i]
+    for level, (idx, par) in enumerate(tree_levels(model)):
+        block = _stack_rows(local, idx) if level == 0 else _stack_rows(poses, par) @ _stack_rows(local, idx)
+        for k, i in enumerate(idx):
+            poses[i] = block[k]
     return jnp.stack(poses)
+
+
+def _stack_rows(rows, idx):
+    """``stack([rows[i] for i in idx])`` for a static index array; a plain slice when
+    the indices are contiguous (rows may be an array or a list of arrays)."""
+    idx = [int(i) for i in idx]
+    if not isinstance(rows, list) and idx == list(range(idx[0], idx[0] + len(idx))):
+        return rows[idx[0]:idx[0] + len(idx)]
+    return jnp.stack([rows[i] for i in idx])
 
 
 def body_transforms(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nb 4 4"]:
     """Ground-from-body transforms ``0_i A4(q)`` (Eq. 40), order of ``model.body_names``."""
-    return _poses_from_local(model, joint_transforms(model, joint_values(model, q)))
+    return body_transforms_from_joints(model, joint_values(model, q))
+
+
+def body_transforms_from_joints(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nb 4 4"]:
+    """Ground-from-body transforms from the joint variables ``f`` (nj,) directly (Eq. 38-40)."""
+    return _poses_from_local(model, joint_transforms(model, f))
 
 
 def _body(model: Model, body) -> int:

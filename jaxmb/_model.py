@@ -249,7 +249,10 @@ class AbstractLoad(eqx.Module):
     """An applied load; :meth:`generalized_force` maps it to ``Q`` (nq,) at ``q``.
 
     :func:`jaxmb.generalized_forces` sums the loads of a model; subclass this to
-    add your own (springs, bushings, ground reactions).
+    add your own (springs, bushings, ground reactions). A load whose virtual
+    power is easier to write in the joint variables ``f`` subclasses
+    :class:`AbstractJointSpaceLoad` instead, which the dynamics evaluate without
+    re-solving the joint functions.
     """
 
     body: eqx.AbstractVar[str]
@@ -259,7 +262,51 @@ class AbstractLoad(eqx.Module):
         """The generalized force ``Q`` of this load at ``q``."""
 
 
-class PointForce(AbstractLoad):
+class AbstractJointSpaceLoad(AbstractLoad):
+    """A load given by its power ``P(f, f')`` in the joint variables (linear in ``f'``).
+
+    With ``J = ∂f/∂q`` the generalized force is ``Q_k = P(f, J e_k)`` (virtual
+    power of the load for a unit rate of coordinate k), i.e. ``Q = Jᵀ ∂P/∂f'``:
+    the joint functions are evaluated once per state and shared with the mass
+    matrix and bias terms.
+    """
+
+    @abc.abstractmethod
+    def power(self, model: "Model", f: Float[Array, " nj"], fd: Float[Array, " nj"]) -> Float[Array, ""]:
+        """Power of the load (W) at joint variables `f` moving with rates `fd`."""
+
+    def generalized_force_from_joints(self, model: "Model", f, jac) -> Float[Array, " nq"]:
+        """``Q`` (nq,) from the joint variables `f` (nj,) and their Jacobian `jac` (nj, nq)."""
+        return jax.vmap(lambda col: self.power(model, f, col), in_axes=1)(jac)
+
+    def generalized_force(self, model, q):
+        from ._kinematics import joint_gradients, joint_values
+
+        q = jnp.asarray(q)
+        return self.generalized_force_from_joints(model, joint_values(model, q), joint_gradients(model, q))
+
+
+def _body_pose_from_joints(model: "Model", f, body: str):
+    from ._kinematics import body_transforms_from_joints
+
+    return body_transforms_from_joints(model, f)[model.body_index(body)]
+
+
+class _PoseLoad(AbstractJointSpaceLoad):
+    """A load on one body whose power depends on the body's pose ``T`` (4x4, ground)
+    and its rate ``T'`` only; the dynamics evaluate the poses of all bodies once
+    for all such loads."""
+
+    @abc.abstractmethod
+    def pose_power(self, pose, dpose) -> Float[Array, ""]:
+        """Power (W) of the load on its body moving with ``T' = dpose`` at ``T = pose``."""
+
+    def power(self, model, f, fd):
+        pose, dpose = jax.jvp(lambda x: _body_pose_from_joints(model, x, self.body), (f,), (fd,))
+        return self.pose_power(pose, dpose)
+
+
+class PointForce(_PoseLoad):
     """A force `force` (N, ground axes) applied at `point` (m, body frame) of `body`:
     ``Q = J_pᵀ F`` (seed 001 Eq. 46 with virtual work ``F · δr_p``)."""
 
@@ -272,13 +319,12 @@ class PointForce(AbstractLoad):
         self.point = _f(point, (3,))
         self.force = _f(force, (3,))
 
-    def generalized_force(self, model, q):
-        from ._kinematics import point_jacobian
+    def pose_power(self, pose, dpose):
+        velocity = dpose[:3, :3] @ self.point.astype(pose.dtype) + dpose[:3, 3]
+        return velocity @ self.force.astype(pose.dtype)
 
-        return point_jacobian(model, q, self.body, self.point).T @ self.force.astype(q.dtype)
 
-
-class BodyTorque(AbstractLoad):
+class BodyTorque(_PoseLoad):
     """A pure torque `torque` (N m, ground axes) applied to `body`: ``Q = J_ωᵀ τ``."""
 
     body: str = eqx.field(static=True)
@@ -288,14 +334,13 @@ class BodyTorque(AbstractLoad):
         self.body = str(body)
         self.torque = _f(torque, (3,))
 
-    def generalized_force(self, model, q):
-        from ._kinematics import angular_jacobians
+    def pose_power(self, pose, dpose):
+        w = dpose[:3, :3] @ pose[:3, :3].T  # ω̃ = Ṙ Rᵀ
+        omega = jnp.stack([w[2, 1], w[0, 2], w[1, 0]])
+        return omega @ self.torque.astype(pose.dtype)
 
-        jw = angular_jacobians(model, q)[model.body_index(self.body)]
-        return jw.T @ self.torque.astype(q.dtype)
 
-
-class LinearSpring(AbstractLoad):
+class LinearSpring(_PoseLoad):
     """A linear spring from `point` (m, body frame) of `body` to `anchor` (m, ground):
     potential ``V = ½ k (L - L0)²``, generalized force ``Q = -∂V/∂q``.
     (Andrews' squeezer's spring; seed 001 Eq. 199.)"""
@@ -313,18 +358,25 @@ class LinearSpring(AbstractLoad):
         self.stiffness = _f(stiffness)
         self.rest_length = _f(rest_length)
 
+    def _length_from_joints(self, model, f):
+        t = _body_pose_from_joints(model, f, self.body)
+        r = t[:3, :3] @ self.point.astype(f.dtype) + t[:3, 3] - self.anchor.astype(f.dtype)
+        return jnp.sqrt(jnp.sum(r**2))
+
     def length(self, model, q):
-        from ._kinematics import point_position
+        from ._kinematics import joint_values
 
         q = jnp.asarray(q)
-        r = point_position(model, q, self.body, self.point) - self.anchor.astype(q.dtype)
-        return jnp.sqrt(jnp.sum(r**2))
+        return self._length_from_joints(model, joint_values(model, q))
 
     def potential_energy(self, model, q):
         return 0.5 * self.stiffness * (self.length(model, q) - self.rest_length) ** 2
 
-    def generalized_force(self, model, q):
-        return -jax.grad(lambda x: self.potential_energy(model, x))(jnp.asarray(q))
+    def pose_power(self, pose, dpose):
+        r = pose[:3, :3] @ self.point.astype(pose.dtype) + pose[:3, 3] - self.anchor.astype(pose.dtype)
+        dr = dpose[:3, :3] @ self.point.astype(pose.dtype) + dpose[:3, 3]
+        length = jnp.sqrt(jnp.sum(r**2))
+        return -self.stiffness * (length - self.rest_length) * (r @ dr) / length
 
 
 class Model(eqx.Module):

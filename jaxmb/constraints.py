@@ -20,9 +20,12 @@ from ._constraints import molecule_derivatives as molecule_derivatives
 from ._constraints import natural_spline_fit as natural_spline_fit
 from ._constraints import open_tree as open_tree
 from ._constraints import premodel as premodel
+from ._constraints import premodeled as premodeled
 from ._constraints import projection_derivatives as projection_derivatives
 from ._constraints import traditional_point_kinematics as traditional_point_kinematics
 from ._dae import consistent_velocities as consistent_velocities
+from ._dae import dae_rhs_numpy as dae_rhs_numpy
 from ._dae import dae_vector_field as dae_vector_field
 from ._dae import loop_constraints as loop_constraints
+from ._dae import ode_rhs_numpy as ode_rhs_numpy
 from ._dae import simulate_dae as simulate_dae

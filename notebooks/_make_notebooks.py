@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import jaxmb as mb
-from jaxmb.models import _closed as C"""
+from jaxmb import models as C  # the built-in mechanisms and the Test Set data"""
 
 HERMITE = """def hermite(t, t1, a, b):
     \"\"\"Cubic Hermite from a to b over [0, t1] with zero end velocities: (q, q', q'').\"\"\"

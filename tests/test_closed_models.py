@@ -136,3 +136,48 @@ def test_five_bar_embedded_trajectory_has_no_drift():
     assert np.ptp(np.asarray(sol.q[:, 0])) > 0.1  # it moved
     e = np.asarray(energy)
     assert np.max(np.abs(e - e[0])) < 1e-6 * max(1.0, abs(e[0]))
+
+
+def test_andrews_premodeled_fourier_is_exact_to_round_off(andrews):
+    """Pre-modeling (seed 001, section 3-3) over one crank revolution with Fourier series
+    (Θ with its secular term -β): the fit is exact to round-off at order 24, its
+    dynamics equal the implicit model's, and its simulation meets the reference."""
+    fourier, err = mb.constraints.premodeled(andrews, 0.0, 2 * np.pi, 2 * np.pi / 256, kind="fourier",
+                                            order=24)
+    assert float(jnp.max(err)) < 1e-13
+    theta = fourier.joints[andrews.joint_names.index("Theta")].function
+    assert float(theta.slope) == -1.0
+
+    @eqx.filter_jit
+    def both(implicit, fitted):
+        qs = jnp.asarray([[-0.0617], [1.3], [4.0]])
+        qd = jnp.asarray([900.0])
+        acc = lambda m: jax.vmap(lambda q: mb.forward_dynamics(m, q, qd))(qs)  # noqa: E731
+        q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+        sol = mb.simulate(fitted, q0, jnp.zeros(1), 0.03, rtol=SIM_TOL, atol=SIM_TOL, solver="dopri8")
+        return acc(implicit), acc(fitted), C.andrews_angles(fitted, sol.q[-1])
+
+    a_impl, a_fit, angles = both(andrews, fourier)
+    np.testing.assert_allclose(a_fit, a_impl, rtol=1e-10)
+    ref = np.asarray(C.ANDREWS_REFERENCE_T003)
+    assert np.max(np.abs(np.asarray(angles) - ref) / np.abs(ref)) < 10.0 ** (-REFERENCE_DIGITS)
+
+
+def test_loop_rates_equal_nested_forward_mode(andrews):
+    """joint_rates of an implicit loop (one solve, closed-form f' and q'ᵀHq') equal
+    nested jax.jvp through the root finder (implicit-function-theorem JVPs)."""
+    closure = andrews.joints[1].function.closure
+
+    @jax.jit
+    def both(q, qd):
+        f, jac, fd, fdd = closure.rates(q, qd)
+        inner = lambda x: jax.jvp(closure, (x,), (qd,))  # noqa: E731
+        (f2, fd2), (_, fdd2) = jax.jvp(inner, (q,), (qd,))
+        return f, fd, fdd, f2, fd2, fdd2, jac, jax.jacfwd(closure)(q)
+
+    for q, qd in (([0.2], [10.0]), ([2.9], [-700.0])):
+        f, fd, fdd, f2, fd2, fdd2, jac, jac2 = both(jnp.asarray(q), jnp.asarray(qd))
+        np.testing.assert_allclose(f, f2, rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(fd, fd2, rtol=1e-11, atol=1e-11 * float(jnp.max(jnp.abs(fd2))))
+        np.testing.assert_allclose(fdd, fdd2, rtol=1e-10, atol=1e-10 * float(jnp.max(jnp.abs(fdd2))))
+        np.testing.assert_allclose(jac, jac2, rtol=1e-11, atol=1e-13)

@@ -1,6 +1,7 @@
 """M(q), N(q, q')q', G(q) by three independent routes, against the seeds' closed forms,
 and the forward/inverse dynamics identities."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -239,3 +240,68 @@ def test_unknown_method_is_rejected():
     # ValueError from jaxmb; in this suite the run-time type checker (a TypeError) may see it first.
     with pytest.raises((ValueError, TypeError), match="method"):
         mass_matrix(MODELS["double_pendulum"], jnp.zeros(2), method="magic")
+
+
+# -- the projected (level-parallel) route and joint-space loads -------------------
+
+from jaxmb import _dynamics as _dyn  # noqa: E402
+
+
+@jax.jit
+def _projected_and_crba(model, q, qd):
+    f, fd, fdd = mb.joint_rates(model, q, qd)
+    jac = mb.joint_gradients(model, q)
+    m_p, b_p, _ = _dyn._projected_terms(model, f, fd, fdd, jac)
+    m_c = jac.T @ _dyn._joint_space_crba(model, f) @ jac
+    b_c = jac.T @ _dyn._joint_space_rnea(model, f, fd, fdd)
+    return m_p, b_p, m_c, b_c
+
+
+@pytest.mark.parametrize("name", list(MODELS) + ["andrews_squeezer"])
+def test_projected_route_equals_joint_space_crba_and_rnea(name):
+    """M_q = Σ J_iᵀ I_i J_i and bias_q = Σ J_iᵀ(I a + v ×* I v), by one level-parallel
+    forward pass, equal Jᵀ M_f J and Jᵀ RNEA(f, f', q'ᵀHq') (the route forward_dynamics
+    takes for nq much smaller than the number of bodies)."""
+    if name == "andrews_squeezer":
+        model = mb.models.andrews_squeezer()
+        q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
+    else:
+        model = MODELS[name]
+        q, qd, _ = random_state(model, 3)
+    m_p, b_p, m_c, b_c = _projected_and_crba(model, q, qd)
+    _rel_close(m_p, m_c, 1e-12)
+    _rel_close(b_p, b_c, 1e-12)
+
+
+def _loads_by_jacobians(model, q):
+    """The loads' generalized forces by point/angular Jacobians in q (an independent route)."""
+    total = jnp.zeros_like(q)
+    for load in model.loads:
+        if isinstance(load, mb.PointForce):
+            total += mb.point_jacobian(model, q, load.body, load.point).T @ load.force
+        elif isinstance(load, mb.BodyTorque):
+            total += mb.angular_jacobians(model, q)[model.body_index(load.body)].T @ load.torque
+        elif isinstance(load, mb.LinearSpring):
+            total += -jax.grad(lambda x: load.potential_energy(model, x))(q)
+    return total
+
+
+def test_joint_space_loads_equal_jacobian_transpose_route():
+    """Loads evaluated through their power in the joint variables, Q_k = P(f, J e_k),
+    equal J_pᵀF, J_ωᵀτ and -∂V/∂q computed directly in q."""
+    base = MODELS["knee_like_tree"]
+    bodies = base.body_names
+    loads = (mb.PointForce(bodies[-1], (0.1, -0.2, 0.05), (3.0, -1.0, 2.0)),
+             mb.BodyTorque(bodies[2], (0.5, 0.2, -0.7)),
+             mb.LinearSpring(bodies[-2], (0.02, 0.1, 0.0), (0.3, -0.4, 0.2), 250.0, 0.1))
+    for model, q in ((eqx.tree_at(lambda m: m.loads, base, loads), random_state(base, 5)[0]),
+                     (mb.models.andrews_squeezer(), jnp.asarray([1.1]))):
+        got = jax.jit(mb.generalized_forces)(model, q)
+        want = jax.jit(_loads_by_jacobians)(model, q)
+        assert float(jnp.max(jnp.abs(want))) > 1e-3  # the loads do work here
+        _rel_close(got, want, 1e-11)
+        # forward_dynamics takes the loads through the projected pass's body Jacobians
+        # (Andrews, nq << bodies) or the joint-space route (the tree): same accelerations.
+        qd = jnp.ones_like(q) * 0.7
+        bare = eqx.tree_at(lambda m: m.loads, model, ())
+        _rel_close(forward_dynamics(model, q, qd), forward_dynamics(bare, q, qd, want), 1e-11)

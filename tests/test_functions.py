@@ -21,6 +21,7 @@ def _functions():
         "spline_natural": mb.CubicSpline.fit(0, x, y, "natural"),
         "spline_fmm": mb.CubicSpline.fit(2, x, y, "not-a-knot-fmm"),
         "fourier": mb.FourierSeries(1, 0.2, jnp.array([0.5, -0.1]), jnp.array([0.3, 0.2]), 1.3),
+        "fourier_secular": mb.FourierSeries(1, 0.2, jnp.array([0.5, -0.1]), jnp.array([0.3, 0.2]), 1.3, -1.0),
         "composed": mb.Composed(mb.CubicSpline.fit(0, x, y), mb.Linear((0, 1), (1.0, 0.5))),
         "scaled": mb.Scaled(mb.FourierSeries(2, 0.0, jnp.array([1.0]), jnp.array([0.5]), 2.0), -1.5),
         "callable_two_coordinates": mb.JaxFunction(lambda q, p: p[0] * q[0] * q[1] + jnp.sin(p[1] * q[1]),
@@ -36,6 +37,31 @@ def test_gradient_and_hessian_equal_autodiff(name):
         hess_ad = jax.hessian(lambda x: f(x))(q)
         np.testing.assert_allclose(f.gradient(q), grad_ad, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(f.hessian(q), hess_ad, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(_functions()))
+def test_rates_are_value_gradient_and_velocity_product(name):
+    """``rates(q, q') = (f, ∇f·q', q'ᵀHq')`` (closed forms where a function has them)
+    against the autodiff gradient and Hessian."""
+    f = _functions()[name]
+    qd = jnp.array([0.7, -1.3, 2.1])
+    for q in (Q, Q * -0.5):
+        v, d1, d2 = f.rates(q, qd)
+        np.testing.assert_allclose(v, f(q), rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(d1, jax.grad(f)(q) @ qd, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(d2, qd @ jax.hessian(f)(q) @ qd, rtol=1e-12, atol=1e-12)
+
+
+def test_fourier_secular_term_fit():
+    """A revolving angle ``-x + periodic`` is fitted exactly once its slope is given."""
+    x = jnp.linspace(0.0, 2 * jnp.pi, 65)
+    y = -x + 0.3 * jnp.sin(x) - 0.1 * jnp.cos(2 * x) + 0.05
+    f = mb.FourierSeries.fit(0, x, y, 3, 1.0, slope=-1.0)
+    np.testing.assert_allclose(f.a, [0.0, -0.1, 0.0], atol=1e-13)
+    np.testing.assert_allclose(f.b, [0.3, 0.0, 0.0], atol=1e-13)
+    xs = x + 0.1
+    want = -xs + 0.3 * jnp.sin(xs) - 0.1 * jnp.cos(2 * xs) + 0.05
+    np.testing.assert_allclose(jax.vmap(lambda t: f(jnp.atleast_1d(t)))(xs), want, atol=1e-12)
 
 
 @pytest.mark.parametrize("end", ["natural", "not-a-knot-fmm"])
