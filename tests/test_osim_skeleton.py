@@ -380,9 +380,12 @@ def test_piecewise_linear_constant_polynomial_multiplier():
     check_grads(jax.jit(lambda q: outer(q)), (jnp.array([0.3]),), order=2, modes=["fwd", "rev"])
 
 
-def test_gcvspline_is_rejected_by_name():
-    with pytest.raises(mb.ModelError, match="GCVSpline"):
+def test_gcvspline_without_half_order_is_rejected_by_name():
+    # <degree> is not an OpenSim property: OpenSim reads half_order 0 and fails.
+    with pytest.raises(mb.ModelError, match="GCVSpline.*half_order"):
         _fn("<GCVSpline><degree>5</degree><x>0 1 2 3 4 5</x><y>0 1 0 1 0 1</y></GCVSpline>")
+    with pytest.raises(mb.ModelError, match="at least 6 points"):
+        _fn("<GCVSpline><half_order>3</half_order><x>0 1 2 3 4</x><y>0 1 0 1 0</y></GCVSpline>")
 
 
 # ---------------------------------------------------------------------------

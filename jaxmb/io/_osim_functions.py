@@ -3,7 +3,7 @@
 :func:`parse_function` turns the XML element of an OpenSim ``Function``
 (``Constant``, ``LinearFunction``, ``PolynomialFunction``, ``SimmSpline``,
 ``NaturalCubicSpline``, ``PiecewiseLinearFunction``,
-``PiecewiseConstantFunction``, ``MultiplierFunction``) into a jaxmb joint
+``PiecewiseConstantFunction``, ``MultiplierFunction``, ``GCVSpline``) into a jaxmb joint
 function of ``q``, given ``inner``: the joint function of ``q`` that is the
 OpenSim function's argument (``Coordinate(k)`` for an independent coordinate,
 a coupler function for a dependent one, a ``Constant`` for a locked one).
@@ -23,9 +23,15 @@ Each function evaluates as OpenSim 4.x does (opensim-core ``OpenSim/Common``):
 * ``PiecewiseConstantFunction``: ``y_k`` on ``(x_k, x_{k+1})``, ``y_0`` at and
   below ``x_0``, ``y_{n-1}`` at and above ``x_{n-1}``. Its derivative is zero
   everywhere (the jumps are invisible to gradients).
-* ``GCVSpline`` is not supported: OpenSim evaluates it with Woltring's GCVSPL
-  B-spline coefficients (a quintic spline for ``degree`` 5), which jaxmb does not
-  reproduce; loading raises :class:`jaxmb.ModelError` naming the element.
+* ``GCVSpline``: Woltring's GCVSPL natural smoothing spline of half order ``m``
+  (``half_order``; degree ``2m-1``) with a knot at every ``x``, fitted at load time in
+  NumPy exactly as OpenSim/Simbody fit it (:mod:`jaxmb.io._gcvspl`): with the default
+  ``error_variance`` 0 it interpolates the data, a positive value selects the
+  smoothing from the known variance, a negative one by generalized
+  cross-validation; ``weights`` are ignored, as OpenSim ignores them. Outside
+  ``[x_0, x_{n-1}]`` it continues as a polynomial of degree ``m-1`` (a natural
+  spline). It is evaluated in JAX from one polynomial per interval
+  (:class:`GCVSpline`).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
+from ._gcvspl import gcvspline_fit
 from .._functions import (
     AbstractJointFunction,
     Composed,
@@ -50,7 +57,7 @@ from .._functions import (
     Scaled,
 )
 
-__all__ = ["PiecewiseConstant", "PiecewiseLinear", "parse_function", "is_identically_zero",
+__all__ = ["GCVSpline", "PiecewiseConstant", "PiecewiseLinear", "parse_function", "is_identically_zero",
            "SUPPORTED_FUNCTIONS"]
 
 SUPPORTED_FUNCTIONS = (
@@ -62,6 +69,7 @@ SUPPORTED_FUNCTIONS = (
     "PiecewiseLinearFunction",
     "PiecewiseConstantFunction",
     "MultiplierFunction",
+    "GCVSpline",
 )
 
 # Describe an element for error messages; the importer installs a describer that
@@ -129,6 +137,63 @@ class PiecewiseConstant(_Piecewise):
         val = self.y[k]
         val = jnp.where(xq <= self.x[0], self.y[0], val)
         return jnp.where(xq >= self.x[-1], self.y[-1], val).astype(q.dtype)
+
+
+class GCVSpline(AbstractJointFunction):
+    """OpenSim's GCVSpline of one coordinate: a piecewise polynomial ``f(q) = s(q[index])``.
+
+    ``s`` is a natural spline of degree ``2m-1`` with knots ``x`` (length ``n``); it is
+    stored as ``n + 1`` polynomials in ascending powers: ``coefficients[0]`` in powers
+    of ``t - x_0`` for ``t < x_0``, ``coefficients[k + 1]`` in powers of ``t - x_k`` for
+    ``x_k <= t < x_{k+1}`` (the last for ``t >= x_{n-1}``). Intervals are closed on
+    the left, as in GCVSPL's ``splder``, so at a knot a derivative the spline does
+    not have continuously (order ``>= 2m-1``) is the right-hand one.
+
+    Build it with :meth:`fit` from the data of an OpenSim ``<GCVSpline>``. The fit is
+    NumPy preprocessing; evaluation is JAX (any derivative order by autodiff).
+    """
+
+    index: int = eqx.field(static=True)
+    x: Float[Array, " n"]
+    coefficients: Float[Array, "n_plus_1 order"]
+
+    def __init__(self, index: int, x: ArrayLike, coefficients: ArrayLike):
+        self.index = int(index)
+        x = np.asarray(x, dtype=float)
+        coefficients = np.asarray(coefficients, dtype=float)
+        if x.ndim != 1 or x.size < 2 or coefficients.ndim != 2 or coefficients.shape[0] != x.size + 1:
+            raise ModelError(f"GCVSpline: need n >= 2 knots and (n + 1, order) coefficients, got "
+                             f"shapes {x.shape} and {coefficients.shape}.")
+        if not np.all(np.diff(x) > 0):
+            raise ModelError(f"GCVSpline: x must be strictly increasing, got {x}.")
+        self.x = jnp.asarray(x)
+        self.coefficients = jnp.asarray(coefficients)
+
+    @classmethod
+    def fit(cls, index: int, x: ArrayLike, y: ArrayLike, half_order: int,
+            error_variance: float = 0.0) -> "GCVSpline":
+        """OpenSim's ``GCVSpline`` with properties ``half_order``, ``error_variance``,
+        ``x``, ``y``, as a function of ``q[index]``. Raises :class:`jaxmb.ModelError`
+        where OpenSim fails (``half_order < 1``, fewer than ``2 half_order`` points,
+        ``x`` not strictly increasing)."""
+        try:
+            _, pieces = gcvspline_fit(x, y, half_order, error_variance)
+        except ValueError as e:
+            raise ModelError(f"GCVSpline: {e}.") from None
+        return cls(index, x, pieces)
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+    def __call__(self, q):
+        xq = q[self.index]
+        k = jnp.searchsorted(self.x, xq, side="right")  # interval k - 1, row k
+        tau = xq - self.x[jnp.maximum(k - 1, 0)]
+        row = self.coefficients[k]
+        val = row[-1]
+        for r in range(self.coefficients.shape[1] - 2, -1, -1):
+            val = row[r] + tau * val
+        return val
 
 
 def _check_knots(kind, x, y, minimum):
@@ -266,7 +331,7 @@ def parse_function(element: ET.Element, inner: AbstractJointFunction,
     **Returns:** an :class:`jaxmb.AbstractJointFunction`.
 
     Raises :class:`jaxmb.ModelError` naming the element for an unsupported
-    function type (``GCVSpline``, ``MultivariatePolynomialFunction``, ``Sine``, ...)
+    function type (``MultivariatePolynomialFunction``, ``Sine``, ``StepFunction``, ...)
     or malformed data.
     """
     describe = describe or _default_describe
@@ -307,16 +372,45 @@ def parse_function(element: ET.Element, inner: AbstractJointFunction,
     if tag == "MultiplierFunction":
         return _parse_multiplier(element, inner, describe)
     if tag == "GCVSpline":
-        degree = _text_of(element, "degree", describe, required=False)
-        raise ModelError(
-            f"{describe(element)}: GCVSpline (degree {degree or '?'}) is not supported. OpenSim "
-            "evaluates it from Woltring's GCVSPL B-spline coefficients (degree 5 is a true quintic "
-            "spline), which jaxmb does not reproduce exactly; refit the data as a SimmSpline."
-        )
+        return _parse_gcvspline(element, inner, describe)
     raise ModelError(
         f"{describe(element)}: OpenSim function type {tag!r} is not supported by jaxmb "
         f"(supported: {', '.join(SUPPORTED_FUNCTIONS)})."
     )
+
+
+def _parse_gcvspline(element, inner, describe):
+    if any(c.tag == "degree" for c in _children(element)):
+        raise ModelError(
+            f"{describe(element)}: GCVSpline has <degree>, which is not an OpenSim property; "
+            "OpenSim reads <half_order> m (degree 2m - 1) and fails on this element.")
+    _only_children(element, {"half_order", "error_variance", "x", "y", "weights", "coefficients"},
+                   describe)
+    half_order = _floats(element, "half_order", describe, required=False)
+    if half_order is None or half_order.size != 1 or half_order[0] != int(half_order[0]) \
+            or half_order[0] < 1:
+        raise ModelError(
+            f"{describe(element)}: GCVSpline needs <half_order> m >= 1 (degree 2m - 1), got "
+            f"{None if half_order is None else half_order.tolist()}; OpenSim fails without it.")
+    m = int(half_order[0])
+    variance = _floats(element, "error_variance", describe, required=False)
+    if variance is not None and variance.size != 1:
+        raise ModelError(f"{describe(element)}: <error_variance> must be one number.")
+    variance = 0.0 if variance is None else float(variance[0])
+    # <weights> and <coefficients> are read by OpenSim but not used for the fit.
+    for tag in ("weights", "coefficients"):
+        _floats(element, tag, describe, required=False)
+    x = _floats(element, "x", describe)
+    y = _floats(element, "y", describe)
+    if x.shape != y.shape:
+        raise ModelError(f"{describe(element)}: <x> has {x.size} values but <y> has {y.size}.")
+    if x.size < 2 * m:
+        raise ModelError(f"{describe(element)}: a GCVSpline of half order {m} needs at least "
+                         f"{2 * m} points, got {x.size} (OpenSim fails too).")
+    if not np.all(np.diff(x) > 0):
+        raise ModelError(f"{describe(element)}: <x> must be strictly increasing, got {x.tolist()}.")
+    _, pieces = gcvspline_fit(x, y, m, variance)
+    return _univariate(inner, lambda i: GCVSpline(i, x, pieces))
 
 
 def _parse_multiplier(element, inner, describe):
@@ -343,7 +437,7 @@ def _parse_multiplier(element, inner, describe):
 
 # Every function element name OpenSim knows (used to recognise a function element).
 _FUNCTION_TAGS = SUPPORTED_FUNCTIONS + (
-    "GCVSpline", "MultivariatePolynomialFunction", "Sine", "StepFunction", "PiecewiseStepFunction",
+    "MultivariatePolynomialFunction", "Sine", "StepFunction", "PiecewiseStepFunction",
     "ExpressionBasedFunction", "SmoothSegmentedFunction", "MultiStepFunction", "BSpline",
     "SimmPiecewiseLinearFunction",
 )
@@ -364,6 +458,8 @@ def is_identically_zero(fn: AbstractJointFunction) -> bool:
         return bool(np.all(np.asarray(fn.coefficients) == 0.0))
     if isinstance(fn, CubicSpline | PiecewiseLinear | PiecewiseConstant):
         return bool(np.all(np.asarray(fn.y) == 0.0))
+    if isinstance(fn, GCVSpline):
+        return bool(np.all(np.asarray(fn.coefficients) == 0.0))
     if isinstance(fn, Scaled):
         return float(fn.scale) == 0.0 or is_identically_zero(fn.inner)
     if isinstance(fn, Composed):
