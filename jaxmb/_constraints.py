@@ -680,8 +680,9 @@ def premodeled(model: Model, lower: ArrayLike, upper: ArrayLike, step: float | S
     (0 for joints that were not implicit).
 
     The pre-modeled model is an ordinary tree with explicit joint functions: no
-    loop is solved during simulation, which makes it the fastest embedded form
-    when the fit error is acceptable. For a crank that turns fully (Andrews'
+    loop is solved during simulation (whether that is faster depends on the fit:
+    a Fourier series costs 2K sines and cosines per function and state, see
+    benchmarks/bench_andrews.py). For a crank that turns fully (Andrews'
     squeezer) ``kind="fourier"`` over one revolution is exact to round-off at a
     modest order (see docs/closed_chains.md).
     """
