@@ -329,11 +329,10 @@ class WrapCylinder(AbstractWrapObject):
 class WrapEllipsoid(AbstractWrapObject):
     """An ellipsoid with semi-axes `dimensions` (wrap frame x, y, z).
 
-    jaxmb wraps the path on the ellipse cut from the ellipsoid by the plane
-    through the two segment ends and the centre: tangent points in closed form,
-    arc length by Gauss-Legendre quadrature. The result is smooth and exact on
-    a sphere; it differs from OpenSim's iterative hybrid/midpoint/axial solvers
-    (see docs/moment_arms.md for the measured differences).
+    OpenSim's algorithm: the wrapping plane through the segment ends and a
+    surface point chosen by the PathWrap `method` (hybrid, midpoint, axial),
+    tangent points by OpenSim's damped Gauss-Newton, and the surface length of
+    OpenSim's 1 mm polyline (see docs/moment_arms.md, "Deviations and why").
     """
 
     name: str = eqx.field(static=True)
@@ -351,7 +350,8 @@ class WrapEllipsoid(AbstractWrapObject):
         self.dimensions = _f3(dimensions, f"WrapEllipsoid {name!r} dimensions")
 
     def wrap_line(self, p1, p2):
-        return _ellipsoid_wrap(p1, p2, self.dimensions.astype(p1.dtype), self.wrap_axis, self.wrap_sign)
+        prm = _wrap_params(self, p1.dtype)
+        return _ellipsoid_wrap(p1, p2, prm, self.wrap_axis, self.wrap_sign)
 
 
 class WrapTorus(AbstractWrapObject):
@@ -495,7 +495,72 @@ def _cylinder_tangents(p, radius):
     return pp + h * uu, pp - h * uu, pa, dist0
 
 
-def _cylinder_wrap(p1, p2, radius, length, axis, sign):
+_CYL_TANGENCY = 0.1 * np.pi / 180.0  # OpenSim's TANGENCY_THRESHOLD
+_CYL_MAX_ADJUST = 100
+_CYL_SEG = 0.002  # m
+
+
+def _cyl_spiral(r1, r2, radius, long_wrap):
+    """OpenSim's spiral from r1 to r2 (cylinder frame): signed angle, axial rise, length."""
+    uu = r1.at[2].set(0.0)
+    vv = r2.at[2].set(0.0)
+    y, x = uu[0] * vv[1] - uu[1] * vv[0], uu @ vv
+    ok = x * x + y * y > 0.0
+    theta = jnp.arctan2(jnp.where(ok, y, 0.0), jnp.where(ok, x, 1.0))
+    theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
+    axial = r2[2] - r1[2]
+    xr = radius * theta
+    return theta, axial, _sqrt0(xr * xr + axial * axial)
+
+
+def _cyl_spiral_point(r1, theta, axial, sense, t):
+    ang = sense * t * theta
+    c, s = jnp.cos(ang), jnp.sin(ang)
+    return jnp.stack([c * r1[0] - s * r1[1], s * r1[0] + c * r1[1], r1[2] + t * axial])
+
+
+def _cyl_adjust(pt, r, w):
+    """OpenSim's _adjust_tangent_point: when the line pt-r and the first spiral chord r-w meet
+    the axis at angles more than 0.1 degree apart, slide r along the axis by 1.5 times the
+    distance to where the line pt-w passes its generator line."""
+    dn = jnp.array([0.0, 0.0, 1.0], r.dtype)
+    alpha = _acos(_unit(r - pt) @ dn)
+    omega = _acos(_unit(w - r) @ dn)
+    need = jnp.abs(alpha - omega) > _CYL_TANGENCY
+    pa = r + ((pt - r) @ dn) * dn
+    wa = r + ((w - r) @ dn) * dn
+    v1, v2 = _unit(w - pt), _unit(wa - pa)
+    cr = jnp.cross(v1, v2)
+    den = cr @ cr
+    ok = den > _ROUNDOFF
+    tt = _safe_div(jnp.linalg.det(jnp.stack([pa - pt, v1, cr])), jnp.where(ok, den, 1.0))
+    inter = pa + tt * v2
+    moved = r + 1.5 * (inter - r)
+    need = need & ok
+    return jnp.where(need, moved, r), need
+
+
+def _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap):
+    """The tangent-point sliding OpenSim does when the muscle has several PathWraps."""
+    sense = jnp.where(long_wrap, -1.0, 1.0)
+
+    def body(_, c):
+        r1, r2, done = c
+        theta, axial, wl = _cyl_spiral(r1, r2, radius, long_wrap)
+        n = jnp.maximum(jnp.floor(_sg(wl) / _CYL_SEG), 1.0)
+        t = 1.0 / n
+        r1n, a1 = _cyl_adjust(p1, r1, _cyl_spiral_point(r1, theta, axial, sense, t))
+        r2n, a2 = _cyl_adjust(p2, r2, _cyl_spiral_point(r1n, theta, axial, sense, 1.0 - t))
+        go = ~done & (n >= 2.0) & (a1 | a2)
+        return jnp.where(go, r1n, r1), jnp.where(go, r2n, r2), ~go
+
+    r1, r2, _ = jax.lax.fori_loop(0, _CYL_MAX_ADJUST, body, (r1, r2, jnp.zeros((), bool)))
+    return r1, r2
+
+
+def _cylinder_wrap(p1, p2, radius, length, axis, sign, single=True):
+    """OpenSim's WrapCylinder; `single` is False when the muscle has several PathWraps
+    (OpenSim then slides the tangent points, see _cyl_multi_adjust); it may be traced."""
     dn = jnp.array([0.0, 0.0, 1.0], p1.dtype)
     r2_ = radius * radius
     inside = (p1[0] ** 2 + p1[1] ** 2 < r2_) | (p2[0] ** 2 + p2[1] ** 2 < r2_)
@@ -569,122 +634,325 @@ def _cylinder_wrap(p1, p2, radius, length, axis, sign):
     half = 0.5 * length
     beyond = ((r1[2] < -half) | (r1[2] > half)) & ((r2[2] < -half) | (r2[2] > half))
     code = jnp.where(beyond, NO_WRAP, code)
-    # Helical path length (single-wrap form of OpenSim's _make_spiral_path).
-    r1x, r2x = dn * r1[2], dn * r2[2]
-    axial = jnp.abs(r2[2] - r1[2])
-    uu, ww = (r1 - r1x) / radius, (r2 - r2x) / radius
-    theta = _acos(_safe_div(uu @ ww, _norm(uu) * _norm(ww)))
-    theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
-    x = radius * theta
-    wl = _sqrt0(x * x + axial * axial)
+    # Helical path length (OpenSim's _make_spiral_path), after the multi-wrap sliding.
+    if not (isinstance(single, bool) and single):
+        r1m, r2m = _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap)
+        r1, r2 = jnp.where(single, r1, r1m), jnp.where(single, r2, r2m)
+    _, _, wl = _cyl_spiral(r1, r2, radius, long_wrap)
     code = jnp.where(inside, INSIDE_RADIUS, code)
     return code, r1, r2, wl
 
 
 # -- ellipsoid ---------------------------------------------------------------
 
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(24)
+# OpenSim's WrapEllipsoid (re-derived from its description; normalised coordinates,
+# wrapping plane from a surface point c1, damped Gauss-Newton tangent points, a
+# polyline surface path). Iterations that OpenSim stops at a tolerance run here in
+# bounded while loops on stop-gradient inputs; the derivative is then added by one
+# differentiable Newton step on the exact equations (value unchanged), i.e. the
+# implicit-function derivative of the converged point.
+
+_ELL_METHOD = {"hybrid": 0, "midpoint": 1, "axial": 2}
+_MU_BLEND_MIN, _MU_BLEND_MAX = 0.7073, 0.9  # below: fan only; above: "Frans" (axis) only
+_SV_BOUNDARY_BLEND = 0.3
+_ROUNDOFF = 2e-13  # OpenSim's EQUAL_WITHIN_ERROR
+_N_FAN = 300
+_ELL_SEG = 0.001  # m, the surface polyline's segment length
+_ELL_MAX_SEG = 499
 
 
-def _ellipse_arc(a, b, t0, t1):
-    """Arc length of (a cos t, b sin t) from t0 to t1 (t1 >= t0), Gauss-Legendre."""
-    x = jnp.asarray(_GL_X, a.dtype)
-    w = jnp.asarray(_GL_W, a.dtype)
-    half = 0.5 * (t1 - t0)
-    tt = t0 + half * (x + 1.0)
-    speed = _sqrt0((a * jnp.sin(tt)) ** 2 + (b * jnp.cos(tt)) ** 2)
-    return half * jnp.sum(w * speed)
+def _sg(x):
+    return jax.lax.stop_gradient(x)
+
+
+def _implicit(value, step):
+    """`value` with the derivative of `step` (a Newton step taken from stop_gradient(value))."""
+    return _sg(value) + (step - _sg(step))
+
+
+def _newton_t(f_fp, t0, n=64, tol=1e-9):
+    """Newton on t (stop-gradient), at most n steps, stopping once |f| < tol."""
+    def cond(c):
+        i, _, done = c
+        return (i < n) & ~done
+
+    def body(c):
+        i, t, _ = c
+        f, fp = f_fp(t)
+        ok = jnp.abs(f) < tol
+        return i + 1, jnp.where(ok, t, t - _safe_div(f, fp)), ok
+
+    return jax.lax.while_loop(cond, body, (0, t0, jnp.zeros((), bool)))[1]
+
+
+def _ellipse_closest(a, b, u, v):
+    """Closest point (x, y) of the ellipse (x/a)^2 + (y/b)^2 = 1 to (u, v), with OpenSim's
+    special cases for points on an axis and its Newton iteration on the Lagrange parameter."""
+    a2, b2 = a * a, b * b
+
+    def f_fp(t, a2=a2, b2=b2, u=u, v=v):
+        P, Q = t + a2, t + b2
+        au, bv = a2 * u * u, b2 * v * v
+        return P * P * Q * Q - au * Q * Q - bv * P * P, 2.0 * (P * Q * (P + Q) - au * Q - bv * P)
+
+    inside = (u / a) ** 2 + (v / b) ** 2 < 1.0
+    t0 = jnp.where(inside, 0.0, jnp.maximum(a, b) * _sqrt0(u * u + v * v))
+    ts = _newton_t(lambda t: f_fp(t, _sg(a2), _sg(b2), _sg(u), _sg(v)), _sg(t0))
+    f, fp = f_fp(ts)
+    t = _implicit(ts, ts - _safe_div(f, fp))
+    xg, yg = _safe_div(a2 * u, t + a2), _safe_div(b2 * v, t + b2)
+    near_x, near_y = jnp.abs(u) <= _ROUNDOFF, jnp.abs(v) <= _ROUNDOFF
+    # Both near zero: the end of the shorter semi-axis.
+    x_b = jnp.where(a < b, jnp.where(u < 0.0, -a, a), u)
+    y_b = jnp.where(a < b, v, jnp.where(v < 0.0, -b, b))
+    # On the y axis.
+    top_x = (a >= b) | (jnp.abs(v) >= b - _safe_div(a2, b))
+    y_x2 = _safe_div(b2 * v, b2 - a2)
+    x_x = jnp.where(top_x, u, a * _sqrt0(jnp.abs(1.0 - (y_x2 / b) ** 2)))
+    y_x = jnp.where(top_x, jnp.where(v >= 0.0, b, -b), y_x2)
+    # On the x axis.
+    top_y = (b >= a) | (jnp.abs(u) >= a - _safe_div(b2, a))
+    x_y2 = _safe_div(a2 * u, a2 - b2)
+    x_y = jnp.where(top_y, jnp.where(u >= 0.0, a, -a), x_y2)
+    y_y = jnp.where(top_y, v, b * _sqrt0(jnp.abs(1.0 - (x_y2 / a) ** 2)))
+    x = jnp.where(near_x & near_y, x_b, jnp.where(near_x, x_x, jnp.where(near_y, x_y, xg)))
+    y = jnp.where(near_x & near_y, y_b, jnp.where(near_x, y_x, jnp.where(near_y, y_y, yg)))
+    return x, y
+
+
+def _ellipsoid_closest_on_plane(a, p, axis):
+    """OpenSim's reduction to the section x_axis = p_axis (a static axis): keeps p[axis]."""
+    i, j = [(1, 2), (2, 0), (0, 1)][axis]
+    x, y = _ellipse_closest(a[i], a[j], p[i], p[j])
+    return p.at[i].set(x).at[j].set(y)
+
+
+def _ellipsoid_closest(a, p):
+    """Closest point of the ellipsoid with semi-axes a to p (OpenSim's findClosestPoint)."""
+    a2 = a * a
+
+    def f_fp(t, a2=a2, p=p):
+        P, Q, R = t + a2[0], t + a2[1], t + a2[2]
+        au, bv, cw = a2 * p * p
+        f = P * P * Q * Q * R * R - au * Q * Q * R * R - bv * P * P * R * R - cw * P * P * Q * Q
+        PQ, PR, QR, PQR = P * Q, P * R, Q * R, P * Q * R
+        fp = 2.0 * (PQR * (QR + PR + PQ) - au * QR * (Q + R) - bv * PR * (P + R) - cw * PQ * (P + Q))
+        return f, fp
+
+    inside = jnp.sum((p / a) ** 2) < 1.0
+    t0 = jnp.where(inside, 0.0, jnp.max(a) * _norm(p))
+    ts = _newton_t(lambda t: f_fp(t, _sg(a2), _sg(p)), _sg(t0))
+    f, fp = f_fp(ts)
+    t = _implicit(ts, ts - _safe_div(f, fp))
+    general = a2 * p / jnp.where(t + a2 != 0.0, t + a2, 1.0)
+    # Points within round-off of a coordinate plane: the 2-D problem in that plane
+    # (the section with the smallest sum of radii when several planes qualify).
+    near = jnp.abs(p) <= _ROUNDOFF
+    radsum = jnp.sum(a) - a
+    axis = jnp.argmin(jnp.where(near, radsum, jnp.inf))
+    special = [_ellipsoid_closest_on_plane(a, p, i) for i in range(3)]
+    out = jnp.where(axis == 0, special[0], jnp.where(axis == 1, special[1], special[2]))
+    return jnp.where(jnp.any(near), out, general)
+
+
+def _ell_residual(r, d1, p, a, vs, vs4):
+    nr = 2.0 * r / (a * a)
+    return jnp.stack([vs @ r + vs4, jnp.sum((r / a) ** 2) - 1.0, nr @ r + d1, nr @ p + d1])
+
+
+def _ell_tangent_lm(r, p, a, vs, vs4):
+    """OpenSim's damped Gauss-Newton for the tangent point from p in the plane (vs, vs4),
+    started at r (all stop-gradient): 50 outer iterations at most, stops at ssq <= 1e-8."""
+    d1 = -(2.0 * r / (a * a)) @ r
+    ee = _ell_residual(r, d1, p, a, vs, vs4)
+    ssq = ee @ ee
+    ia2 = 1.0 / (a * a)
+
+    def resid(r, d1):
+        e = _ell_residual(r, d1, p, a, vs, vs4)
+        return e @ e
+
+    def outer(c):
+        nit, r, d1, ssq, ssqo, alpha = c
+        D = jnp.zeros((4, 4), r.dtype)
+        D = D.at[:3, 0].set(vs).at[:3, 1].set(2.0 * r * ia2).at[:3, 2].set(4.0 * r * ia2)
+        D = D.at[:3, 3].set(2.0 * p * ia2).at[3, 2].set(1.0).at[3, 3].set(1.0)
+        ee = _ell_residual(r, d1, p, a, vs, vs4)
+        pcos = _unit(p - r) @ _unit(p)
+        dd = jnp.where(pcos > 0.1, 1.0 - pcos ** 100, 1.0)
+        v = -(D @ ee)
+        H = D @ D.T
+        diag = jnp.diag(H)
+        off = H - jnp.diag(diag)
+
+        def c1(s):
+            return (s[3] >= s[4]) & (s[6] < 1000)
+
+        def b1(s):
+            r, d1, vt, ssq, ssqo, alpha, n = s
+            Hd = off + jnp.diag(diag * (1.0 + alpha))
+            vt = dd * (jnp.linalg.inv(Hd) @ v) / 16.0
+            r, d1 = r + vt[:3], d1 + vt[3]
+            return r, d1, vt, resid(r, d1), ssq, alpha * 4.0, n + 1
+
+        s = (r, d1, jnp.zeros(4, r.dtype), ssq, ssqo, alpha, 0)
+        r, d1, vt, ssq, ssqo, alpha, _ = jax.lax.while_loop(c1, b1, s)
+        alpha = alpha / 8.0
+
+        def c2(s):
+            return (s[2] <= s[3]) & (s[5] < 1000)
+
+        def b2(s):
+            r, d1, ssq, ssqo, fakt, n = s
+            fakt = fakt * 2.0
+            r, d1 = r + vt[:3] * fakt, d1 + vt[3] * fakt
+            return r, d1, resid(r, d1), ssq, fakt, n + 1
+
+        r, d1, ssq, ssqo, fakt, _ = jax.lax.while_loop(c2, b2, (r, d1, ssq, ssqo, jnp.asarray(0.5, r.dtype), 0))
+        r, d1 = r - vt[:3] * fakt, d1 - vt[3] * fakt
+        ssq = resid(r, d1)
+        return nit + 1, r, d1, ssq, ssq, alpha
+
+    def cond(c):
+        return (c[3] > 1e-8) & (c[0] < 50)
+
+    init = (0, r, d1, ssq, ssq, jnp.asarray(0.01, r.dtype))
+    return jax.lax.while_loop(cond, outer, init)[1]
+
+
+def _ell_tangent(pe, r0, p, a, vs, vs4):
+    """Tangent point from p (OpenSim's calcTangentPoint from r0), differentiable."""
+    rs = _ell_tangent_lm(_sg(r0), _sg(p), _sg(a), _sg(vs), _sg(vs4))
+    # Newton step on the exact equations: plane, surface, p in the tangent plane at r.
+    ia2 = 1.0 / (a * a)
+    g = jnp.stack([vs @ rs + vs4, jnp.sum(rs * rs * ia2) - 1.0, (rs * ia2) @ (p - rs)])
+    J = jnp.stack([vs, 2.0 * rs * ia2, (p - 2.0 * rs) * ia2])
+    det = jnp.linalg.det(J)
+    ok = jnp.abs(det) > 1e-14
+    step = jnp.linalg.solve(jnp.where(ok, J, jnp.eye(3, dtype=J.dtype)), jnp.where(ok, g, 0.0))
+    r = _implicit(rs, rs - step)
+    return jnp.where(jnp.abs(pe) < 1e-4, p, r)
+
+
+def _ell_polyline(r1, r2, a, vs, vs4, n, far):
+    """OpenSim's surface path: n segments at equal angles about a0 (the plane's point on the
+    coordinate axis most normal to it), each point on the ray from a0; returns (length, w1, w2)."""
+    imax = jnp.argmax(jnp.abs(vs))
+    e = jnp.eye(3, dtype=r1.dtype)[imax]
+    a0 = e * _safe_div(-vs4, vs @ e)
+    ar1, ar2 = _unit(r1 - a0), _unit(r2 - a0)
+    phi0 = _acos(ar1 @ ar2)
+    nn = jnp.maximum(n, 1).astype(r1.dtype)
+    dphi = jnp.where(far, -(2.0 * jnp.pi - phi0), phi0) / nn
+    vsz = _unit(jnp.cross(ar1, ar2))
+    vsy = jnp.cross(vsz, ar1)
+    k = jnp.arange(1, _ELL_MAX_SEG, dtype=r1.dtype)  # interior points 1 .. 498
+    phi = k * dphi
+    ray = jnp.cos(phi)[:, None] * ar1 + jnp.sin(phi)[:, None] * vsy
+    f1, f2 = ray / a, a0 / a
+    aa = jnp.sum(f1 * f1, axis=-1)
+    bb = 2.0 * (f1 @ f2)
+    cc = f2 @ f2 - 1.0
+    mu3 = _safe_div(-bb + _sqrt0(bb * bb - 4.0 * aa * cc), 2.0 * aa)
+    s = a0 + mu3[:, None] * ray
+    idx = jnp.arange(_ELL_MAX_SEG + 1)
+    pts = jnp.concatenate([r1[None], s, r2[None]])
+    pts = jnp.where((idx == 0)[:, None], r1, jnp.where((idx < n)[:, None], pts, r2))
+    length = jnp.sum(_norm(pts[1:] - pts[:-1]))
+    return length, pts[1], pts[jnp.clip(n - 1, 0, _ELL_MAX_SEG)]
 
 
 def _ellipsoid_wrap(p1, p2, dims, axis, sign):
-    inv2 = 1.0 / (dims * dims)
-    s1, s2 = jnp.sum(p1 * p1 * inv2), jnp.sum(p2 * p2 * inv2)
-    inside = (s1 < 1.0) | (s2 < 1.0)
-    # Segment-ellipsoid intersection (scaled to the unit sphere).
-    u1, u2 = p1 / dims, p2 / dims
-    dvec = u2 - u1
-    a = dvec @ dvec
-    b = 2.0 * (u1 @ dvec)
-    c = u1 @ u1 - 1.0
-    disc = b * b - 4.0 * a * c
+    """OpenSim's WrapEllipsoid. `dims` is (3,) or (4,) = semi-axes and the PathWrap method
+    (0 hybrid, 1 midpoint, 2 axial; hybrid when absent)."""
+    method = dims[3] if dims.shape[0] > 3 else jnp.asarray(0.0, p1.dtype)
+    dims = dims[:3]
+    hybrid, axial = method == 0, method == 2
+    factor = 3.0 / (dims[0] + dims[1] + dims[2])
+    P1, P2, a = p1 * factor, p2 * factor, dims * factor
+    p1e = jnp.sum((P1 / a) ** 2) - 1.0
+    p2e = jnp.sum((P2 / a) ** 2) - 1.0
+    inside = (p1e < -0.0001) | (p2e < -0.0001)
+    p1p2 = P1 - P2
+    ppm = _unit(P1) @ _unit(P2) - 1.0
+    f1, f2 = p1p2 / a, P2 / a
+    aa = f1 @ f1
+    bb = 2.0 * (f1 @ f2)
+    cc = f2 @ f2 - 1.0
+    disc = bb * bb - 4.0 * aa * cc
     sq = _sqrt0(disc)
-    l1 = _safe_div(-b - sq, 2.0 * a)
-    l2 = _safe_div(-b + sq, 2.0 * a)
-    hit = (disc > 0.0) & (l1 > 0.0) & (l1 < 1.0) & (l2 > 0.0) & (l2 < 1.0)
-    # Orthonormal basis (e1, e2) of the plane through p1, p2 and the centre.
-    # Degenerate inputs (p1 at the centre; p1, p2 and the centre collinear, e.g.
-    # p1 = p2) fall back to an arbitrary plane so that e1, e2 stay orthonormal:
-    # the section form Q below is then positive definite and everything finite.
-    e1 = _unit(p1)
-    e1 = jnp.where(_norm(p1) > 0.0, e1, jnp.eye(3, dtype=p1.dtype)[0])
-    cr = jnp.cross(e1, p2)
-    ncr = _norm(cr)
-    collinear = ~(ncr > 1e-12 * _norm(p2))
-    other = jnp.eye(3, dtype=p1.dtype)[jnp.argmin(jnp.abs(e1))]  # the axis least aligned with e1
-    nrm = jnp.where(collinear, _unit(jnp.cross(e1, other)), cr / jnp.where(collinear, 1.0, ncr))
-    e2 = jnp.cross(nrm, e1)
-    # The section ellipse: x = s e1 + t e2, with [s t] Q [s t]^T = 1.
-    q11 = jnp.sum(e1 * e1 * inv2)
-    q12 = jnp.sum(e1 * e2 * inv2)
-    q22 = jnp.sum(e2 * e2 * inv2)
-    # Principal directions of Q. A circular section (q11 = q22, q12 = 0: every
-    # section of a sphere-shaped ellipsoid, e.g. MoBL's SUPSP) leaves phi free and
-    # arctan2(0, 0) has a NaN gradient; there any phi is exact, so take phi = 0.
-    xq, yq = q11 - q22, 2.0 * q12
-    circ = ~(xq * xq + yq * yq > (1e-12 * (q11 + q22)) ** 2)
-    phi = 0.5 * jnp.arctan2(jnp.where(circ, 0.0, yq), jnp.where(circ, 1.0, xq))
-    cph, sph = jnp.cos(phi), jnp.sin(phi)
-    lam1 = q11 * cph * cph + 2.0 * q12 * cph * sph + q22 * sph * sph
-    lam2 = q11 * sph * sph - 2.0 * q12 * cph * sph + q22 * cph * cph
-    A, B = 1.0 / _sqrt0(lam1), 1.0 / _sqrt0(lam2)
-    f1 = cph * e1 + sph * e2  # principal directions of the section
-    f2 = -sph * e1 + cph * e2
-
-    def coords(p):
-        return jnp.array([p @ f1, p @ f2])
-
-    def tangent_angles(p2d):
-        al, be = p2d[0] / A, p2d[1] / B
-        rho = _sqrt0(al * al + be * be)
-        at0 = ~(rho > 0.0)  # the point at the centre (inside): arctan2(0, 0) has a NaN gradient
-        ph = jnp.arctan2(jnp.where(at0, 0.0, be), jnp.where(at0, 1.0, al))
-        g = _acos(_safe_div(1.0, rho))
-        return ph, g
-
-    P1, P2 = coords(p1), coords(p2)
-    ph1, g1 = tangent_angles(P1)
-    ph2, g2 = tangent_angles(P2)
-    two_pi = 2.0 * jnp.pi
-
-    def point(t):
-        return A * jnp.cos(t) * f1 + B * jnp.sin(t) * f2
-
-    # Counter-clockwise (in the f1-f2 plane) and clockwise wraps.
-    t1c, t2c = ph1 + g1, ph2 - g2
-    dc = jnp.mod(t2c - t1c, two_pi)
-    t1w, t2w = ph1 - g1, ph2 + g2
-    dw = jnp.mod(t1w - t2w, two_pi)
-    arc_c = _ellipse_arc(A, B, t1c, t1c + dc)
-    arc_w = _ellipse_arc(A, B, t2w, t2w + dw)
-    rc1, rc2, rw1, rw2 = point(t1c), point(t2c), point(t1w), point(t2w)
-    len_c = _norm(rc1 - p1) + arc_c + _norm(p2 - rc2)
-    len_w = _norm(rw1 - p1) + arc_w + _norm(p2 - rw2)
-    use_c = len_c <= len_w
-    code = jnp.where(hit, MANDATORY_WRAP, NO_WRAP)
-    quad = jnp.asarray(sign) != 0
-    mid_c = point(t1c + 0.5 * dc)
-    mid_w = point(t2w + 0.5 * dw)
-    c_ok = _dsign(mid_c[axis]) == sign
-    w_ok = _dsign(mid_w[axis]) == sign
-    use_c = jnp.where(quad, jnp.where(c_ok & ~w_ok, True, jnp.where(w_ok & ~c_ok, False, use_c)), use_c)
-    sa, sb = _dsign(p1[axis]), _dsign(p2[axis])
-    either = (sa == sign) | (sb == sign)
-    code = jnp.where(quad & ~either, jnp.where(hit, WRAPPED, NO_WRAP), code)
-    r1 = jnp.where(use_c, rc1, rw1)
-    r2 = jnp.where(use_c, rc2, rw2)
-    wl = jnp.where(use_c, arc_c, arc_w)
-    code = jnp.where(inside, INSIDE_RADIUS, code)
-    return code, r1, r2, wl
+    l1 = _safe_div(-bb + sq, 2.0 * aa)
+    l2 = _safe_div(-bb - sq, 2.0 * aa)
+    hit = (jnp.abs(ppm) >= 0.0001) & (disc >= 0.0) & (l1 > 0.0) & (l1 < 1.0) & (l2 > 0.0) & (l2 < 1.0)
+    # Where the segment does not wrap, go on with a stand-in segment that crosses the
+    # ellipsoid, so that every quantity below (and its derivative) stays finite.
+    ok = hit & ~inside
+    P1 = jnp.where(ok, P1, a * jnp.array([1.5, 0.3, 0.1], p1.dtype))
+    P2 = jnp.where(ok, P2, a * jnp.array([-1.5, 0.3, 0.1], p1.dtype))
+    p1e = jnp.where(ok, p1e, 1.34)
+    p2e = jnp.where(ok, p2e, 1.34)
+    p1p2 = P1 - P2
+    f1, f2 = p1p2 / a, P2 / a
+    aa = f1 @ f1
+    bb = 2.0 * (f1 @ f2)
+    cc = f2 @ f2 - 1.0
+    sq = _sqrt0(bb * bb - 4.0 * aa * cc)
+    ri1 = P2 + _safe_div(-bb + sq, 2.0 * aa) * p1p2
+    ri2 = P2 + _safe_div(-bb - sq, 2.0 * aa) * p1p2
+    r1r2 = ri2 - ri1
+    # (1) "Frans": the crossing of the segment with the coordinate plane most normal to it,
+    # projected onto the section in that plane.
+    mu = jnp.abs(_unit(p1p2))
+    t = _safe_div(-ri1, r1r2)
+    t_sv = ri1[None, :] + t[:, None] * r1r2[None, :]
+    t_c1 = jnp.stack([_ellipsoid_closest_on_plane(a, t_sv[i], i) for i in range(3)])
+    best = jnp.argmax(mu)
+    mub, tb = mu[best], t[best]
+    s = jnp.where((tb < 0.0) | (tb > 1.0), 0.0,
+                  jnp.where(tb < _SV_BOUNDARY_BLEND, tb / _SV_BOUNDARY_BLEND,
+                            jnp.where(tb > 1.0 - _SV_BOUNDARY_BLEND, (1.0 - tb) / _SV_BOUNDARY_BLEND, 1.0)))
+    mub = jnp.where(hybrid & (mub > _MU_BLEND_MIN) & (s < 1.0), _MU_BLEND_MIN + s * (mub - _MU_BLEND_MIN), mub)
+    c1_frans = t_c1[best]
+    # (2) "fan": the mean direction from the segment's inner points to their closest points.
+    tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
+    svs = ri1 + tt[:, None] * r1r2
+    blades = _unit(jax.vmap(lambda x: _ellipsoid_closest(a, x))(svs) - svs)
+    mid = ri1 + 0.5 * r1r2
+    c_fan = _ellipsoid_closest(a, mid + _unit(jnp.sum(blades, axis=0)))
+    wt = (mub - _MU_BLEND_MIN) / (_MU_BLEND_MAX - _MU_BLEND_MIN)
+    c_blend = _ellipsoid_closest(a, wt * c1_frans + (1.0 - wt) * c_fan)
+    use_fan = hybrid & (mub < _MU_BLEND_MAX)
+    c1_h = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, c_fan, c_blend), c1_frans)
+    fan_weight = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, 1.0, 1.0 - wt), -jnp.inf)
+    c1_mid = _ellipsoid_closest(a, mid)
+    c1 = jnp.where(method == 1, c1_mid, c1_h)
+    use_c1 = ~axial | ((tb > 0.0) & (tb < 1.0))
+    r1s, r2s = jnp.where(use_c1, c1, ri1), jnp.where(use_c1, c1, ri2)
+    # Quadrant: mirror c1 onto the active side (towards the plane for a fan solution).
+    flip = (sign != 0) & (_dsign(c1[axis]) != sign)
+    mirrored = c1.at[axis].set(-c1[axis])
+    fw = jnp.where(jnp.isinf(fan_weight), 1.0 - wt, fan_weight)
+    fw = jnp.minimum(fw, 1.0)
+    pulled = mirrored.at[axis].add(fw * (0.5 * (c1[axis] + mirrored[axis]) - mirrored[axis]))
+    pulled = _ellipsoid_closest(a, pulled)
+    r1s, r2s = jnp.where(flip, mirrored, r1s), jnp.where(flip, mirrored, r2s)
+    c1 = jnp.where(flip, jnp.where(fw > 0.0, pulled, mirrored), c1)
+    # The wrapping plane through p1, p2 and c1; tangent points within it.
+    vs = _unit(jnp.cross(p1p2, P1 - c1))
+    vs4 = -(vs @ c1)
+    r1 = _ell_tangent(p1e, r1s, P1, a, vs, vs4)
+    r2 = _ell_tangent(p2e, r2s, P2, a, vs, vs4)
+    # Surface path: a polyline of |r1 - r2| / 1 mm segments (at most 499).
+    chord = _norm(r1 - r2)
+    lm = chord / factor
+    n = jnp.clip(jnp.floor(_sg(lm) / _ELL_SEG), 0, _ELL_MAX_SEG).astype(jnp.int32)
+    near_len, w1, w2 = _ell_polyline(r1, r2, a, vs, vs4, n, False)
+    far_len, _, _ = _ell_polyline(r1, r2, a, vs, vs4, n, True)
+    wrong = (_unit(P1 - r1) @ _unit(w1 - r1) > 0.0) | (_unit(P2 - r2) @ _unit(w2 - r2) > 0.0)
+    far = (sign != 0) & (n >= 2) & wrong
+    wl = jnp.where(lm < _ELL_SEG, chord, jnp.where(far, far_len, near_len))
+    code = jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))
+    return code, r1 / factor, r2 / factor, wl / factor
 
 
 # -- torus -------------------------------------------------------------------
@@ -810,7 +1078,8 @@ class Muscle(eqx.Module):
 
 _WRAP_FN = {
     "WrapSphere": lambda p1, p2, prm, ax, sg: _sphere_wrap(p1, p2, prm[0], ax, sg),
-    "WrapCylinder": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg),
+    "WrapCylinder": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg,
+                                                               True if prm.shape[0] < 3 else prm[2] > 0.5),
     "WrapEllipsoid": lambda p1, p2, prm, ax, sg: _ellipsoid_wrap(p1, p2, prm, ax, sg),
     "WrapTorus": lambda p1, p2, prm, ax, sg: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg),
 }
@@ -822,7 +1091,8 @@ def _wrap_params(w, dtype):
     if isinstance(w, WrapCylinder):
         return jnp.stack([w.radius, w.length]).astype(dtype)
     if isinstance(w, WrapEllipsoid):
-        return w.dimensions.astype(dtype)
+        method = jnp.asarray([_ELL_METHOD.get(w.method.strip().lower(), 0)], dtype)
+        return jnp.concatenate([w.dimensions.astype(dtype), method])
     if isinstance(w, WrapTorus):
         return jnp.stack([w.inner_radius, w.outer_radius]).astype(dtype)
     raise ModelError(f"Wrap object {w.name!r}: unsupported type {type(w).__name__}.")
@@ -931,7 +1201,7 @@ def _moving_locals(lay: _Layout, q):
     return jnp.stack([lay.muscles[a].points[b].location(q) for a, b in lay.moving]).astype(q.dtype)
 
 
-_DUMMY_PARAMS = {"WrapSphere": (1.0,), "WrapCylinder": (1.0, 1.0), "WrapEllipsoid": (1.0, 1.0, 1.0),
+_DUMMY_PARAMS = {"WrapSphere": (1.0,), "WrapCylinder": (1.0, 1.0, 1.0), "WrapEllipsoid": (1.0, 1.0, 1.0, 0.0),
                  "WrapTorus": (0.1, 1.0)}
 
 
@@ -947,7 +1217,10 @@ def _wrap_groups(lay: _Layout, rot_e, org_e, dt):
                     w = lay.muscles[k].wraps[s]
                     xyz.append(w.xyz_body_rotation.astype(dt))
                     trn.append(w.translation.astype(dt))
-                    prm.append(_wrap_params(w, dt))
+                    pw = _wrap_params(w, dt)
+                    if kind == "WrapCylinder":  # OpenSim's singleWrap: the muscle has one PathWrap
+                        pw = jnp.concatenate([pw, jnp.asarray([float(lay.nw[k] == 1)], dt)])
+                    prm.append(pw)
                     axis.append(w.wrap_axis)
                     sign.append(w.wrap_sign)
                 else:
@@ -985,7 +1258,12 @@ def _path_lengths(lay, state):
 
 
 def _one_wrap(kind, s, P, owner, pos, active, key, wrap_len, rot, org, prm, axis, sign, start, end):
-    """Apply wrap slot `s` (of kind `kind`) to one muscle's path (OpenSim's applyWrapObjects step)."""
+    """Apply wrap slot `s` (of kind `kind`) to one muscle's path (OpenSim's applyWrapObjects step).
+
+    Returns the new ``(pos, active, key, wrap_len)`` and the record of this wrap
+    computation for the closed-form moment arms: ``(engaged, node_a, node_b, p_a, p_b)``,
+    the nodes (and their positions now) of the segment that was wrapped.
+    """
     n1, n2 = P + 2 * s, P + 2 * s + 1
     active = active.at[n1].set(False).at[n2].set(False)
     idx = jnp.arange(P)
@@ -1021,7 +1299,14 @@ def _one_wrap(kind, s, P, owner, pos, active, key, wrap_len, rot, org, prm, axis
     key = key.at[n1].set(ka + (kb - ka) / 3.0).at[n2].set(ka + 2.0 * (kb - ka) / 3.0)
     active = active.at[n1].set(engaged).at[n2].set(engaged)
     wrap_len = wrap_len.at[s].set(jnp.where(engaged, wl[j], 0.0))
-    return pos, active, key, wrap_len
+    record = (engaged, order[j].astype(jnp.int32), order[j + 1].astype(jnp.int32), a_[j], b_[j])
+    return (pos, active, key, wrap_len), record
+
+
+def _empty_records(K, W, dt):
+    """Per-slot records of one pass (see :func:`_one_wrap`), all "not engaged"."""
+    return (jnp.zeros((K, W), bool), jnp.zeros((K, W), jnp.int32), jnp.zeros((K, W), jnp.int32),
+            jnp.zeros((K, W, 3), dt), jnp.zeros((K, W, 3), dt))
 
 
 def _wrap_pass(lay, groups, state):
@@ -1029,33 +1314,43 @@ def _wrap_pass(lay, groups, state):
 
     The slots run in a ``fori_loop``; in each, every wrap kind is applied (vmapped)
     to the muscles that use it somewhere, and kept where the slot is of that kind.
+    Returns the new state and the pass's records (K, W) of :func:`_one_wrap`.
     """
-    def slot(s, state):
+    def slot(s, carry):
+        state, rec = carry
         for kind, ks, mask, rot, org, prm, axis, sign in groups:
             sub = tuple(x[ks] for x in state)
             fn = lambda *a, kind=kind: _one_wrap(kind, s, lay.P, lay.owner, *a)  # noqa: E731
-            new = jax.vmap(fn)(*sub, rot[:, s], org[:, s], prm[:, s], jnp.asarray(axis)[:, s],
-                               jnp.asarray(sign)[:, s], jnp.asarray(lay.wstart[ks])[:, s],
-                               jnp.asarray(lay.wend[ks])[:, s])
+            new, made = jax.vmap(fn)(*sub, rot[:, s], org[:, s], prm[:, s], jnp.asarray(axis)[:, s],
+                                     jnp.asarray(sign)[:, s], jnp.asarray(lay.wstart[ks])[:, s],
+                                     jnp.asarray(lay.wend[ks])[:, s])
             m = jnp.asarray(mask)[:, s]
             new = tuple(jnp.where(m.reshape((-1,) + (1,) * (a.ndim - 1)), b, a) for a, b in zip(sub, new))
             state = tuple(x.at[ks].set(y) for x, y in zip(state, new))
-        return state
+            rec = tuple(x.at[ks, s].set(jnp.where(m.reshape((-1,) + (1,) * (y.ndim - 1)), y, x[ks, s]))
+                        for x, y in zip(rec, made))
+        return state, rec
 
-    return jax.lax.fori_loop(0, lay.W, slot, state)
+    rec0 = _empty_records(lay.K, lay.W, state[0].dtype)
+    return jax.lax.fori_loop(0, lay.W, slot, (state, rec0))
 
 
 class _Resolved:
     """All muscle paths at one q: nodes (K, N) (points, then 2 per wrap slot), ordered by key."""
 
-    def __init__(self, pos, active, key, wrap_len, engaged, rot, org, groups):
-        self.pos = pos  # (K, N, 3) ground positions
+    def __init__(self, pos, active, key, wrap_len, engaged, rot, org, groups, history=None):
+        # (K, N, 3) ground positions; a wrap tangent point's is OpenSim's cached one, from
+        # the first pass that engaged its wrap (the straight segments use these)
+        self.pos = pos
         self.active = active  # (K, N) bool
         self.key = key  # (K, N) order keys
         self.wrap_len = wrap_len  # (K, W) surface lengths
         self.engaged = engaged  # (K, W) bool
         self.rot, self.org = rot, org  # (nb+1, 3, 3), (nb+1, 3): body poses, ground last
         self.groups = groups
+        # Every wrap computation, pass by pass: applied (T, K) (the pass was kept for the
+        # muscle) and the records (T, K, W) of _one_wrap; None without wrap slots.
+        self.history = history
 
 
 def _resolve_all(lay: _Layout, q, poses) -> _Resolved:
@@ -1071,28 +1366,49 @@ def _resolve_all(lay: _Layout, q, poses) -> _Resolved:
     wrap_len = jnp.zeros((K, W), dt)
     state = (pos, active, key, wrap_len)
     groups = _wrap_groups(lay, rot_e, org_e, dt)
+    history = None
     if W > 0 and not lay.multi:
-        state = _wrap_pass(lay, groups, state)
+        state, rec = _wrap_pass(lay, groups, state)
+        history = (jnp.ones((1, K), bool),) + tuple(x[None] for x in rec)
+        cached = state[0]
     elif W > 0:
         # Muscles with several wraps: up to 8 passes, each muscle stopping (as
         # OpenSim) once its length changes by less than 0.5 mm; one pass for the others.
+        # OpenSim caches each path point's ground location once per state, and moving a
+        # PathWrapPoint does not invalidate it: the straight segments (of the length, the
+        # convergence check and the returned path) use each tangent point's position
+        # from the first pass that engaged its wrap, the surface lengths the current
+        # ones. `seen` (K, W) flags the slots engaged so far, `fpos` (K, 2W, 3) holds
+        # their tangent points' first positions.
         single = jnp.asarray(lay.nw <= 1)
+        P = lay.P
 
         def step(carry):
-            st, last, done = carry
-            new = _wrap_pass(lay, groups, st)
+            st, last, done, seen, fpos = carry
+            new, rec = _wrap_pass(lay, groups, st)
             new = tuple(jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b) for a, b in zip(st, new))
-            length = _path_lengths(lay, new)
+            fresh = jnp.repeat(new[1][:, P::2] & ~seen & ~done[:, None], 2, axis=1)
+            fpos = jnp.where(fresh[..., None], new[0][:, P:], fpos)
+            seen = seen | (new[1][:, P::2] & ~done[:, None])
+            cached = jnp.concatenate([new[0][:, :P], fpos], axis=1)
+            length = _path_lengths(lay, (cached,) + new[1:])
             stop = done | single | (jnp.abs(length - last) < 0.0005)
-            return new, jnp.where(done, last, length), stop
+            return (new, jnp.where(done, last, length), stop, seen, fpos), (~done,) + rec
+
+        def skip(carry):
+            return carry, (jnp.zeros(K, bool),) + _empty_records(K, W, dt)
 
         def body(carry, _):
-            return jax.lax.cond(jnp.all(carry[2]), lambda c: c, step, carry), None
+            return jax.lax.cond(jnp.all(carry[2]), skip, step, carry)
 
-        init = (state, jnp.full(K, jnp.inf, dt), jnp.zeros(K, bool))
-        (state, _, _), _ = jax.lax.scan(body, init, None, length=8)
+        init = (state, jnp.full(K, jnp.inf, dt), jnp.zeros(K, bool), jnp.zeros((K, W), bool),
+                jnp.zeros((K, 2 * W, 3), dt))
+        (state, _, _, _, fpos), history = jax.lax.scan(body, init, None, length=8)
+        cached = jnp.concatenate([state[0][:, :P], fpos], axis=1)
+    else:
+        cached = state[0]
     pos, active, key, wrap_len = state
-    return _Resolved(pos, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups)
+    return _Resolved(cached, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups, history)
 
 
 def _lengths(model: Model, q, poses):
@@ -1227,56 +1543,112 @@ def _pull_sorted(P, W, owner, pos, active, key):
     return pull, p, inv, s1, s2, ia, ib, p[ia], p[ib]
 
 
-def _pull_finish(W, pull, p, inv, s1, s2, ia, ib, pa, pb, fa, fb, on):
-    """Replace the pulls toward each engaged wrap's tangent points by the span's pull."""
-    for s in range(W):
-        pull = pull.at[ia[s]].add(jnp.where(on[s], fa[s] - _unit(p[s1[s]] - pa[s]), 0.0))
-        pull = pull.at[ib[s]].add(jnp.where(on[s], fb[s] - _unit(p[s2[s]] - pb[s]), 0.0))
-        # The tangent points carry no load of their own; the wrap body takes the reactions.
-        pull = pull.at[s1[s]].set(jnp.where(on[s], 0.0, pull[s1[s]]))
-        pull = pull.at[s2[s]].set(jnp.where(on[s], 0.0, pull[s2[s]]))
-    return pull[inv]
+def _wrap_reverse_sweep(lay, r, grad, dt):
+    """Push ``dL/d(node)`` back through every wrap computation, last first.
+
+    ``grad`` (K, N, 3) holds ``∂L/∂p`` of the final path's straight segments at every
+    node. Walking the history of wrap computations (passes and slots) backwards,
+    each engaged computation ``(p_a, p_b) -> (r1, r2, wrap length)`` takes the
+    gradient held by its tangent points (plus 1 for its length, if it is the one
+    that counts) and passes it to the nodes it was computed from, through the wrap
+    construction's local Jacobian (``jax.vjp`` of the wrap function). Its wrap body
+    takes the reactions: by rigid invariance of the construction, pulls ``-∂L/∂r1``
+    at r1, ``-∂L/∂r2`` at r2, ``+∂L/∂p_a`` at p_a and ``+∂L/∂p_b`` at p_b. This is
+    the chain rule of the actual computation, so it holds when one wrap's tangent
+    point feeds the next wrap and when the passes of the multi-wrap loop end
+    before the path is consistent.
+
+    The straight segments of the final path use each tangent point's cached position
+    (:class:`_Resolved`), set by the first engaged computation of its wrap: the
+    gradient ``grad`` holds on tangent points goes to that computation, while the
+    gradient of the current positions (which later computations wrapped from) goes
+    to the last computation before them.
+
+    Returns ``(grad, force, moment)``: the gradient left on the path points and,
+    per wrap slot, the total pull (K, W, 3) on the wrap body and its moment about
+    the ground origin (K, W, 3).
+    """
+    applied, eng, node_a, node_b, p_a, p_b = r.history
+    T, K, W, P = applied.shape[0], lay.K, lay.W, lay.P
+    steps = np.array([(t, s) for t in reversed(range(T)) for s in reversed(range(W))], int)
+    zero3 = jnp.zeros((K, W, 3), dt)
+    # The first pass that engaged each slot (-1: none) and the gradient on its cached tangent points.
+    hit = applied[:, :, None] & eng
+    first = jnp.where(jnp.any(hit, axis=0), jnp.argmax(hit, axis=0), -1)
+    gcache = grad[:, P:].reshape(K, W, 2, 3)
+    grad = grad.at[:, P:].set(0.0)
+
+    def step(carry, ts):
+        grad, live, force, moment = carry
+        t, s = ts[0], ts[1]
+        n1 = P + 2 * s
+        for kind, ks, mask, rot, org, prm, axis, sign in r.groups:
+            made = jnp.asarray(mask)[:, s] & applied[t, ks]  # this slot was (re)computed
+            on = made & eng[t, ks, s]
+            cache = jnp.where((first[ks, s] == t)[:, None, None], gcache[ks, s], 0.0)
+            g1 = grad[ks, n1] + cache[:, 0]
+            g2 = grad[ks, n1 + 1] + cache[:, 1]
+            wbar = jnp.where(live[ks, s], 1.0, 0.0).astype(dt)
+
+            def back(pa, pb, rot_, org_, prm_, ax_, sg_, g1_, g2_, wb_, kind=kind):
+                def world(a, b):
+                    _, r1, r2, wl = _WRAP_FN[kind]((a - org_) @ rot_, (b - org_) @ rot_, prm_, ax_, sg_)
+                    return r1 @ rot_.T + org_, r2 @ rot_.T + org_, wl
+                (r1g, r2g, _), vjp = jax.vjp(world, pa, pb)
+                ga, gb = vjp((g1_, g2_, wb_))
+                return r1g, r2g, ga, gb
+
+            pa, pb = p_a[t, ks, s], p_b[t, ks, s]
+            r1g, r2g, ga, gb = jax.vmap(back)(pa, pb, rot[:, s], org[:, s], prm[:, s],
+                                              jnp.asarray(axis)[:, s], jnp.asarray(sign)[:, s],
+                                              g1, g2, wbar)
+            o3 = on[:, None]
+            ga = jnp.where(o3, ga, 0.0)
+            gb = jnp.where(o3, gb, 0.0)
+            g1 = jnp.where(o3, g1, 0.0)
+            g2 = jnp.where(o3, g2, 0.0)
+            force = force.at[ks, s].add(ga + gb - g1 - g2)
+            moment = moment.at[ks, s].add(jnp.cross(pa, ga) + jnp.cross(pb, gb)
+                                          - jnp.cross(r1g, g1) - jnp.cross(r2g, g2))
+            # The tangent points' gradient is used up; it goes on to the segment's nodes.
+            clear = jnp.where(made[:, None], 0.0, 1.0).astype(dt)
+            grad = grad.at[ks, n1].multiply(clear).at[ks, n1 + 1].multiply(clear)
+            grad = grad.at[ks, node_a[t, ks, s]].add(ga).at[ks, node_b[t, ks, s]].add(gb)
+            live = live.at[ks, s].set(live[ks, s] & ~made)
+        return (grad, live, force, moment), None
+
+    init = (grad, jnp.ones((K, W), bool), zero3, zero3)
+    (grad, _, force, moment), _ = jax.lax.scan(step, init, jnp.asarray(steps))
+    return grad, force, moment
 
 
 def gmlav_loads(model: Model, q, poses):
     """The generalized line-of-action loads of all muscles at q (Definitions 3-4).
 
-    Returns ``(pull (K, N, 3), points (K, N, 3), extra_points (K, W, 2, 3),
-    extra_pulls (K, W, 2, 3), resolved, layout)``: for every path node (points,
-    then r1/r2 of each wrap slot) the ground unit pull of a unit tension and its
-    point of application, and per wrap the loads on the wrap object's body. Each
-    straight segment pulls its end points towards each other (the GMLAV E and
-    its reciprocal Ē); a wrapped span pulls its end points with ``-∂L_span/∂p``
-    and loads the wrap object's body with the reactions.
+    Returns ``(pull (K, N, 3), points (K, N, 3), wrap_force (K, W, 3),
+    wrap_moment (K, W, 3), resolved, layout)``: for every path node (points, then
+    r1/r2 of each wrap slot) the ground unit pull of a unit tension and its point
+    of application (zero at tangent points, which belong to no body), and per wrap
+    slot the total pull on the wrap object's body and its moment about the ground
+    origin. Each straight segment pulls its end points towards each other (the
+    GMLAV E and its reciprocal Ē); a wrap computation passes the pulls on its
+    tangent points to the nodes it was computed from (``-∂L/∂p`` through the wrap
+    construction, :func:`_wrap_reverse_sweep`) and loads the wrap object's body
+    with the reactions.
     """
     dt = q.dtype
     lay = _layout(model)
     r = _resolve_all(lay, q, poses)
     K, W = lay.K, lay.W
     pre = jax.vmap(lambda a, b, c: _pull_sorted(lay.P, W, lay.owner, a, b, c))(r.pos, r.active, r.key)
-    pull_s, p_s, inv, s1, s2, ia, ib, pa, pb = pre
-    fa = jnp.zeros((K, W, 3), dt)
-    fb = jnp.zeros((K, W, 3), dt)
-    for kind, ks, mask, rot, org, prm, axis, sign in r.groups:
-        gi, ss = np.nonzero(mask)  # (muscle in group, slot) pairs of this kind
-        kk = ks[gi]
-
-        def grads(pa_, pb_, rot_, org_, prm_, ax_, sg_, kind=kind):
-            ga, gb = jax.grad(_span_length, argnums=(1, 2))(kind, (pa_ - org_) @ rot_, (pb_ - org_) @ rot_,
-                                                             prm_, ax_, sg_)
-            return -(rot_ @ ga), -(rot_ @ gb)
-
-        ga, gb = jax.vmap(grads)(pa[kk, ss], pb[kk, ss], rot[gi, ss], org[gi, ss], prm[gi, ss],
-                                 jnp.asarray(axis[gi, ss]), jnp.asarray(sign[gi, ss]))
-        fa = fa.at[kk, ss].set(ga)
-        fb = fb.at[kk, ss].set(gb)
-    on = r.engaged
-    fa = jnp.where(on[..., None], fa, 0.0)
-    fb = jnp.where(on[..., None], fb, 0.0)
-    pull = jax.vmap(lambda *a: _pull_finish(W, *a))(pull_s, p_s, inv, s1, s2, ia, ib, pa, pb, fa, fb, on)
-    extra_pts = jnp.stack([pa, pb], axis=2)
-    extra_pull = jnp.stack([-fa, -fb], axis=2)
-    return pull, r.pos, extra_pts, extra_pull, r, lay
+    pull_s, inv = pre[0], pre[2]
+    pull = jnp.take_along_axis(pull_s, inv[..., None], axis=1)  # node order
+    force = jnp.zeros((K, W, 3), dt)
+    moment = jnp.zeros((K, W, 3), dt)
+    if W > 0:
+        grad, force, moment = _wrap_reverse_sweep(lay, r, -pull, dt)
+        pull = -grad.at[:, lay.P:].set(0.0)
+    return pull, r.pos, force, moment, r, lay
 
 
 def _closed_form(model: Model, q):
@@ -1285,15 +1657,16 @@ def _closed_form(model: Model, q):
     axes, centres = _joint_frames(model, poses)
     gamma, beta = _gamma_beta(model, poses, axes, centres)
     jgrad = joint_gradients(model, q)
-    pull, pos, xpts, xpull, r, lay = gmlav_loads(model, q, poses)
+    pull, pos, wforce, wmoment, r, lay = gmlav_loads(model, q, poses)
     nb, K, W = lay.nb, lay.K, lay.W
-    # All loads of muscle k: (body, point, force) for nodes and wrap reactions.
-    bodies = np.concatenate([lay.node_body, np.repeat(lay.wbody, 2, axis=1)], axis=1)  # (K, N + 2W)
-    pts = jnp.concatenate([pos, xpts.reshape(K, 2 * W, 3)], axis=1)
-    frc = jnp.concatenate([pull, xpull.reshape(K, 2 * W, 3)], axis=1)
-    rb, ob = r.rot[bodies], r.org[bodies]
-    f_loc = jnp.einsum("knji,knj->kni", rb, frc)  # Rᵀ f
-    m_loc = jnp.einsum("knji,knj->kni", rb, jnp.cross(pts - ob, frc))
+    # All loads of muscle k: pulls at the nodes, then per wrap slot a force and moment.
+    bodies = np.concatenate([lay.node_body, lay.wbody], axis=1)  # (K, N + W)
+    rn, on_ = r.rot[lay.node_body], r.org[lay.node_body]
+    rw, ow = r.rot[lay.wbody], r.org[lay.wbody]
+    f_loc = jnp.concatenate([jnp.einsum("knji,knj->kni", rn, pull),
+                             jnp.einsum("knji,knj->kni", rw, wforce)], axis=1)  # Rᵀ f
+    m_loc = jnp.concatenate([jnp.einsum("knji,knj->kni", rn, jnp.cross(pos - on_, pull)),
+                             jnp.einsum("knji,knj->kni", rw, wmoment - jnp.cross(ow, wforce))], axis=1)
     onehot = (bodies[..., None] == np.arange(nb)[None, None, :]).astype(float)  # ground dropped
     E = jnp.einsum("knb,kni->kbi", onehot.astype(dt), f_loc)  # E_ki, body-i coordinates
     Eh = jnp.einsum("knb,kni->kbi", onehot.astype(dt), m_loc)  # Ê_ki

@@ -84,6 +84,78 @@ def test_closed_form_equals_autodiff_hand_models():
 MOBL_EXACT = ("TRIlat", "TRImed", "BRA", "EPL", "EPB", "APL")  # single cylinder or no wrap (docs/moment_arms.md)
 
 
+def _chained_wraps_model():
+    """Two muscles from ground to body "two", each over a cylinder on "one" and then a
+    sphere / ellipsoid on "two", both on the same straight segment: at the states
+    below the second wrap is computed from the first one's tangent point and the
+    first (in the next pass) from the second one's."""
+    b = mb.ModelBuilder("chained")
+    a = b.add_coordinate("a", range=(-1, 1))
+    c = b.add_coordinate("c", range=(-1, 1))
+    inertia = jnp.diag(jnp.array([0.01, 0.01, 0.01]))
+    b.add_body(mb.Body("one", 1.0, (0.05, 0, 0), inertia))
+    b.add_body(mb.Body("two", 1.0, (0.05, 0, 0), inertia))
+    b.add_joint(mb.revolute("j1", "ground", "one", (0.1, 0.2, 1), mb.Coordinate(a)))
+    b.add_joint(mb.revolute("j2", "one", "two", (0, 0.3, 1), mb.Coordinate(c), offset=(0.1, 0, 0)))
+    pts = [M.PathPoint("ground", (-0.08, 0.01, 0.005)), M.PathPoint("two", (0.08, 0.012, -0.004))]
+    cyl = M.WrapCylinder("cyl", "one", 0.015, 0.2)
+    b.muscles.append(M.Muscle("cyl_sphere", pts, [cyl, M.WrapSphere("sph", "two", 0.015)]))
+    b.muscles.append(M.Muscle("cyl_ellipsoid", pts, [cyl, M.WrapEllipsoid(
+        "ell", "two", (0.02, 0.012, 0.016), xyz_body_rotation=(0.1, 0.2, 0.3))]))
+    return b.build()
+
+
+def test_closed_form_equals_autodiff_chained_wraps():
+    """Closed form == autodiff when one wrap's tangent point feeds the next wrap, and the
+    multi-wrap passes stop before the path is consistent (docs/moment_arms.md)."""
+    model = _chained_wraps_model()
+    lay = M._layout(model)
+    states = jnp.array([(0.25, -0.4), (0.0, 0.0)])
+
+    def one(q):
+        r = M._resolve_all(lay, q, mb.body_transforms(model, q))
+        return M.moment_arms(model, q), M.moment_arms(model, q, method="autodiff"), r.history
+
+    rc, ra, (applied, engaged, node_a, node_b, _, _) = jax.jit(lambda qs: jax.lax.map(one, qs))(states)
+    rc, ra = np.asarray(rc), np.asarray(ra)
+    # the chain happens: in the second pass the cylinder (slot 0) wraps the segment that
+    # ends at the second wrap's r1 (node P + 2) and the second wrap starts at the
+    # cylinder's r2 (node P + 1)
+    P = lay.P
+    for k in range(2):
+        assert bool(applied[0, 1, k]) and bool(engaged[0, 1, k, 0]) and bool(engaged[0, 1, k, 1])
+        assert int(node_b[0, 1, k, 0]) == P + 2 and int(node_a[0, 1, k, 1]) == P + 1
+    assert np.all(np.isfinite(rc))
+    scale = np.abs(ra).max()
+    np.testing.assert_allclose(rc, ra, atol=TOL_CLOSED_VS_AUTODIFF * max(scale, 1.0), rtol=0)
+
+
+MOBL_CHAINED = ("TMIN", "ECRL")  # 3 and 2 wraps; the closed form used to be off by ~R here
+MOBL_CHAINED_STATES = (1, 3, 5)  # random states of mobl_arms.npz
+
+
+def test_closed_form_equals_autodiff_mobl_multi_wrap(shared_dir):
+    import equinox as eqx
+
+    path = pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # skipped ligaments, impossible inertias
+        model = mb.io.load_osim(path)
+    muscles = tuple(m for m in model.muscles if m.name in MOBL_CHAINED)
+    model = eqx.tree_at(lambda m: m.muscles, model, muscles)  # only these two: small graph
+    d = np.load(DATA / "mobl_arms.npz")
+    qs = jnp.asarray(d["random_q_ind"][list(MOBL_CHAINED_STATES)])
+    f = jax.jit(lambda qs: jax.lax.map(
+        lambda q: (M.moment_arms(model, q), M.moment_arms(model, q, method="autodiff")), qs))
+    rc, ra = (np.asarray(x) for x in f(qs))
+    assert np.all(np.isfinite(rc))
+    scale = np.abs(ra).max()
+    np.testing.assert_allclose(rc, ra, atol=TOL_CLOSED_VS_AUTODIFF * max(scale, 1.0), rtol=0)
+
+
 def test_no_nan_gradients_at_degenerate_states():
     model = _arm(WRAPS["sphere"])
     g = jax.grad(lambda q: jnp.sum(M.muscle_lengths(model, q)))(jnp.zeros(2))
@@ -159,17 +231,24 @@ def test_parity_gait2354():
     assert len_err.max() < TOL_LENGTH and r_err.max() < TOL_R
 
 
-# arm26: TRIlong (cylinder + ellipsoid + cylinder) and BIClong (ellipsoid) use
-# OpenSim's iterative ellipsoid solver and multi-wrap tangent adjustment, which
-# jaxmb does not reproduce (docs/moment_arms.md); the others match exactly.
-ARM26_EXACT = ("TRIlat", "TRImed", "BICshort", "BRA")
+# arm26: all lengths match exactly (BIClong: one WrapEllipsoid, OpenSim's algorithm;
+# TRIlong: cylinder + ellipsoid + cylinder, whose multi-pass length uses PathWrapPoint
+# ground locations cached at the first pass that engaged them, docs/moment_arms.md).
+# TRIlong's moment arms (= -dL/dq of jaxmb's length, exactly) are off OpenSim's FD by up
+# to 7e-5 m: with cached tangent points the ellipsoid's tangent-point derivative counts
+# at first order, and jaxmb's is the implicit derivative of the converged point, not the
+# derivative of OpenSim's Gauss-Newton iterate (stopped at ssq <= 1e-8).
+ARM26_EXACT = ("TRIlong", "TRIlat", "TRImed", "BIClong", "BICshort", "BRA")
+ARM26_R_LOOSE = {"TRIlong": 1e-4}
 
 
 def test_parity_arm26():
     model, d = _load("arm26", "arm26.osim")
     assert model.muscle_names == tuple(d["muscle_names"])
     len_err, r_err = _parity(model, d, stride=8, exact_muscles=ARM26_EXACT)
-    assert len_err.max() < TOL_LENGTH and r_err.max() < TOL_R
+    assert len_err.max() < TOL_LENGTH
+    tol = np.array([ARM26_R_LOOSE.get(m, TOL_R) for m in ARM26_EXACT])
+    assert np.all(r_err.max(axis=0) < tol)
 
 
 def test_mobl_arms_loads_with_muscles_and_reports_skipped_forces(shared_dir):
@@ -225,9 +304,9 @@ def _span_and_grads(p1, p2, dims):
 
 @pytest.mark.parametrize("case", ["circular_section", "collinear", "coincident", "at_centre"])
 def test_ellipsoid_wrap_degenerate_inputs_are_finite(case):
-    """A sphere-shaped WrapEllipsoid (MoBL's SUPSP, 0.02 m) cuts circular sections, where the
-    principal angle was arctan2(0, 0) with a NaN gradient; collinear/coincident/centre inputs
-    leave the section plane undefined."""
+    """A sphere-shaped WrapEllipsoid (MoBL's SUPSP, 0.02 m) cuts circular sections, where an
+    earlier construction took arctan2(0, 0) with a NaN gradient; collinear/coincident/centre
+    inputs leave the wrapping plane undefined."""
     dims = jnp.array([0.02, 0.02, 0.02])
     p1, p2 = {"circular_section": ((0.03, 0.0, 0.0), (-0.03, 0.005, 0.0)),  # q11 = q22, q12 = 0 exactly
               "collinear": ((0.03, 0.0, 0.0), (0.06, 0.0, 0.0)),
@@ -237,16 +316,25 @@ def test_ellipsoid_wrap_degenerate_inputs_are_finite(case):
     for out in jax.tree_util.tree_leaves((M._ellipsoid_wrap(p1, p2, dims, 0, 0), _span_and_grads(p1, p2, dims))):
         assert np.all(np.isfinite(np.asarray(out))), case
     if case == "circular_section":
-        # Exact on a sphere: tangent lines plus the great-circle arc, and the gradient of that length.
+        # On a sphere OpenSim's wrapping plane holds the centre: tangent lines plus the
+        # great-circle arc as a polyline of n = floor(chord / 1 mm) equal-angle chords.
+        def arc_angle(a, b, r=0.02):
+            da, db = jnp.linalg.norm(a), jnp.linalg.norm(b)
+            return jnp.arccos(a @ b / (da * db)) - jnp.arccos(r / da) - jnp.arccos(r / db)
+
+        n = np.floor(float(2 * 0.02 * jnp.sin(arc_angle(p1, p2) / 2)) / 0.001)
+
         def sphere_span(a, b, r=0.02):
             da, db = jnp.linalg.norm(a), jnp.linalg.norm(b)
-            ang = jnp.arccos(a @ b / (da * db)) - jnp.arccos(r / da) - jnp.arccos(r / db)
-            return jnp.sqrt(da**2 - r**2) + jnp.sqrt(db**2 - r**2) + r * ang
+            return jnp.sqrt(da**2 - r**2) + jnp.sqrt(db**2 - r**2) + n * 2 * r * jnp.sin(arc_angle(a, b) / (2 * n))
+
+        # OpenSim's tangent-point iteration stops at a squared residual of 1e-8 (in units
+        # of the mean semi-axis): the tangent points are exact to ~1e-7 relative only.
         length, rev, fwd = _span_and_grads(p1, p2, dims)
-        np.testing.assert_allclose(length, sphere_span(p1, p2), rtol=1e-12)
+        np.testing.assert_allclose(length, sphere_span(p1, p2), rtol=1e-7)
         exact = jax.grad(sphere_span, argnums=(0, 1))(p1, p2)
         for g in (rev, fwd):
-            np.testing.assert_allclose(np.concatenate(g), np.concatenate(exact), atol=1e-10)
+            np.testing.assert_allclose(np.concatenate(g), np.concatenate(exact), atol=2e-7)
 
 
 def test_ellipsoid_span_gradient_matches_central_differences():
@@ -269,6 +357,8 @@ def test_ellipsoid_span_gradient_matches_central_differences():
 MOBL_NAN_SWEEP_STATES = {38: "SUPSP", 93: "SUPSP", 509: "SUPSP", 705: "ANC", 708: "ANC"}
 
 
+@pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"),
+                    reason="compiles the whole MoBL-ARMS path graph twice (several minutes); set JAXMB_SLOW=1")
 def test_mobl_arms_lengths_and_moment_arms_are_finite(shared_dir):
     """Lengths and both moment-arm methods at the former NaN states and all 20 random states:
     one jit, a lax.map over 25 states (about 1.5 min on the 2-core VM, mostly compilation)."""
