@@ -40,7 +40,7 @@ from ._kinematics import (
     motion_subspaces,
     tree_levels,
 )
-from ._kinematics import _local_frames, _stack_rows
+from ._kinematics import _local_frames, _skew_batch, _stack_rows
 from ._model import AbstractJointSpaceLoad, AbstractLoad, Model, _PoseLoad
 from ._spatial import skew
 
@@ -163,17 +163,16 @@ def _apply_inertia(mass, com, inertia, m):
 
 def _twist_matrices(jb):
     """``[[ω̃, v], [0, 0]]`` (n, nq, 4, 4) for body-coordinate twists ``jb`` (n, 6, nq)."""
+    n, _, nq = jb.shape
     w, v = jnp.moveaxis(jb[:, :3], 2, 1), jnp.moveaxis(jb[:, 3:], 2, 1)  # (n, nq, 3)
-    z = jnp.zeros_like(w[..., 0])
-    rows = [jnp.stack([z, -w[..., 2], w[..., 1], v[..., 0]], -1),
-            jnp.stack([w[..., 2], z, -w[..., 0], v[..., 1]], -1),
-            jnp.stack([-w[..., 1], w[..., 0], z, v[..., 2]], -1),
-            jnp.zeros(w.shape[:-1] + (4,), w.dtype)]
-    return jnp.stack(rows, axis=-2)
+    top = jnp.concatenate([_skew_batch(w.reshape(-1, 3)).reshape(n, nq, 3, 3), v[..., None]], axis=-1)
+    return jnp.concatenate([top, jnp.zeros((n, nq, 1, 4), jb.dtype)], axis=-2)
 
 
 def _projected_terms(model: Model, f, fd, fdd, jac, gravity_on: bool = True):
-    """``(M_q, bias_q)`` by one forward pass over the tree (no joint-space matrices).
+    """``(M_q, bias_q, J_bodies)`` by one forward pass over the tree (no joint-space
+    matrices); ``J_bodies`` (n_bodies, 6, nq) are the bodies' spatial Jacobians in q
+    (body coordinates), reused for the loads.
 
     Each body's spatial Jacobian in ``q`` (body coordinates, 6 x nq) follows the
     tree, ``J_i = X_i J_parent + S_i ∇f_i``, and so do its velocity ``v_i`` and its
