@@ -169,7 +169,7 @@ def _twist_matrices(jb):
     return jnp.concatenate([top, jnp.zeros((n, nq, 1, 4), jb.dtype)], axis=-2)
 
 
-def _projected_terms(model: Model, f, fd, fdd, jac, gravity_on: bool = True):
+def _projected_terms(model: Model, f, fd, fdd, jac):
     """``(M_q, bias_q, J_bodies)`` by one forward pass over the tree (no joint-space
     matrices); ``J_bodies`` (n_bodies, 6, nq) are the bodies' spatial Jacobians in q
     (body coordinates), reused for the loads.
@@ -190,7 +190,7 @@ def _projected_terms(model: Model, f, fd, fdd, jac, gravity_on: bool = True):
     nq = jac.shape[1]
     n = model.n_bodies
     s = motion_subspaces(model, dtype)  # (n, 6)
-    g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
+    g = model.gravity.astype(dtype)
     root = jnp.zeros((6, 2 + nq), dtype).at[3:, 1].set(-g)
     vj = s * fd[:, None]
     own = jnp.concatenate([vj[:, :, None], (s * fdd[:, None])[:, :, None], s[:, :, None] * jac[:, None, :]],
