@@ -237,6 +237,13 @@ class LoopClosure(eqx.Module):
         y0 = self.initial_guess(q) if f0 is None else jax.lax.stop_gradient(jnp.asarray(f0, dtype=q.dtype))
         sol = self._newton(q, y0)
         f = sol.value
+        code, residual, rcond = self._result(f, q, sol.result == optx.RESULTS.successful)
+        if throw:
+            f = self._check(f, code, q)
+        return LoopSolution(f=f, result=code, residual=residual, rcond=rcond, num_steps=sol.stats["num_steps"])
+
+    def _result(self, f, q, converged):
+        """``(code, max |g|, rcond)`` of a solution `f` at `q` (values only)."""
         fs, qs = jax.lax.stop_gradient(f), jax.lax.stop_gradient(q)
         g = self.residual(fs, qs)
         gf = jax.jacfwd(self.residual)(fs, qs)
@@ -244,7 +251,7 @@ class LoopClosure(eqx.Module):
         rcond = sv[-1] / jnp.maximum(sv[0], jnp.finfo(sv.dtype).tiny)
         residual = jnp.max(jnp.abs(g))
         finite = jnp.all(jnp.isfinite(fs)) & jnp.isfinite(residual)
-        converged = (sol.result == optx.RESULTS.successful) & finite
+        converged = converged & finite
         singular = ~(rcond >= self.rcond_min)  # NaN counts as singular
         if self.branch_fn is not None and self.branch != 0:
             wrong = jnp.sign(self.branch_fn(fs, qs, self.params)) != self.branch
@@ -252,10 +259,42 @@ class LoopClosure(eqx.Module):
             wrong = jnp.asarray(False)
         code = jnp.where(~converged, NOT_CONVERGED,
                          jnp.where(singular, SINGULAR, jnp.where(wrong, WRONG_BRANCH, SUCCESS)))
-        code = code.astype(jnp.int32)
-        if throw:
-            f = self._check(f, code, q)
-        return LoopSolution(f=f, result=code, residual=residual, rcond=rcond, num_steps=sol.stats["num_steps"])
+        return code.astype(jnp.int32), residual, rcond
+
+    def _factored_newton(self, q):
+        """Newton from :meth:`initial_guess` that keeps its last ``(∂g/∂f)⁻¹``.
+
+        Each iteration inverts the m x m ``∂g/∂f`` once (one LU, its triangular
+        solves on the identity); the loop stops, like optimistix's Newton, when the
+        step is below ``atol + rtol |f|`` in every component, which from a good
+        guess (a closed form, a pre-modeled fit) is after one iteration. The last
+        inverse, taken one (converged, so round-off sized) step before the returned
+        ``f``, serves every solve of :meth:`rates` as a matrix product: a
+        right-hand side of the dynamics costs one LU and two triangular solves
+        instead of a root-finder loop, a second factorisation and four more
+        triangular solves (LAPACK calls dominate at these sizes on CPU).
+        Values only: returns stop-gradient ``(f, inverse, converged)``."""
+        q = jax.lax.stop_gradient(q)
+        params = jax.lax.stop_gradient(self.params)
+        g = lambda f: self.fn(f, q, params)  # noqa: E731
+
+        def step(f):
+            inverse = jnp.linalg.inv(jax.jacfwd(g)(f))
+            d = inverse @ g(f)
+            return f - d, inverse, d
+
+        def small(f, d):
+            return jnp.all(jnp.abs(d) <= self.atol + self.rtol * jnp.abs(f))
+
+        def cond(c):
+            f, _, d, k = c
+            return ~small(f, d) & (k < self.max_steps) & jnp.all(jnp.isfinite(f))
+
+        def body(c):
+            return (*step(c[0]), c[3] + 1)
+
+        f, inverse, d, _ = jax.lax.while_loop(cond, body, (*step(self.initial_guess(q)), 1))
+        return f, inverse, small(f, d)
 
     def _message(self, code: int, q=None) -> str:
         where = "" if q is None else f" at q = {np.array2string(np.asarray(q), precision=17)}"
@@ -343,19 +382,25 @@ class LoopClosure(eqx.Module):
         def compute():
             qq = jnp.atleast_1d(_as_float_array(q))
             vv = jnp.asarray(qd, dtype=qq.dtype)
-            f = self.value(q)
+            f, inverse, converged = self._factored_newton(qq)
+            if self.throw:
+                f = self._check(f, self._result(f, qq, converged)[0], qq)
+            # Differentiable in q and the parameters by the implicit function theorem
+            # (the same custom JVP as value()); the solves below reuse Newton's inverse
+            # for their values and differentiate as solves with ∂g/∂f.
+            f = _implicit_at(self, qq, f)
             m = self.m
             gf, gq = self.jacobians(f, qq)
-            lu = jax.scipy.linalg.lu_factor(gf)
-            jac = -jax.scipy.linalg.lu_solve(lu, gq)
+            jac = -_solve_factored(gf, inverse, gq)
             fd = jac @ vv
             g = lambda z: self.residual(z[:m], z[m:])  # noqa: E731
             z, zd = jnp.concatenate([f, qq]), jnp.concatenate([fd, vv])
             d2g = jax.jvp(lambda x: jax.jvp(g, (x,), (zd,))[1], (z,), (zd,))[1]
-            return f, jac, fd, -jax.scipy.linalg.lu_solve(lu, d2g)
+            return f, jac, fd, -_solve_factored(gf, inverse, d2g)
 
         out = _shared(("rates", id(qd)), self, q, compute, extra=qd)
-        # The same q's Jacobian is then free for joint_gradients.
+        # The same q's solution and Jacobian are then free for joint_values/_gradients.
+        _remember(("value",), self, q, out[0])
         _remember(("gradient",), self, q, out[1])
         return out
 
@@ -369,7 +414,33 @@ def _implicit_value(closure, q):
 def _implicit_value_jvp(primals, tangents):
     closure, q = primals
     t_closure, t_q = tangents
-    f = _implicit_value(closure, q)
+    return _implicit_tangent(closure, q, _implicit_value(closure, q), t_closure, t_q)
+
+
+@eqx.filter_custom_jvp
+def _implicit_at(closure, q, f):
+    """``f``, a solution of ``g(f, q) = 0`` computed elsewhere, with the derivatives
+    of the implicit function ``f(q, params)`` (``f`` itself carries none)."""
+    return f
+
+
+@_implicit_at.def_jvp
+def _implicit_at_jvp(primals, tangents):
+    closure, q, f = primals
+    t_closure, t_q, _ = tangents
+    return _implicit_tangent(closure, q, _implicit_at(closure, q, f), t_closure, t_q)
+
+
+def _solve_factored(a, inverse, b):
+    """``a⁻¹ b`` using ``inverse = a⁻¹`` computed beforehand (values), differentiable in
+    ``a`` and ``b`` as a linear solve (``jax.lax.custom_linear_solve``)."""
+    inverse = jax.lax.stop_gradient(inverse)
+    return jax.lax.custom_linear_solve(lambda x: a @ x, b, lambda _, rhs: inverse @ rhs,
+                                       lambda _, rhs: inverse.T @ rhs)
+
+
+def _implicit_tangent(closure, q, f, t_closure, t_q):
+    """``df = -(∂g/∂f)⁻¹ (∂g/∂q dq + ∂g/∂p dp)`` at the solution ``f``."""
     params = closure.params
     t_params = None if t_closure is None else t_closure.params
     if t_params is not None:

@@ -40,7 +40,7 @@ from ._kinematics import (
     motion_subspaces,
     tree_levels,
 )
-from ._kinematics import _local_frames, _skew_batch, _stack_rows
+from ._kinematics import _local_frames, _pose_along_path, _skew_batch, _stack_rows
 from ._model import AbstractJointSpaceLoad, AbstractLoad, Model, _PoseLoad
 from ._spatial import skew
 
@@ -350,6 +350,8 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, body_jacobians=Non
     coordinates) of the projected pass, from which ``T' = T [[ω̃, v], [0, 0]]``."""
     total = jnp.zeros_like(q)
     motion = None
+    local = None
+    pose_rates = {}  # body -> (T, T' per unit coordinate rate (nq, 4, 4))
     for load in loads:
         if not isinstance(load, AbstractLoad):
             raise TypeError(f"loads must be jaxmb loads (PointForce, BodyTorque, LinearSpring, ...), "
@@ -357,17 +359,22 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, body_jacobians=Non
         if isinstance(load, AbstractJointSpaceLoad) and f is None:
             f, jac = joint_values(model, q), joint_gradients(model, q)
         if isinstance(load, _PoseLoad):
-            if motion is None:
-                # Body poses and their rates per unit coordinate rate, once for all loads.
-                if body_jacobians is None:
+            b = model.body_index(load.body)
+            if body_jacobians is not None:
+                # Only the loaded bodies: pose along the body's path, T' = T [[ω̃, v], [0, 0]].
+                if b not in pose_rates:
+                    local = joint_transforms(model, f) if local is None else local
+                    pose = _pose_along_path(model, local, b)
+                    pose_rates[b] = (pose, pose[None] @ _twist_matrices(body_jacobians[b:b + 1])[0])
+                pose, dpose = pose_rates[b]
+            else:
+                if motion is None:
+                    # All body poses and their rates per unit coordinate rate, once for all loads.
                     poses = lambda x: body_transforms_from_joints(model, x)  # noqa: E731
                     motion = jax.vmap(lambda col: jax.jvp(poses, (f,), (col,)), in_axes=1)(jac)
                     motion = (motion[0][0], jnp.moveaxis(motion[1], 0, 1))  # (n, 4, 4), (n, nq, 4, 4)
-                else:
-                    poses = body_transforms_from_joints(model, f)
-                    motion = (poses, poses[:, None] @ _twist_matrices(body_jacobians))
-            b = model.body_index(load.body)
-            total = total + jax.vmap(load.pose_power, in_axes=(None, 0))(motion[0][b], motion[1][b])
+                pose, dpose = motion[0][b], motion[1][b]
+            total = total + jax.vmap(load.pose_power, in_axes=(None, 0))(pose, dpose)
         elif isinstance(load, AbstractJointSpaceLoad):
             total = total + load.generalized_force_from_joints(model, f, jac)
         else:
@@ -401,6 +408,10 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
         if model.loads:
             rhs = rhs + generalized_forces(model, q)
         m = mass_matrix(model, q, method=method)
+    if m.shape == (1, 1):
+        # One coordinate (a crank, a driven mechanism): the solve is a division, not
+        # three LAPACK calls per right-hand side.
+        return rhs / m[0, 0]
     operator = lx.MatrixLinearOperator(m, lx.positive_semidefinite_tag)
     # M is symmetric positive definite by construction (validated masses and inertias),
     # so the factorisation cannot fail; throw=False avoids a host check on every call.

@@ -181,3 +181,39 @@ def test_loop_rates_equal_nested_forward_mode(andrews):
         np.testing.assert_allclose(fd, fd2, rtol=1e-11, atol=1e-11 * float(jnp.max(jnp.abs(fd2))))
         np.testing.assert_allclose(fdd, fdd2, rtol=1e-10, atol=1e-10 * float(jnp.max(jnp.abs(fdd2))))
         np.testing.assert_allclose(jac, jac2, rtol=1e-11, atol=1e-13)
+
+
+def test_loop_rates_from_a_poor_guess_and_their_parameter_derivatives(andrews):
+    """rates() runs its own Newton loop (keeping the last inverse of ∂g/∂f for the
+    implicit derivatives): from a guess 1e-2 rad off it iterates to the same
+    solution, and its outputs differentiate in q and in the loop's parameters (forward
+    and reverse mode) as the nested-jvp route through optimistix does."""
+    c = andrews.joints[1].function.closure
+    poor = mb.LoopClosure(c.fn, c.q_ref, c.f_ref, c.params, guess=lambda q, p: C._andrews_guess(q, p) + 1e-2,
+                          name="andrews, poor guess", throw=True, share=False)
+    q, qd = jnp.asarray([0.7]), jnp.asarray([40.0])
+
+    def via_rates(closure, q):
+        f, jac, fd, fdd = closure.rates(q, qd)
+        return jnp.concatenate([f, jac[:, 0], fd, fdd])
+
+    def via_jvp(closure, q):
+        inner = lambda x: jax.jvp(closure, (x,), (qd,))  # noqa: E731
+        (f, fd), (_, fdd) = jax.jvp(inner, (q,), (qd,))
+        return jnp.concatenate([f, jax.jacfwd(closure)(q)[:, 0], fd, fdd])
+
+    np.testing.assert_allclose(via_rates(poor, q), via_jvp(c, q), rtol=1e-11, atol=1e-9)
+
+    def d_params(route, mode):
+        fn = lambda p, x: route(eqx.tree_at(lambda cc: cc.params, c, p), x)  # noqa: E731
+        if mode == "fwd":
+            return jax.jacfwd(fn, argnums=(0, 1))(c.params, q)
+        w = jnp.linspace(0.5, 1.5, 4 * c.m)
+        return jax.grad(lambda p, x: w @ fn(p, x), argnums=(0, 1))(c.params, q)
+
+    for mode in ("fwd", "rev"):
+        got = jax.tree.leaves(eqx.filter_jit(lambda: d_params(via_rates, mode))())
+        want = jax.tree.leaves(eqx.filter_jit(lambda: d_params(via_jvp, "fwd" if mode == "fwd" else "rev"))())
+        for a, b in zip(got, want):
+            scale = max(float(jnp.max(jnp.abs(b))), 1.0)
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10 * scale)
