@@ -390,13 +390,15 @@ class LoopClosure(eqx.Module):
             # for their values and differentiate as solves with ∂g/∂f.
             f = _implicit_at(self, qq, f)
             m = self.m
-            gf, gq = self.jacobians(f, qq)
-            jac = -_solve_factored(gf, inverse, gq)
+            gq = jax.jacfwd(self.residual, argnums=1)(f, qq)
+            jac = -_solve_factored(lambda x: jax.jvp(lambda ff: self.residual(ff, qq), (f,), (x,))[1],
+                                   inverse, gq)
             fd = jac @ vv
             g = lambda z: self.residual(z[:m], z[m:])  # noqa: E731
             z, zd = jnp.concatenate([f, qq]), jnp.concatenate([fd, vv])
             d2g = jax.jvp(lambda x: jax.jvp(g, (x,), (zd,))[1], (z,), (zd,))[1]
-            return f, jac, fd, -_solve_factored(gf, inverse, d2g)
+            return f, jac, fd, -_solve_factored(lambda x: jax.jvp(lambda ff: self.residual(ff, qq), (f,), (x,))[1],
+                                                inverse, d2g)
 
         out = _shared(("rates", id(qd)), self, q, compute, extra=qd)
         # The same q's solution and Jacobian are then free for joint_values/_gradients.
@@ -431,12 +433,15 @@ def _implicit_at_jvp(primals, tangents):
     return _implicit_tangent(closure, q, _implicit_at(closure, q, f), t_closure, t_q)
 
 
-def _solve_factored(a, inverse, b):
-    """``a⁻¹ b`` using ``inverse = a⁻¹`` computed beforehand (values), differentiable in
-    ``a`` and ``b`` as a linear solve (``jax.lax.custom_linear_solve``)."""
+def _solve_factored(matvec, inverse, b):
+    """``A⁻¹ b`` for the linear map ``matvec(x) = A x`` (on vectors), using
+    ``inverse = A⁻¹`` computed beforehand for the value; differentiable in A (through
+    matvec's closure) and in b as a linear solve (``jax.lax.custom_linear_solve``).
+    A matrix b is solved column by column."""
     inverse = jax.lax.stop_gradient(inverse)
-    return jax.lax.custom_linear_solve(lambda x: a @ x, b, lambda _, rhs: inverse @ rhs,
-                                       lambda _, rhs: inverse.T @ rhs)
+    if b.ndim == 2:
+        return jax.vmap(lambda col: _solve_factored(matvec, inverse, col), in_axes=1, out_axes=1)(b)
+    return jax.lax.custom_linear_solve(matvec, b, lambda _, rhs: inverse @ rhs, lambda _, rhs: inverse.T @ rhs)
 
 
 def _implicit_tangent(closure, q, f, t_closure, t_q):
