@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._constraints import ImplicitJointFunction, LoopClosureError, _closures, open_tree
-from ._dynamics import bias_forces, mass_matrix
+from ._dynamics import _mass_matrix_and_forces, bias_forces, mass_matrix
 from ._functions import Coordinate
 from ._model import Model
 
@@ -60,13 +60,17 @@ class DAEVectorField(eqx.Module):
 
     tree: Model
     phi: Callable = eqx.field(static=True)
-    forces: Callable = eqx.field(static=True)
+    forces: Callable | None = eqx.field(static=True)
     alpha: float = eqx.field(static=True)
     beta: float = eqx.field(static=True)
 
     def accelerations(self, z, zd):
-        m = mass_matrix(self.tree, z)
-        rhs = self.forces(self.tree, z) - bias_forces(self.tree, z, zd)
+        if self.forces is None:
+            # The tree's loads, with M and the bias from one recursive pass (the
+            # same machinery as the embedded route's forward dynamics).
+            m, rhs = _mass_matrix_and_forces(self.tree, z, zd)
+        else:
+            m, rhs = mass_matrix(self.tree, z), self.forces(self.tree, z) - bias_forces(self.tree, z, zd)
         g = jax.jacfwd(self.phi)(z)
         # (dG/dt) z' = ∂²Φ[z', z']: second directional derivative, no Jacobian of G formed.
         gdot_zd = jax.jvp(lambda x: jax.jvp(self.phi, (x,), (zd,))[1], (z,), (zd,))[1]
@@ -85,10 +89,7 @@ def dae_vector_field(model: Model, forces: Callable | None = None, alpha: float 
                      beta: float = 0.0) -> DAEVectorField:
     """The DAE of a closed-chain `model` on its open tree. `forces(tree, z)` gives the
     generalized applied forces in z (default: the tree's loads, springs included)."""
-    from .models._closed import closed_chain_forces
-
-    return DAEVectorField(open_tree(model), loop_constraints(model),
-                          closed_chain_forces if forces is None else forces, float(alpha), float(beta))
+    return DAEVectorField(open_tree(model), loop_constraints(model), forces, float(alpha), float(beta))
 
 
 class DAESolution(eqx.Module):
