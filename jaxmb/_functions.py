@@ -337,9 +337,17 @@ class FourierSeries(AbstractJointFunction):
         return (self.index,)
 
     def _terms(self, xq):
+        """``(k ω, cos(k ω x), sin(k ω x))`` for k = 1..K from one cosine and one sine:
+        the harmonics are the powers ``e^{i k ω x} = (e^{i ω x})^k`` (a cumulative
+        product; round-off grows like k ε, 3e-15 at K = 24), instead of 2K
+        transcendental functions per call, which dominated the cost of a pre-modeled
+        model's right-hand side."""
         k = jnp.arange(1, self.a.shape[0] + 1, dtype=self.a.dtype)
         kw = k * self.omega
-        return kw, jnp.cos(kw * xq), jnp.sin(kw * xq)
+        theta = self.omega * xq
+        unit = jax.lax.complex(jnp.cos(theta), jnp.sin(theta))
+        powers = jnp.cumprod(jnp.broadcast_to(unit, k.shape))
+        return kw, jnp.real(powers), jnp.imag(powers)
 
     def __call__(self, q):
         x = q[self.index]
