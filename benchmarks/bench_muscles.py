@@ -2,12 +2,16 @@
 
     python benchmarks/bench_muscles.py [model.osim] [reference.npz] [--batch-sizes 16,256,4096]
                                        [--repeats 20] [--method closed_form|autodiff]
+                                       [--opensim-python /path/to/venv-with-opensim/bin/python]
 
 Prints a table and writes benchmarks/results/muscles.json. Default model:
 MoBL-ARMS with its OpenSim 4.6 reference data (tests/data/opensim/mobl_arms.npz),
-whose stored per-state OpenSim cost (State.setQ, realizePosition, getLength of
-every muscle and computeMomentArm of every muscle x independent coordinate) is
-printed beside jaxmb's. Each state evaluates all muscle lengths and the full
+and OpenSim's per-state cost (State.setQ, realizePosition, getLength of every
+muscle and computeMomentArm of every muscle x independent coordinate, at the
+same random states) beside jaxmb's: measured in the same run when a Python with
+OpenSim is given (``--opensim-python`` or ``$JAXMB_OPENSIM_PYTHON``; OpenSim
+4.6 installs with ``pip install opensim`` into a separate venv), otherwise the
+figure stored in the reference file. Each state evaluates all muscle lengths and the full
 moment-arm matrix R = -dL/dq (nq x n_muscles).
 
 Rows: "jit" is one state per call, timed like OpenSim's stored figure: a loop
@@ -27,7 +31,10 @@ import json
 import os
 import pathlib
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from datetime import datetime, timezone
@@ -53,6 +60,22 @@ def _best(f, x, repeats):
     return best
 
 
+def _time_opensim(python, model, reference, repeats):
+    """OpenSim's per-state cost, measured now by scripts/opensim_reference.py --timing-only
+    (State.setQ, realizePosition, getLength of every muscle, computeMomentArm of every muscle x
+    independent coordinate, at the reference file's random states) on a scratch copy of the
+    reference file. Returns (wall s/state, CPU s/state, method note)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = pathlib.Path(tmp) / "reference.npz"
+        shutil.copyfile(reference, scratch)
+        subprocess.run([python, str(ROOT / "scripts" / "opensim_reference.py"), str(model), str(scratch),
+                        "--timing-only", "--timing-repeats", str(repeats)], check=True)
+        d = np.load(scratch)
+        return (float(d["opensim_seconds_per_state_lengths_and_moment_arms"]),
+                float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"]),
+                str(d["opensim_timing_method"]))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model", nargs="?", default=str(ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim"))
@@ -60,6 +83,11 @@ def main(argv=None):
     ap.add_argument("--batch-sizes", default="16,256,4096", help="comma-separated; empty for jit only")
     ap.add_argument("--repeats", type=int, default=5, help="loops over the random states timed for jit (best of)")
     ap.add_argument("--method", default="closed_form", choices=("closed_form", "autodiff"))
+    ap.add_argument("--opensim-python", default=os.environ.get("JAXMB_OPENSIM_PYTHON", ""),
+                    help="a Python with `opensim` installed (e.g. a separate venv's bin/python): "
+                         "OpenSim's own per-state cost is then measured in this run, at the same "
+                         "random states, instead of read from the reference file "
+                         "(default: $JAXMB_OPENSIM_PYTHON)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "muscles.json"))
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
@@ -89,10 +117,16 @@ def main(argv=None):
             jax.block_until_ready(f(qs))
             rows.append({"mode": mode, "batch": b, "compile_s": c, "s_per_state": _best(f, qs, 3) / b})
             print(f"{mode} {b} compiled in {c:.1f} s", flush=True)
+    osim_source = "stored in the reference file (measured when it was generated)"
     osim = float(d["opensim_seconds_per_state_lengths_and_moment_arms"])
     osim_cpu = float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"])
+    osim_note = str(d["opensim_timing_method"]) if "opensim_timing_method" in d else ""
+    if args.opensim_python:
+        osim, osim_cpu, osim_note = _time_opensim(args.opensim_python, args.model, args.reference,
+                                                  args.repeats)
+        osim_source = f"measured in this run ({args.opensim_python})"
     print(f"\n{'mode':8s} {'batch':>6s} {'compile s':>10s} {'ms/state':>10s} {'vs OpenSim':>11s}"
-          f"   (OpenSim stored: {osim * 1e3:.1f} ms/state wall, {osim_cpu * 1e3:.1f} ms CPU)")
+          f"   (OpenSim {osim * 1e3:.1f} ms/state wall, {osim_cpu * 1e3:.1f} ms CPU; {osim_source})")
     for r in rows:
         print(f"{r['mode']:8s} {r['batch']:6d} {r['compile_s']:10.1f} {r['s_per_state'] * 1e3:10.3f} "
               f"{osim / r['s_per_state']:10.1f}x")
@@ -118,7 +152,8 @@ def main(argv=None):
         "repeats": args.repeats,
         "opensim_seconds_per_state": osim,
         "opensim_cpu_seconds_per_state": osim_cpu,
-        "opensim_timing_note": str(d["opensim_timing_method"]) if "opensim_timing_method" in d else "",
+        "opensim_timing_source": osim_source,
+        "opensim_timing_note": osim_note,
         "rows": rows,
     }
     pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -554,7 +554,10 @@ def _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap):
         go = ~done & (n >= 2.0) & (a1 | a2)
         return jnp.where(go, r1n, r1), jnp.where(go, r2n, r2), ~go
 
-    r1, r2, _ = jax.lax.fori_loop(0, _CYL_MAX_ADJUST, body, (r1, r2, jnp.zeros((), bool)))
+    # Usually a few restarts suffice: once done, the remaining ones are skipped (a real
+    # branch for a single state; a fixed trip count keeps the loop reverse-differentiable).
+    skip = lambda i, c: jax.lax.cond(c[2], lambda c: c, lambda c: body(i, c), c)  # noqa: E731
+    r1, r2, _ = jax.lax.fori_loop(0, _CYL_MAX_ADJUST, skip, (r1, r2, jnp.zeros((), bool)))
     return r1, r2
 
 
@@ -862,12 +865,10 @@ def _ell_polyline(r1, r2, a, vs, vs4, n, far):
     return length, pts[1], pts[jnp.clip(n - 1, 0, _ELL_MAX_SEG)]
 
 
-def _ellipsoid_wrap(p1, p2, dims, axis, sign):
-    """OpenSim's WrapEllipsoid. `dims` is (3,) or (4,) = semi-axes and the PathWrap method
-    (0 hybrid, 1 midpoint, 2 axial; hybrid when absent)."""
-    method = dims[3] if dims.shape[0] > 3 else jnp.asarray(0.0, p1.dtype)
-    dims = dims[:3]
-    hybrid, axial = method == 0, method == 2
+def _ellipsoid_scaled(p1, p2, dims):
+    """OpenSim's WrapEllipsoid::wrapLine up to its early returns: the segment and the
+    semi-axes scaled by 3 / (sum of the semi-axes), the ends' surface functions, and
+    whether an end is inside (`inside`) or the segment crosses the ellipsoid (`hit`)."""
     factor = 3.0 / (dims[0] + dims[1] + dims[2])
     P1, P2, a = p1 * factor, p2 * factor, dims * factor
     p1e = jnp.sum((P1 / a) ** 2) - 1.0
@@ -884,6 +885,23 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     l1 = _safe_div(-bb + sq, 2.0 * aa)
     l2 = _safe_div(-bb - sq, 2.0 * aa)
     hit = (jnp.abs(ppm) >= 0.0001) & (disc >= 0.0) & (l1 > 0.0) & (l1 < 1.0) & (l2 > 0.0) & (l2 < 1.0)
+    return factor, P1, P2, a, p1e, p2e, inside, hit
+
+
+def _ellipsoid_code(p1, p2, dims):
+    """The WrapAction of :func:`_ellipsoid_wrap` alone (cheap): an ellipsoid never returns
+    WRAPPED, so GeometryPath's choice of segment needs only this (see :func:`_one_wrap`)."""
+    *_, inside, hit = _ellipsoid_scaled(p1, p2, dims[:3])
+    return jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))
+
+
+def _ellipsoid_wrap(p1, p2, dims, axis, sign):
+    """OpenSim's WrapEllipsoid. `dims` is (3,) or (4,) = semi-axes and the PathWrap method
+    (0 hybrid, 1 midpoint, 2 axial; hybrid when absent)."""
+    method = dims[3] if dims.shape[0] > 3 else jnp.asarray(0.0, p1.dtype)
+    dims = dims[:3]
+    hybrid, axial = method == 0, method == 2
+    factor, P1, P2, a, p1e, p2e, inside, hit = _ellipsoid_scaled(p1, p2, dims)
     # Where the segment does not wrap, go on with a stand-in segment that crosses the
     # ellipsoid, so that every quantity below (and its derivative) stays finite.
     ok = hit & ~inside
@@ -1078,10 +1096,13 @@ class Muscle(eqx.Module):
 
 _WRAP_FN = {
     "WrapSphere": lambda p1, p2, prm, ax, sg: _sphere_wrap(p1, p2, prm[0], ax, sg),
-    "WrapCylinder": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg,
-                                                               True if prm.shape[0] < 3 else prm[2] > 0.5),
+    "WrapCylinder": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg),
     "WrapEllipsoid": lambda p1, p2, prm, ax, sg: _ellipsoid_wrap(p1, p2, prm, ax, sg),
     "WrapTorus": lambda p1, p2, prm, ax, sg: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg),
+    # A cylinder on a muscle with several PathWraps (OpenSim's singleWrap false): its own
+    # group, so that single-wrap cylinders are compiled (and differentiated) without the
+    # tangent-point sliding loop.
+    "WrapCylinderMulti": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False),
 }
 
 
@@ -1107,6 +1128,12 @@ def _wrap_kind(w):
         if isinstance(w, cls):
             return k
     raise ModelError(f"Wrap object {getattr(w, 'name', '?')!r}: unsupported type {type(w).__name__}.")
+
+
+def _group_kind(w, n_wraps):
+    """The key of `w`'s wrap function in _WRAP_FN on a muscle with `n_wraps` PathWraps."""
+    kind = _wrap_kind(w)
+    return "WrapCylinderMulti" if kind == "WrapCylinder" and n_wraps > 1 else kind
 
 
 class _Layout:
@@ -1144,7 +1171,6 @@ class _Layout:
         self.wpresent = np.zeros((K, W), bool)
         self.wstart = np.zeros((K, W), int)
         self.wend = np.zeros((K, W), int)
-        kinds = {}  # wrap kind -> {muscle: [slots]}
         for k, m in enumerate(muscles):
             n = len(m.points)
             for s, w in enumerate(m.wraps):
@@ -1154,16 +1180,15 @@ class _Layout:
                 end = n - 1 if w.range[1] < 1 else w.range[1] - 1
                 self.wstart[k, s] = min(max(start, 0), n - 1)
                 self.wend[k, s] = min(max(end, 0), n - 1)
-                kinds.setdefault(_wrap_kind(w), set()).add(k)
-        # Per wrap kind: the muscles that use it in any slot, and a (muscles, W) mask.
+        # Per wrap slot s, per wrap kind: the muscles whose s-th PathWrap is of that kind
+        # (so that each slot computes exactly the wraps it has, no masked work).
         self.groups = []
-        for kind in _WRAP_FN:
-            if kind not in kinds:
-                continue
-            ks = np.array(sorted(kinds[kind]), int)
-            mask = np.array([[s < len(muscles[k].wraps) and _wrap_kind(muscles[k].wraps[s]) == kind
-                              for s in range(W)] for k in ks], bool)
-            self.groups.append((kind, ks, mask))
+        for s in range(W):
+            at_s = {}
+            for k, m in enumerate(muscles):
+                if s < len(m.wraps):
+                    at_s.setdefault(_group_kind(m.wraps[s], len(m.wraps)), []).append(k)
+            self.groups.append([(kind, np.array(at_s[kind], int)) for kind in _WRAP_FN if kind in at_s])
         self.owner = np.concatenate([np.full(P, -1), np.repeat(np.arange(W), 2)]).astype(int)
         self.node_body = np.concatenate([self.pbody, np.repeat(self.wbody, 2, axis=1)], axis=1)
         self.multi = bool(np.any(self.nw > 1))
@@ -1201,42 +1226,23 @@ def _moving_locals(lay: _Layout, q):
     return jnp.stack([lay.muscles[a].points[b].location(q) for a, b in lay.moving]).astype(q.dtype)
 
 
-_DUMMY_PARAMS = {"WrapSphere": (1.0,), "WrapCylinder": (1.0, 1.0, 1.0), "WrapEllipsoid": (1.0, 1.0, 1.0, 0.0),
-                 "WrapTorus": (0.1, 1.0)}
-
-
 def _wrap_groups(lay: _Layout, rot_e, org_e, dt):
-    """Per wrap kind: (kind, muscles ks, mask (G, W), frame rotations (G, W, 3, 3), origins
-    (G, W, 3), params (G, W, n), axis (G, W), sign (G, W)); unused slots hold harmless dummies."""
+    """Per wrap slot, per wrap kind: (kind, muscles ks (G,), frame rotations (G, 3, 3),
+    origins (G, 3), params (G, n), axis (G,), sign (G,)), frames in ground."""
     out = []
-    for kind, ks, mask in lay.groups:
-        xyz, trn, prm, axis, sign = [], [], [], [], []
-        for k in ks:
-            for s in range(lay.W):
-                if mask[list(ks).index(k), s]:
-                    w = lay.muscles[k].wraps[s]
-                    xyz.append(w.xyz_body_rotation.astype(dt))
-                    trn.append(w.translation.astype(dt))
-                    pw = _wrap_params(w, dt)
-                    if kind == "WrapCylinder":  # OpenSim's singleWrap: the muscle has one PathWrap
-                        pw = jnp.concatenate([pw, jnp.asarray([float(lay.nw[k] == 1)], dt)])
-                    prm.append(pw)
-                    axis.append(w.wrap_axis)
-                    sign.append(w.wrap_sign)
-                else:
-                    xyz.append(jnp.zeros(3, dt))
-                    trn.append(jnp.zeros(3, dt))
-                    prm.append(jnp.asarray(_DUMMY_PARAMS[kind], dt))
-                    axis.append(0)
-                    sign.append(0)
-        G, W = len(ks), lay.W
-        rw = jax.vmap(body_fixed_xyz)(jnp.stack(xyz)).reshape(G, W, 3, 3)
-        tw = jnp.stack(trn).reshape(G, W, 3)
-        b = lay.wbody[ks]
-        rot = jnp.einsum("gsij,gsjk->gsik", rot_e[b], rw)
-        org = jnp.einsum("gsij,gsj->gsi", rot_e[b], tw) + org_e[b]
-        out.append((kind, ks, mask, rot, org, jnp.stack(prm).reshape(G, W, -1),
-                    np.array(axis, int).reshape(G, W), np.array(sign, int).reshape(G, W)))
+    for s, slot in enumerate(lay.groups):
+        per_kind = []
+        for kind, ks in slot:
+            ws = [lay.muscles[k].wraps[s] for k in ks]
+            rw = jax.vmap(body_fixed_xyz)(jnp.stack([w.xyz_body_rotation.astype(dt) for w in ws]))
+            tw = jnp.stack([w.translation.astype(dt) for w in ws])
+            b = lay.wbody[ks, s]
+            rot = jnp.einsum("gij,gjk->gik", rot_e[b], rw)
+            org = jnp.einsum("gij,gj->gi", rot_e[b], tw) + org_e[b]
+            prm = jnp.stack([_wrap_params(w, dt) for w in ws])
+            per_kind.append((kind, ks, rot, org, prm, np.array([w.wrap_axis for w in ws], int),
+                             np.array([w.wrap_sign for w in ws], int)))
+        out.append(per_kind)
     return out
 
 
@@ -1281,24 +1287,36 @@ def _one_wrap(kind, s, P, owner, pos, active, key, wrap_len, rot, org, prm, axis
     cand = cand & ~((own[:-1] == own[1:]) & (own[:-1] >= 0))
     to_w = lambda x: (x - org) @ rot  # noqa: E731
     fn = _WRAP_FN[kind]
-    code, r1, r2, wl = jax.vmap(lambda x, y: fn(to_w(x), to_w(y), prm, axis, sign))(a_, b_)
-    r1g = r1 @ rot.T + org
-    r2g = r2 @ rot.T + org
-    change = _norm(a_ - r1g) + wl + _norm(b_ - r2g) - _norm(b_ - a_)
-    mand = cand & (code == MANDATORY_WRAP)
-    wrapped = cand & (code == WRAPPED)
-    first_m = jnp.argmax(mand)
-    masked = jnp.where(wrapped, change, jnp.inf)
-    best_w = jnp.argmin(masked)
-    has_m = jnp.any(mand)
-    has_w = jnp.any(wrapped) & jnp.isfinite(jnp.min(masked))
-    j = jnp.where(has_m, first_m, best_w)
-    engaged = (has_m | has_w) & any_active
+    if kind == "WrapEllipsoid":
+        # An ellipsoid is either a mandatory wrap or none, so the segment GeometryPath
+        # picks (the first mandatory one) follows from the cheap crossing test alone; the
+        # costly wrap (fan of closest points, tangent iterations, polyline) runs once.
+        code = jax.vmap(lambda x, y: _ellipsoid_code(to_w(x), to_w(y), prm))(a_, b_)
+        mand = cand & (code == MANDATORY_WRAP)
+        j = jnp.argmax(mand)
+        engaged = jnp.any(mand) & any_active
+        _, r1, r2, wl_j = fn(to_w(a_[j]), to_w(b_[j]), prm, axis, sign)
+        r1g_j, r2g_j = r1 @ rot.T + org, r2 @ rot.T + org
+    else:
+        code, r1, r2, wl = jax.vmap(lambda x, y: fn(to_w(x), to_w(y), prm, axis, sign))(a_, b_)
+        r1g = r1 @ rot.T + org
+        r2g = r2 @ rot.T + org
+        change = _norm(a_ - r1g) + wl + _norm(b_ - r2g) - _norm(b_ - a_)
+        mand = cand & (code == MANDATORY_WRAP)
+        wrapped = cand & (code == WRAPPED)
+        first_m = jnp.argmax(mand)
+        masked = jnp.where(wrapped, change, jnp.inf)
+        best_w = jnp.argmin(masked)
+        has_m = jnp.any(mand)
+        has_w = jnp.any(wrapped) & jnp.isfinite(jnp.min(masked))
+        j = jnp.where(has_m, first_m, best_w)
+        engaged = (has_m | has_w) & any_active
+        r1g_j, r2g_j, wl_j = r1g[j], r2g[j], wl[j]
     ka, kb = k[j], k[j + 1]
-    pos = pos.at[n1].set(jnp.where(engaged, r1g[j], pos[n1])).at[n2].set(jnp.where(engaged, r2g[j], pos[n2]))
+    pos = pos.at[n1].set(jnp.where(engaged, r1g_j, pos[n1])).at[n2].set(jnp.where(engaged, r2g_j, pos[n2]))
     key = key.at[n1].set(ka + (kb - ka) / 3.0).at[n2].set(ka + 2.0 * (kb - ka) / 3.0)
     active = active.at[n1].set(engaged).at[n2].set(engaged)
-    wrap_len = wrap_len.at[s].set(jnp.where(engaged, wl[j], 0.0))
+    wrap_len = wrap_len.at[s].set(jnp.where(engaged, wl_j, 0.0))
     record = (engaged, order[j].astype(jnp.int32), order[j + 1].astype(jnp.int32), a_[j], b_[j])
     return (pos, active, key, wrap_len), record
 
@@ -1312,27 +1330,20 @@ def _empty_records(K, W, dt):
 def _wrap_pass(lay, groups, state):
     """One pass of every wrap slot in order (OpenSim's inner loop over the PathWrapSet).
 
-    The slots run in a ``fori_loop``; in each, every wrap kind is applied (vmapped)
-    to the muscles that use it somewhere, and kept where the slot is of that kind.
-    Returns the new state and the pass's records (K, W) of :func:`_one_wrap`.
+    Slot by slot (unrolled: the slots are few), each wrap kind present at the slot is
+    applied (vmapped) to the muscles whose wrap it is there. Returns the new state and
+    the pass's records (K, W) of :func:`_one_wrap`.
     """
-    def slot(s, carry):
-        state, rec = carry
-        for kind, ks, mask, rot, org, prm, axis, sign in groups:
+    rec = _empty_records(lay.K, lay.W, state[0].dtype)
+    for s, slot in enumerate(groups):
+        for kind, ks, rot, org, prm, axis, sign in slot:
             sub = tuple(x[ks] for x in state)
-            fn = lambda *a, kind=kind: _one_wrap(kind, s, lay.P, lay.owner, *a)  # noqa: E731
-            new, made = jax.vmap(fn)(*sub, rot[:, s], org[:, s], prm[:, s], jnp.asarray(axis)[:, s],
-                                     jnp.asarray(sign)[:, s], jnp.asarray(lay.wstart[ks])[:, s],
-                                     jnp.asarray(lay.wend[ks])[:, s])
-            m = jnp.asarray(mask)[:, s]
-            new = tuple(jnp.where(m.reshape((-1,) + (1,) * (a.ndim - 1)), b, a) for a, b in zip(sub, new))
+            fn = lambda *a, kind=kind, s=s: _one_wrap(kind, s, lay.P, lay.owner, *a)  # noqa: E731
+            new, made = jax.vmap(fn)(*sub, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
+                                     jnp.asarray(lay.wstart[ks, s]), jnp.asarray(lay.wend[ks, s]))
             state = tuple(x.at[ks].set(y) for x, y in zip(state, new))
-            rec = tuple(x.at[ks, s].set(jnp.where(m.reshape((-1,) + (1,) * (y.ndim - 1)), y, x[ks, s]))
-                        for x, y in zip(rec, made))
-        return state, rec
-
-    rec0 = _empty_records(lay.K, lay.W, state[0].dtype)
-    return jax.lax.fori_loop(0, lay.W, slot, (state, rec0))
+            rec = tuple(x.at[ks, s].set(y) for x, y in zip(rec, made))
+    return state, rec
 
 
 class _Resolved:
@@ -1570,7 +1581,6 @@ def _wrap_reverse_sweep(lay, r, grad, dt):
     """
     applied, eng, node_a, node_b, p_a, p_b = r.history
     T, K, W, P = applied.shape[0], lay.K, lay.W, lay.P
-    steps = np.array([(t, s) for t in reversed(range(T)) for s in reversed(range(W))], int)
     zero3 = jnp.zeros((K, W, 3), dt)
     # The first pass that engaged each slot (-1: none) and the gradient on its cached tangent points.
     hit = applied[:, :, None] & eng
@@ -1578,47 +1588,55 @@ def _wrap_reverse_sweep(lay, r, grad, dt):
     gcache = grad[:, P:].reshape(K, W, 2, 3)
     grad = grad.at[:, P:].set(0.0)
 
-    def step(carry, ts):
+    def slot_back(carry, t, s, kind, ks, rot, org, prm, axis, sign):
         grad, live, force, moment = carry
-        t, s = ts[0], ts[1]
         n1 = P + 2 * s
-        for kind, ks, mask, rot, org, prm, axis, sign in r.groups:
-            made = jnp.asarray(mask)[:, s] & applied[t, ks]  # this slot was (re)computed
-            on = made & eng[t, ks, s]
-            cache = jnp.where((first[ks, s] == t)[:, None, None], gcache[ks, s], 0.0)
-            g1 = grad[ks, n1] + cache[:, 0]
-            g2 = grad[ks, n1 + 1] + cache[:, 1]
-            wbar = jnp.where(live[ks, s], 1.0, 0.0).astype(dt)
+        made = applied[t, ks]  # this slot was (re)computed in pass t
+        on = made & eng[t, ks, s]
+        cache = jnp.where((first[ks, s] == t)[:, None, None], gcache[ks, s], 0.0)
+        g1 = grad[ks, n1] + cache[:, 0]
+        g2 = grad[ks, n1 + 1] + cache[:, 1]
+        wbar = jnp.where(live[ks, s], 1.0, 0.0).astype(dt)
 
-            def back(pa, pb, rot_, org_, prm_, ax_, sg_, g1_, g2_, wb_, kind=kind):
-                def world(a, b):
-                    _, r1, r2, wl = _WRAP_FN[kind]((a - org_) @ rot_, (b - org_) @ rot_, prm_, ax_, sg_)
-                    return r1 @ rot_.T + org_, r2 @ rot_.T + org_, wl
-                (r1g, r2g, _), vjp = jax.vjp(world, pa, pb)
-                ga, gb = vjp((g1_, g2_, wb_))
-                return r1g, r2g, ga, gb
+        def back(pa, pb, rot_, org_, prm_, ax_, sg_, g1_, g2_, wb_):
+            def world(a, b):
+                _, r1, r2, wl = _WRAP_FN[kind]((a - org_) @ rot_, (b - org_) @ rot_, prm_, ax_, sg_)
+                return r1 @ rot_.T + org_, r2 @ rot_.T + org_, wl
+            (r1g, r2g, _), vjp = jax.vjp(world, pa, pb)
+            ga, gb = vjp((g1_, g2_, wb_))
+            return r1g, r2g, ga, gb
 
-            pa, pb = p_a[t, ks, s], p_b[t, ks, s]
-            r1g, r2g, ga, gb = jax.vmap(back)(pa, pb, rot[:, s], org[:, s], prm[:, s],
-                                              jnp.asarray(axis)[:, s], jnp.asarray(sign)[:, s],
-                                              g1, g2, wbar)
-            o3 = on[:, None]
-            ga = jnp.where(o3, ga, 0.0)
-            gb = jnp.where(o3, gb, 0.0)
-            g1 = jnp.where(o3, g1, 0.0)
-            g2 = jnp.where(o3, g2, 0.0)
-            force = force.at[ks, s].add(ga + gb - g1 - g2)
-            moment = moment.at[ks, s].add(jnp.cross(pa, ga) + jnp.cross(pb, gb)
-                                          - jnp.cross(r1g, g1) - jnp.cross(r2g, g2))
-            # The tangent points' gradient is used up; it goes on to the segment's nodes.
-            clear = jnp.where(made[:, None], 0.0, 1.0).astype(dt)
-            grad = grad.at[ks, n1].multiply(clear).at[ks, n1 + 1].multiply(clear)
-            grad = grad.at[ks, node_a[t, ks, s]].add(ga).at[ks, node_b[t, ks, s]].add(gb)
-            live = live.at[ks, s].set(live[ks, s] & ~made)
-        return (grad, live, force, moment), None
+        pa, pb = p_a[t, ks, s], p_b[t, ks, s]
+        r1g, r2g, ga, gb = jax.vmap(back)(pa, pb, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
+                                          g1, g2, wbar)
+        o3 = on[:, None]
+        ga = jnp.where(o3, ga, 0.0)
+        gb = jnp.where(o3, gb, 0.0)
+        g1 = jnp.where(o3, g1, 0.0)
+        g2 = jnp.where(o3, g2, 0.0)
+        force = force.at[ks, s].add(ga + gb - g1 - g2)
+        moment = moment.at[ks, s].add(jnp.cross(pa, ga) + jnp.cross(pb, gb)
+                                      - jnp.cross(r1g, g1) - jnp.cross(r2g, g2))
+        # The tangent points' gradient is used up; it goes on to the segment's nodes.
+        clear = jnp.where(made[:, None], 0.0, 1.0).astype(dt)
+        grad = grad.at[ks, n1].multiply(clear).at[ks, n1 + 1].multiply(clear)
+        grad = grad.at[ks, node_a[t, ks, s]].add(ga).at[ks, node_b[t, ks, s]].add(gb)
+        live = live.at[ks, s].set(live[ks, s] & ~made)
+        return grad, live, force, moment
+
+    def step(carry, t):
+        for s in reversed(range(W)):
+            for group in r.groups[s]:
+                carry = slot_back(carry, t, s, *group)
+        return carry, None
+
+    def maybe(carry, t):
+        # Most muscles converge in two or three of the eight passes: skip the passes no
+        # muscle ran (a select under vmap, a real branch otherwise).
+        return jax.lax.cond(jnp.any(applied[t]), step, lambda c, _: (c, None), carry, t)
 
     init = (grad, jnp.ones((K, W), bool), zero3, zero3)
-    (grad, _, force, moment), _ = jax.lax.scan(step, init, jnp.asarray(steps))
+    (grad, _, force, moment), _ = jax.lax.scan(maybe if T > 1 else step, init, jnp.arange(T)[::-1])
     return grad, force, moment
 
 
