@@ -29,8 +29,10 @@ BROKEN = HERE / "data" / "broken_osim"
 # With the default error_variance 0 the spline interpolates: agreement is round-off
 # (<= 1e-12). With smoothing (variance > 0, or < 0 for GCV) GCVSPL's golden-section
 # search for the smoothing parameter ends on comparisons of criterion values that
-# differ only in the last bits, so a fit can end one step away from OpenSim's; of
-# the four smoothing cases one does ("smooth_variance", m = 3: 8e-8 relative).
+# differ only in the last bits, so a fit can end one step away from OpenSim's. Which
+# cases do depends on the CPU's rounding (the same numpy on two x86-64 VMs): seen
+# "smooth_variance" m = 3 (8e-8 relative) on one, "smooth_gcv" m = 3 (1.2e-7) on
+# another. Smoothing cases are held to the search's tolerance; interpolation to 1e-10.
 TOL = 1e-10
 TOL_SMOOTHING_SEARCH = 1e-6
 
@@ -53,7 +55,7 @@ def _close(got, want, tol):
 @pytest.mark.parametrize("case", _cases(), ids=_case_id)
 def test_gcvspline_matches_opensim(case):
     f = GCVSpline.fit(0, case["x"], case["y"], case["half_order"], case["error_variance"])
-    exact = case["name"] != "smooth_variance" or case["half_order"] != 3
+    exact = case["error_variance"] == 0.0
     tol = TOL if exact else TOL_SMOOTHING_SEARCH
     coefficients, _ = gcvspline_fit(case["x"], case["y"], case["half_order"], case["error_variance"])
     _close(coefficients, case["coefficients"], tol)
