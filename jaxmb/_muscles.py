@@ -357,11 +357,13 @@ class WrapEllipsoid(AbstractWrapObject):
 class WrapTorus(AbstractWrapObject):
     """A torus in the wrap frame's xy plane; the path threads its hole.
 
-    As in OpenSim, the point of the circle of radius `outer_radius` closest to
-    the segment is found, and a cylinder of radius `inner_radius` tangent to
-    that circle (quadrant +x, pointing to the torus centre) wraps the path.
-    jaxmb finds the closest point by Newton iterations to round-off where
-    OpenSim stops its Levenberg-Marquardt search at a tolerance of 1e-4.
+    OpenSim 4.6's WrapTorus, reproduced: a point of the centre circle (radius
+    `outer_radius`) near the segment is found by OpenSim's Levenberg-Marquardt
+    search on OpenSim's residual (whose root is the point nearest the circle of
+    radius 2 * outer_radius; docs/errata.md), and a 10 km cylinder of radius
+    `inner_radius` tangent to the circle there (quadrant +x, towards the torus
+    centre) wraps the segment. Like OpenSim's, it can wrap segments that pass
+    beside the torus. Units: m.
     """
 
     name: str = eqx.field(static=True)
@@ -974,38 +976,187 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
 
 
 # -- torus -------------------------------------------------------------------
+#
+# OpenSim's WrapTorus: the point of the torus's centre circle (radius `outer`,
+# xy plane) nearest the segment is found by MINPACK's Levenberg-Marquardt
+# (lmdif as modified in OpenSim's Lmdif.cpp: forward-difference Jacobian with
+# a fixed step of 1e-5, initial step bound 0.2 when the start point is 0,
+# ftol = xtol = 1e-4, at most 500 evaluations) on the residual of
+# WrapTorus::calcCircleResids, started at each end of the segment; a cylinder of
+# radius `inner`, 10 km long, quadrant "+x", tangent to the circle there, then
+# wraps the segment. The residual is not d|x - circle|^2/du: its last term
+# carries a factor 2, so that its root is the point nearest the circle of
+# radius 2 * outer (docs/errata.md). jaxmb solves OpenSim's residual, so that
+# its lengths are OpenSim's.
 
-def _torus_wrap(p1, p2, inner, outer, axis, sign):
-    d = _unit(p2 - p1)
+_TORUS_CYL_LENGTH = 10000.0
+_LM_STEP = 1e-5  # OpenSim's fdjac2: a fixed forward-difference step
+_LM_DWARF = 1.0e-38
+_LM_MACHEP = 1.2e-16
 
-    def dist2(u):
-        x = p1 + u * d
-        rho = _sqrt0(x[0] ** 2 + x[1] ** 2)
-        return x @ x + outer * outer - 2.0 * outer * rho
 
-    def newton(u):
-        x = p1 + u * d
-        rho2 = x[0] ** 2 + x[1] ** 2
-        rho = _sqrt0(rho2)
-        rr = jnp.where(rho > 0.0, rho, 1.0)
-        xd = x[0] * d[0] + x[1] * d[1]
-        g = 2.0 * (x @ d) - 2.0 * outer * xd / rr
-        h = 2.0 * (d @ d) - 2.0 * outer * ((d[0] ** 2 + d[1] ** 2) / rr - xd * xd / (rr * rr * rr))
-        ok = (h > 1e-12) & (rho > 0.0)
-        return u - jnp.where(ok, g / jnp.where(ok, h, 1.0), 0.0)
+def _torus_resid(u, p1, p2, outer):
+    """WrapTorus::calcCircleResids at distance u from p1 along p1 -> p2 (as OpenSim writes it)."""
+    n = _unit(p2 - p1)
+    c2 = 2.0 * (p1 @ n)
+    c3 = p1[0] * n[0] + p1[1] * n[1]
+    c4 = n[0] * n[0] + n[1] * n[1]
+    c5 = p1[0] * p1[0] + p1[1] * p1[1]
+    rho = _sqrt0(u * u * c4 + 2.0 * c3 * u + c5)
+    # rho = 0 (the line through the torus axis) divides by zero in OpenSim; 0 here.
+    return c2 + 2.0 * u - 2.0 * outer * _safe_div(2.0 * c4 * u + 2.0 * c3, rho)
 
-    # Newton from both ends (OpenSim starts its search at each end point), 30
-    # iterations without derivatives, then one differentiable step: its
-    # derivative is the implicit-function derivative of the converged point.
-    seg = _norm(p2 - p1)
-    it = lambda u0: jax.lax.fori_loop(0, 30, lambda _, u: newton(u), u0)  # noqa: E731
-    u1 = newton(jax.lax.stop_gradient(it(jnp.zeros_like(seg))))
-    u2 = newton(jax.lax.stop_gradient(it(seg)))
-    a1, a2 = p1 + u1 * d, p1 + u2 * d
-    dd1, dd2 = dist2(u1), dist2(u2)
+
+def _lmpar_1d(r, d, qtb, delta, par):
+    """MINPACK's lmpar for one unknown: the Levenberg-Marquardt parameter and step x
+    with |d x| close to delta (r: the 1x1 R factor, d: the scaling, qtb: Q^T f)."""
+    x_gn = _safe_div(qtb, r)
+    dxnorm = jnp.abs(d * x_gn)
+    fp0 = dxnorm - delta
+    gauss_newton = fp0 <= 0.1 * delta
+    ok_r = r != 0.0
+    w = _safe_div(d * _safe_div(d * x_gn, dxnorm), r)
+    parl = jnp.where(ok_r, _safe_div(_safe_div(fp0, delta), w * w), 0.0)
+    gnorm = jnp.abs(_safe_div(r * qtb, d))
+    paru = gnorm / delta
+    paru = jnp.where(paru == 0.0, _LM_DWARF / jnp.minimum(delta, 0.1), paru)
+    par = jnp.minimum(jnp.maximum(par, parl), paru)
+    par = jnp.where(par == 0.0, _safe_div(gnorm, dxnorm), par)
+
+    def solve(par):
+        # qrsolv: one Givens rotation eliminates sqrt(par) * d below r.
+        sd = jnp.sqrt(par) * d
+        small_r = jnp.abs(r) < jnp.abs(sd)
+        cot = _safe_div(r, sd)
+        tan = _safe_div(sd, r)
+        sin_a = 0.5 / jnp.sqrt(0.25 + 0.25 * cot * cot)
+        cos_b = 0.5 / jnp.sqrt(0.25 + 0.25 * tan * tan)
+        c, s = jnp.where(small_r, sin_a * cot, cos_b), jnp.where(small_r, sin_a, cos_b * tan)
+        sdiag = jnp.where(sd == 0.0, r, c * r + s * sd)
+        x = _safe_div(jnp.where(sd == 0.0, qtb, c * qtb), sdiag)
+        return x, sdiag
+
+    def body(carry):
+        it, par, parl, paru, fp, _, _ = carry
+        it = it + 1
+        par = jnp.where(par == 0.0, jnp.maximum(_LM_DWARF, 0.001 * paru), par)
+        x, sdiag = solve(par)
+        dxn = jnp.abs(d * x)
+        fp_old, fp = fp, dxn - delta
+        done = (jnp.abs(fp) <= 0.1 * delta) | ((parl == 0.0) & (fp <= fp_old) & (fp_old < 0.0)) | (it == 10)
+        w = _safe_div(d * _safe_div(d * x, dxn), sdiag)
+        parc = _safe_div(_safe_div(fp, delta), w * w)
+        parl2 = jnp.where(fp > 0.0, jnp.maximum(parl, par), parl)
+        paru2 = jnp.where(fp < 0.0, jnp.minimum(paru, par), paru)
+        par2 = jnp.maximum(parl2, par + parc)
+        return (it, jnp.where(done, par, par2), parl2, paru2, fp, x, done)
+
+    init = (jnp.int32(0), par, parl, paru, fp0, x_gn, gauss_newton)
+    _, par, _, _, _, x, _ = jax.lax.while_loop(lambda c: ~c[-1], body, init)
+    return jnp.where(gauss_newton, x_gn, x), jnp.where(gauss_newton, 0.0, par)
+
+
+def _lmdif_1d(fun, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
+    """The root (or least-squares point) of the scalar `fun` from x = 0 by OpenSim's lmdif_C
+    for one residual and one unknown (MINPACK's decisions, OpenSim's modifications);
+    `fun` must not need gradients (call on stop-gradient inputs)."""
+    zero = jnp.zeros(())
+    f0 = fun(zero)
+
+    def outer(c):
+        # New Jacobian at x: MINPACK's qrfac of a 1x1 matrix gives R = -J, Q^T f = -f.
+        x, fvec, fnorm, par, delta, diag, xnorm, it, nfev, _, _, _ = c
+        jac = (fun(x + _LM_STEP) - fvec) / _LM_STEP
+        acn = jnp.abs(jac)
+        first = it == 1
+        diag = jnp.where(first, jnp.where(acn == 0.0, 1.0, acn), diag)
+        xnorm = jnp.where(first, jnp.abs(diag * x), xnorm)
+        delta0 = factor * xnorm
+        delta = jnp.where(first, jnp.where(jnp.abs(delta0) <= 1e-4, factor, delta0), delta)
+        r = -jac
+        qtf = jnp.where(jac != 0.0, -fvec, fvec)
+        gnorm = jnp.where((fnorm != 0.0) & (acn != 0.0), jnp.abs(r * _safe_div(qtf, fnorm)) / jnp.where(acn != 0.0, acn, 1.0), 0.0)
+        info = jnp.where(gnorm <= 0.0, 4, 0).astype(jnp.int32)
+        diag = jnp.maximum(diag, acn)
+        return (x, fvec, fnorm, par, delta, diag, xnorm, it, nfev, info, r, qtf)
+
+    def inner(c):
+        x, fvec, fnorm, par, delta, diag, xnorm, it, nfev, info, r, qtf = c
+        xs, par = _lmpar_1d(r, diag, qtf, delta, par)
+        p = -xs
+        pnorm = jnp.abs(diag * p)
+        delta = jnp.where(it == 1, jnp.minimum(delta, pnorm), delta)
+        f1 = fun(x + p)
+        nfev = nfev + 1
+        fnorm1 = jnp.abs(f1)
+        actred = jnp.where(0.1 * fnorm1 < fnorm, 1.0 - (fnorm1 / fnorm) ** 2, -1.0)
+        t1 = jnp.abs(r * p) / fnorm
+        t2 = jnp.sqrt(par) * pnorm / fnorm
+        prered = t1 * t1 + t2 * t2 / 0.5
+        dirder = -(t1 * t1 + t2 * t2)
+        ratio = jnp.where(prered != 0.0, actred / jnp.where(prered != 0.0, prered, 1.0), 0.0)
+        shrink = ratio <= 0.25
+        tmp = jnp.where(actred >= 0.0, 0.5, 0.5 * dirder / (dirder + 0.5 * actred))
+        tmp = jnp.where((0.1 * fnorm1 >= fnorm) | (tmp < 0.1), 0.1, tmp)
+        grow = (par == 0.0) | (ratio >= 0.75)
+        delta = jnp.where(shrink, tmp * jnp.minimum(delta, pnorm / 0.1), jnp.where(grow, pnorm / 0.5, delta))
+        par = jnp.where(shrink, par / tmp, jnp.where(grow, 0.5 * par, par))
+        success = ratio >= 1e-4
+        x = jnp.where(success, x + p, x)
+        fvec = jnp.where(success, f1, fvec)
+        xnorm = jnp.where(success, jnp.abs(diag * x), xnorm)
+        fnorm = jnp.where(success, fnorm1, fnorm)
+        it = jnp.where(success, it + 1, it)
+        small = (jnp.abs(actred) <= ftol) & (prered <= ftol) & (0.5 * ratio <= 1.0)
+        info = jnp.where(small, 1, 0)
+        info = jnp.where(delta <= xtol * xnorm, 2, info)
+        info = jnp.where(small & (info == 2), 3, info)
+        tiny = (jnp.abs(actred) <= _LM_MACHEP) & (prered <= _LM_MACHEP) & (0.5 * ratio <= 1.0)
+        info = jnp.where(info != 0, info, jnp.where(nfev >= maxfev, 5, 0))
+        info = jnp.where(info != 0, info,
+                         jnp.where(tiny, 6, jnp.where(delta <= _LM_MACHEP * xnorm, 7, 0)))
+        return (x, fvec, fnorm, par, delta, diag, xnorm, it, nfev, info.astype(jnp.int32), r, qtf), success
+
+    def step(c):
+        c, need_jac = c
+        c = jax.lax.cond(need_jac, outer, lambda c: c, c)
+        c2, success = inner(c)
+        # gnorm == 0 (info 4) stops before the inner step.
+        c = jax.tree_util.tree_map(lambda a, b: jnp.where(c[9] == 4, a, b), c, c2)
+        return c, success
+
+    state = (zero, f0, jnp.abs(f0), zero, zero, zero + 1.0, zero, jnp.int32(1), jnp.int32(1), jnp.int32(0), zero, zero)
+    (c, _) = jax.lax.while_loop(lambda c: c[0][9] == 0, step, (state, jnp.asarray(True)))
+    return c[0]  # x
+
+
+def _torus_closest_u(p1, p2, outer):
+    """OpenSim's Levenberg-Marquardt result u (distance from p1 towards p2), with the
+    derivative of the exact stationary point of the squared residual (value unchanged)."""
+    u = _lmdif_1d(lambda t: _torus_resid(t, _sg(p1), _sg(p2), _sg(outer)))
+
+    def grad_sq(t):  # d/du of g^2 / 2
+        g, gu = jax.jvp(lambda s: _torus_resid(s, p1, p2, outer), (t,), (jnp.ones_like(t),))
+        return g * gu
+
+    u0 = _sg(u)
+    h, hu = jax.jvp(grad_sq, (u0,), (jnp.ones_like(u0),))
+    return _implicit(u, u0 - _safe_div(h, _sg(hu)))
+
+
+def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True):
+    """OpenSim's WrapTorus::wrapLine (see above); `single` as for _cylinder_wrap."""
+    u1 = _torus_closest_u(p1, p2, outer)
+    u2 = _torus_closest_u(p2, p1, outer)
+    a1, a2 = p1 + u1 * _unit(p2 - p1), p2 + u2 * _unit(p1 - p2)
+
+    def dist2(x):  # squared distance to the circle (OpenSim compares the square roots)
+        return x @ x + outer * outer - 2.0 * outer * _sqrt0(x[0] ** 2 + x[1] ** 2)
+
+    dd1, dd2 = dist2(a1), dist2(a2)
     quad = jnp.asarray(sign) != 0
     on1, on2 = _dsign(a1[axis]) == sign, _dsign(a2[axis]) == sign
-    pick2 = jnp.where(quad, jnp.where(on1 & on2, dd2 < dd1, jnp.where(on1, False, True)), dd2 < dd1)
+    pick2 = jnp.where(quad, jnp.where(on1 & on2, ~(dd1 < dd2), ~on1), ~(dd1 < dd2))
     valid = ~quad | on1 | on2
     a = jnp.where(pick2, a2, a1)
     rad = _sqrt0(a[0] ** 2 + a[1] ** 2)
@@ -1020,9 +1171,12 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign):
     def to_cyl(p):
         return rot @ (p - origin)
 
-    code, r1, r2, wl = _cylinder_wrap(to_cyl(p1), to_cyl(p2), inner, jnp.asarray(1.0, p1.dtype), 0, 1)
-    code = jnp.where(code > 0, WRAPPED, NO_WRAP)
-    code = jnp.where(valid, code, NO_WRAP)
+    code, r1, r2, wl = _cylinder_wrap(to_cyl(p1), to_cyl(p2), inner, jnp.asarray(_TORUS_CYL_LENGTH, p1.dtype),
+                                      0, 1, single)
+    # OpenSim's WrapTorus returns "wrapped" whatever the cylinder says; a cylinder that
+    # did not wrap leaves no wrap points (r1 = NaN: never the best segment), so the
+    # segment counts as wrapped exactly where the cylinder wrapped it.
+    code = jnp.where(valid & (code > 0), WRAPPED, NO_WRAP)
     back = lambda r: rot.T @ r + origin  # noqa: E731
     return code, back(r1), back(r2), wl
 
@@ -1099,9 +1253,10 @@ _WRAP_FN = {
     "WrapCylinder": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg),
     "WrapEllipsoid": lambda p1, p2, prm, ax, sg: _ellipsoid_wrap(p1, p2, prm, ax, sg),
     "WrapTorus": lambda p1, p2, prm, ax, sg: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg),
-    # A cylinder on a muscle with several PathWraps (OpenSim's singleWrap false): its own
-    # group, so that single-wrap cylinders are compiled (and differentiated) without the
-    # tangent-point sliding loop.
+    "WrapTorusMulti": lambda p1, p2, prm, ax, sg: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg, False),
+    # A cylinder (also a torus's inner cylinder) on a muscle with several PathWraps
+    # (OpenSim's singleWrap false): its own group, so that single-wrap cylinders are
+    # compiled (and differentiated) without the tangent-point sliding loop.
     "WrapCylinderMulti": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False),
 }
 
@@ -1133,7 +1288,7 @@ def _wrap_kind(w):
 def _group_kind(w, n_wraps):
     """The key of `w`'s wrap function in _WRAP_FN on a muscle with `n_wraps` PathWraps."""
     kind = _wrap_kind(w)
-    return "WrapCylinderMulti" if kind == "WrapCylinder" and n_wraps > 1 else kind
+    return kind + "Multi" if kind in ("WrapCylinder", "WrapTorus") and n_wraps > 1 else kind
 
 
 class _Layout:
