@@ -1075,7 +1075,8 @@ def _lmdif_1d(fun, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
         delta = jnp.where(first, jnp.where(jnp.abs(delta0) <= 1e-4, factor, delta0), delta)
         r = -jac
         qtf = jnp.where(jac != 0.0, -fvec, fvec)
-        gnorm = jnp.where((fnorm != 0.0) & (acn != 0.0), jnp.abs(r * _safe_div(qtf, fnorm)) / jnp.where(acn != 0.0, acn, 1.0), 0.0)
+        # MINPACK's scaled gradient norm (1 unless f or J is 0); gtol = 0 stops only at 0.
+        gnorm = _safe_div(jnp.abs(r * _safe_div(qtf, fnorm)), acn)
         info = jnp.where(gnorm <= 0.0, 4, 0).astype(jnp.int32)
         diag = jnp.maximum(diag, acn)
         return (x, fvec, fnorm, par, delta, diag, xnorm, it, nfev, info, r, qtf)
