@@ -997,14 +997,24 @@ _LM_MACHEP = 1.2e-16
 
 def _torus_resid(u, p1, p2, outer):
     """WrapTorus::calcCircleResids at distance u from p1 along p1 -> p2 (as OpenSim writes it)."""
+    return _torus_resid_fn(p1, p2, outer)(u)
+
+
+def _torus_resid_fn(p1, p2, outer):
+    """u -> WrapTorus::calcCircleResids(u), with the segment's coefficients computed once
+    (the search evaluates it a few times per iteration)."""
     n = _unit(p2 - p1)
     c2 = 2.0 * (p1 @ n)
     c3 = p1[0] * n[0] + p1[1] * n[1]
     c4 = n[0] * n[0] + n[1] * n[1]
     c5 = p1[0] * p1[0] + p1[1] * p1[1]
-    rho = _sqrt0(u * u * c4 + 2.0 * c3 * u + c5)
-    # rho = 0 (the line through the torus axis) divides by zero in OpenSim; 0 here.
-    return c2 + 2.0 * u - 2.0 * outer * _safe_div(2.0 * c4 * u + 2.0 * c3, rho)
+
+    def resid(u):
+        rho = _sqrt0(u * u * c4 + 2.0 * c3 * u + c5)
+        # rho = 0 (the line through the torus axis) divides by zero in OpenSim; 0 here.
+        return c2 + 2.0 * u - 2.0 * outer * _safe_div(2.0 * c4 * u + 2.0 * c3, rho)
+
+    return resid
 
 
 def _lmpar_1d(r, d, qtb, delta, par):
@@ -1134,10 +1144,10 @@ def _lmdif_1d(fun, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
 def _torus_closest_u(p1, p2, outer):
     """OpenSim's Levenberg-Marquardt result u (distance from p1 towards p2), with the
     derivative of the exact stationary point of the squared residual (value unchanged)."""
-    u = _lmdif_1d(lambda t: _torus_resid(t, _sg(p1), _sg(p2), _sg(outer)))
+    u = _lmdif_1d(_torus_resid_fn(_sg(p1), _sg(p2), _sg(outer)))
 
     def grad_sq(t):  # d/du of g^2 / 2
-        g, gu = jax.jvp(lambda s: _torus_resid(s, p1, p2, outer), (t,), (jnp.ones_like(t),))
+        g, gu = jax.jvp(_torus_resid_fn(p1, p2, outer), (t,), (jnp.ones_like(t),))
         return g * gu
 
     u0 = _sg(u)
