@@ -542,25 +542,55 @@ def _cyl_adjust(pt, r, w):
     return jnp.where(need, moved, r), need
 
 
-def _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap):
-    """The tangent-point sliding OpenSim does when the muscle has several PathWraps."""
+def _cyl_multi_slide(p1, p2, r1, r2, radius, long_wrap, skip):
+    """OpenSim's restarts of the spiral with slid tangent points, until no end needs
+    sliding (at most _CYL_MAX_ADJUST); a while loop, so that lanes stop together as
+    soon as all are done (usually after a few restarts) instead of running all 100.
+    `skip`: a segment that does not wrap (its tangent points are not used) makes none."""
     sense = jnp.where(long_wrap, -1.0, 1.0)
 
-    def body(_, c):
-        r1, r2, done = c
+    def cond(c):
+        return ~c[2] & (c[3] < _CYL_MAX_ADJUST)
+
+    def body(c):
+        r1, r2, done, i = c
         theta, axial, wl = _cyl_spiral(r1, r2, radius, long_wrap)
         n = jnp.maximum(jnp.floor(_sg(wl) / _CYL_SEG), 1.0)
         t = 1.0 / n
         r1n, a1 = _cyl_adjust(p1, r1, _cyl_spiral_point(r1, theta, axial, sense, t))
         r2n, a2 = _cyl_adjust(p2, r2, _cyl_spiral_point(r1n, theta, axial, sense, 1.0 - t))
         go = ~done & (n >= 2.0) & (a1 | a2)
-        return jnp.where(go, r1n, r1), jnp.where(go, r2n, r2), ~go
+        return jnp.where(go, r1n, r1), jnp.where(go, r2n, r2), ~go, i + 1
 
-    # Usually a few restarts suffice: once done, the remaining ones are skipped (a real
-    # branch for a single state; a fixed trip count keeps the loop reverse-differentiable).
-    skip = lambda i, c: jax.lax.cond(c[2], lambda c: c, lambda c: body(i, c), c)  # noqa: E731
-    r1, r2, _ = jax.lax.fori_loop(0, _CYL_MAX_ADJUST, skip, (r1, r2, jnp.zeros((), bool)))
+    r1, r2, _, _ = jax.lax.while_loop(cond, body, (r1, r2, jnp.asarray(skip, bool), 0))
     return r1, r2
+
+
+@jax.custom_jvp
+def _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap, skip):
+    """The tangent-point sliding OpenSim does when the muscle has several PathWraps.
+
+    Differentiable in both modes: the derivative is that of the restarts actually
+    made (forward mode through the while loop); its JVP rule forms that Jacobian
+    from the primal values and applies it linearly, so that reverse mode (the
+    closed-form moment arms' ``jax.vjp``, ``jax.grad``) transposes a matrix product
+    instead of needing a reverse-differentiable loop of fixed length."""
+    return _cyl_multi_slide(p1, p2, r1, r2, radius, long_wrap, skip)
+
+
+@_cyl_multi_adjust.defjvp
+def _cyl_multi_adjust_jvp(primals, tangents):
+    p1, p2, r1, r2, radius, long_wrap, skip = primals
+    x = jnp.concatenate([p1, p2, r1, r2, jnp.reshape(radius, (1,))])
+
+    def flat(x):
+        return jnp.concatenate(_cyl_multi_slide(x[0:3], x[3:6], x[6:9], x[9:12], x[12], long_wrap, skip))
+
+    out = flat(x)
+    jac = jax.jacfwd(flat)(x)  # (6, 13)
+    dx = jnp.concatenate([*tangents[:4], jnp.reshape(tangents[4], (1,))])  # long_wrap's, skip's: float0
+    dout = jac @ dx
+    return (out[:3], out[3:]), (dout[:3], dout[3:])
 
 
 def _cylinder_wrap(p1, p2, radius, length, axis, sign, single=True):
@@ -641,7 +671,7 @@ def _cylinder_wrap(p1, p2, radius, length, axis, sign, single=True):
     code = jnp.where(beyond, NO_WRAP, code)
     # Helical path length (OpenSim's _make_spiral_path), after the multi-wrap sliding.
     if not (isinstance(single, bool) and single):
-        r1m, r2m = _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap)
+        r1m, r2m = _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap, inside | (code == NO_WRAP))
         r1, r2 = jnp.where(single, r1, r1m), jnp.where(single, r2, r2m)
     _, _, wl = _cyl_spiral(r1, r2, radius, long_wrap)
     code = jnp.where(inside, INSIDE_RADIUS, code)
