@@ -12,7 +12,9 @@ same random states) beside jaxmb's: measured in the same run when a Python with
 OpenSim is given (``--opensim-python`` or ``$JAXMB_OPENSIM_PYTHON``; OpenSim
 4.6 installs with ``pip install opensim`` into a separate venv), otherwise the
 figure stored in the reference file. Each state evaluates all muscle lengths and the full
-moment-arm matrix R = -dL/dq (nq x n_muscles).
+moment-arm matrix R = -dL/dq (nq x n_muscles): with the default closed form by
+``muscle_lengths_and_moment_arms`` (one resolution of the paths), with
+``--method autodiff`` by ``muscle_lengths`` and ``-jax.jacfwd`` of it.
 
 Rows: "jit" is one state per call, timed like OpenSim's stored figure: a loop
 over the 20 reference random states, best of --repeats loops, divided by 20
@@ -96,7 +98,11 @@ def main(argv=None):
         warnings.simplefilter("ignore")
         model = load_osim(args.model)
     d = np.load(args.reference)
-    fn = lambda q: (M.muscle_lengths(model, q), M.moment_arms(model, q, method=args.method))  # noqa: E731
+    if args.method == "closed_form":
+        # One resolution of the paths for both (what a muscle-driven simulation calls).
+        fn = lambda q: M.muscle_lengths_and_moment_arms(model, q)  # noqa: E731
+    else:
+        fn = lambda q: (M.muscle_lengths(model, q), M.moment_arms(model, q, method=args.method))  # noqa: E731
     rows = []
     q0 = jnp.asarray(d["random_q_ind"][0])
     t = time.perf_counter()

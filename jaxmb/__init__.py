@@ -73,6 +73,7 @@ from ._muscles import MovingPathPoint as MovingPathPoint
 from ._muscles import Muscle as Muscle
 from ._muscles import muscle_lengthening_speeds as muscle_lengthening_speeds
 from ._muscles import muscle_lengths as muscle_lengths
+from ._muscles import muscle_lengths_and_moment_arms as muscle_lengths_and_moment_arms
 from ._muscles import MuscleParameters as MuscleParameters
 from ._muscles import path_events as path_events
 from ._muscles import PathPoint as PathPoint

@@ -593,9 +593,10 @@ def _cyl_multi_adjust_jvp(primals, tangents):
     return (out[:3], out[3:]), (dout[:3], dout[3:])
 
 
-def _cylinder_wrap(p1, p2, radius, length, axis, sign, single=True):
+def _cylinder_wrap(p1, p2, radius, length, axis, sign, single=True, skip=False):
     """OpenSim's WrapCylinder; `single` is False when the muscle has several PathWraps
-    (OpenSim then slides the tangent points, see _cyl_multi_adjust); it may be traced."""
+    (OpenSim then slides the tangent points, see _cyl_multi_adjust); it may be traced.
+    `skip` (may be traced): the caller does not use this segment's result, so no sliding."""
     dn = jnp.array([0.0, 0.0, 1.0], p1.dtype)
     r2_ = radius * radius
     inside = (p1[0] ** 2 + p1[1] ** 2 < r2_) | (p2[0] ** 2 + p2[1] ** 2 < r2_)
@@ -671,7 +672,7 @@ def _cylinder_wrap(p1, p2, radius, length, axis, sign, single=True):
     code = jnp.where(beyond, NO_WRAP, code)
     # Helical path length (OpenSim's _make_spiral_path), after the multi-wrap sliding.
     if not (isinstance(single, bool) and single):
-        r1m, r2m = _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap, inside | (code == NO_WRAP))
+        r1m, r2m = _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap, skip | inside | (code == NO_WRAP))
         r1, r2 = jnp.where(single, r1, r1m), jnp.where(single, r2, r2m)
     _, _, wl = _cyl_spiral(r1, r2, radius, long_wrap)
     code = jnp.where(inside, INSIDE_RADIUS, code)
@@ -1185,7 +1186,7 @@ def _torus_closest_u(p1, p2, outer):
     return _implicit(u, u0 - _safe_div(h, _sg(hu)))
 
 
-def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True):
+def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False):
     """OpenSim's WrapTorus::wrapLine (see above); `single` as for _cylinder_wrap."""
     u1 = _torus_closest_u(p1, p2, outer)
     u2 = _torus_closest_u(p2, p1, outer)
@@ -1213,7 +1214,7 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True):
         return rot @ (p - origin)
 
     code, r1, r2, wl = _cylinder_wrap(to_cyl(p1), to_cyl(p2), inner, jnp.asarray(_TORUS_CYL_LENGTH, p1.dtype),
-                                      0, 1, single)
+                                      0, 1, single, skip)
     # OpenSim's WrapTorus returns "wrapped" whatever the cylinder says; a cylinder that
     # did not wrap leaves no wrap points (r1 = NaN: never the best segment), so the
     # segment counts as wrapped exactly where the cylinder wrapped it.
@@ -1290,15 +1291,19 @@ class Muscle(eqx.Module):
 # computed once per state and gathered (ground is an extra identity pose).
 
 _WRAP_FN = {
-    "WrapSphere": lambda p1, p2, prm, ax, sg: _sphere_wrap(p1, p2, prm[0], ax, sg),
-    "WrapCylinder": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg),
-    "WrapEllipsoid": lambda p1, p2, prm, ax, sg: _ellipsoid_wrap(p1, p2, prm, ax, sg),
-    "WrapTorus": lambda p1, p2, prm, ax, sg: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg),
-    "WrapTorusMulti": lambda p1, p2, prm, ax, sg: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg, False),
+    # `skip`: the segment is not a candidate (its result is not used), so the
+    # multi-wrap cylinder sliding need not run on it.
+    "WrapSphere": lambda p1, p2, prm, ax, sg, skip=False: _sphere_wrap(p1, p2, prm[0], ax, sg),
+    "WrapCylinder": lambda p1, p2, prm, ax, sg, skip=False: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg),
+    "WrapEllipsoid": lambda p1, p2, prm, ax, sg, skip=False: _ellipsoid_wrap(p1, p2, prm, ax, sg),
+    "WrapTorus": lambda p1, p2, prm, ax, sg, skip=False: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg),
+    "WrapTorusMulti": lambda p1, p2, prm, ax, sg, skip=False: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg,
+                                                                         False, skip),
     # A cylinder (also a torus's inner cylinder) on a muscle with several PathWraps
     # (OpenSim's singleWrap false): its own group, so that single-wrap cylinders are
     # compiled (and differentiated) without the tangent-point sliding loop.
-    "WrapCylinderMulti": lambda p1, p2, prm, ax, sg: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False),
+    "WrapCylinderMulti": lambda p1, p2, prm, ax, sg, skip=False: _cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg,
+                                                                               False, skip),
 }
 
 
@@ -1494,7 +1499,7 @@ def _one_wrap(kind, s, P, owner, pos, active, key, wrap_len, rot, org, prm, axis
         _, r1, r2, wl_j = fn(to_w(a_[j]), to_w(b_[j]), prm, axis, sign)
         r1g_j, r2g_j = r1 @ rot.T + org, r2 @ rot.T + org
     else:
-        code, r1, r2, wl = jax.vmap(lambda x, y: fn(to_w(x), to_w(y), prm, axis, sign))(a_, b_)
+        code, r1, r2, wl = jax.vmap(lambda x, y, c: fn(to_w(x), to_w(y), prm, axis, sign, ~c))(a_, b_, cand)
         r1g = r1 @ rot.T + org
         r2g = r2 @ rot.T + org
         change = _norm(a_ - r1g) + wl + _norm(b_ - r2g) - _norm(b_ - a_)
@@ -1794,9 +1799,9 @@ def _wrap_reverse_sweep(lay, r, grad, dt):
         g2 = grad[ks, n1 + 1] + cache[:, 1]
         wbar = jnp.where(live[ks, s], 1.0, 0.0).astype(dt)
 
-        def back(pa, pb, rot_, org_, prm_, ax_, sg_, g1_, g2_, wb_):
+        def back(pa, pb, rot_, org_, prm_, ax_, sg_, g1_, g2_, wb_, on_):
             def world(a, b):
-                _, r1, r2, wl = _WRAP_FN[kind]((a - org_) @ rot_, (b - org_) @ rot_, prm_, ax_, sg_)
+                _, r1, r2, wl = _WRAP_FN[kind]((a - org_) @ rot_, (b - org_) @ rot_, prm_, ax_, sg_, ~on_)
                 return r1 @ rot_.T + org_, r2 @ rot_.T + org_, wl
             (r1g, r2g, _), vjp = jax.vjp(world, pa, pb)
             ga, gb = vjp((g1_, g2_, wb_))
@@ -1804,7 +1809,7 @@ def _wrap_reverse_sweep(lay, r, grad, dt):
 
         pa, pb = p_a[t, ks, s], p_b[t, ks, s]
         r1g, r2g, ga, gb = jax.vmap(back)(pa, pb, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
-                                          g1, g2, wbar)
+                                          g1, g2, wbar, on)
         o3 = on[:, None]
         ga = jnp.where(o3, ga, 0.0)
         gb = jnp.where(o3, gb, 0.0)
@@ -1865,13 +1870,14 @@ def gmlav_loads(model: Model, q, poses):
     return pull, r.pos, force, moment, r, lay
 
 
-def _closed_form(model: Model, q):
+def _closed_form(model: Model, q, with_lengths=False):
     dt = q.dtype
     poses = body_transforms(model, q)
     axes, centres = _joint_frames(model, poses)
     gamma, beta = _gamma_beta(model, poses, axes, centres)
     jgrad = joint_gradients(model, q)
     pull, pos, wforce, wmoment, r, lay = gmlav_loads(model, q, poses)
+    lengths = _path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len)) if with_lengths else None
     nb, K, W = lay.nb, lay.K, lay.W
     # All loads of muscle k: pulls at the nodes, then per wrap slot a force and moment.
     bodies = np.concatenate([lay.node_body, lay.wbody], axis=1)  # (K, N + W)
@@ -1894,7 +1900,7 @@ def _closed_form(model: Model, q):
         local_pull = jnp.einsum("mji,mj->mi", rm, pull[km, jm])
         contrib = jnp.einsum("mcq,mc->qm", J, local_pull)
         R = R + contrib @ (km[:, None] == np.arange(K)[None, :]).astype(dt)
-    return R
+    return (lengths, R) if with_lengths else R
 
 
 def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
@@ -1917,6 +1923,17 @@ def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form
     if not model.muscles:
         return jnp.zeros((model.nq, 0), q.dtype)
     return _closed_form(model, q)
+
+
+def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
+                                   ) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
+    """``(L(q), R(q))``: :func:`muscle_lengths` and the closed-form :func:`moment_arms`
+    from one resolution of the paths (the wrap iterations run once, not twice), for
+    callers that need both, e.g. muscle forces and their joint moments ``R F``."""
+    q = jnp.asarray(q)
+    if not model.muscles:
+        return jnp.zeros(0, q.dtype), jnp.zeros((model.nq, 0), q.dtype)
+    return _closed_form(model, q, with_lengths=True)
 
 
 def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:

@@ -121,9 +121,14 @@ def test_closed_form_equals_autodiff_chained_wraps():
 
     def one(q):
         r = M._resolve_all(lay, q, mb.body_transforms(model, q))
-        return M.moment_arms(model, q), M.moment_arms(model, q, method="autodiff"), r.history
+        return (M.moment_arms(model, q), M.moment_arms(model, q, method="autodiff"), r.history,
+                mb.muscle_lengths_and_moment_arms(model, q), M.muscle_lengths(model, q))
 
-    rc, ra, (applied, engaged, node_a, node_b, _, _) = jax.jit(lambda qs: jax.lax.map(one, qs))(states)
+    rc, ra, (applied, engaged, node_a, node_b, _, _), (l_both, r_both), lengths = jax.jit(
+        lambda qs: jax.lax.map(one, qs))(states)
+    # muscle_lengths_and_moment_arms (one resolution of the paths) == each alone
+    np.testing.assert_allclose(np.asarray(l_both), np.asarray(lengths), rtol=1e-14, atol=1e-16)
+    np.testing.assert_allclose(np.asarray(r_both), np.asarray(rc), rtol=1e-14, atol=1e-16)
     rc, ra = np.asarray(rc), np.asarray(ra)
     # the chain happens: in the second pass the cylinder (slot 0) wraps the segment that
     # ends at the second wrap's r1 (node P + 2) and the second wrap starts at the
@@ -435,6 +440,56 @@ def test_ellipsoid_span_gradient_matches_central_differences():
     fda = jnp.array([(span(p1 + h * e, p2) - span(p1 - h * e, p2)) / (2 * h) for e in eye])
     fdb = jnp.array([(span(p1, p2 + h * e) - span(p1, p2 - h * e)) / (2 * h) for e in eye])
     np.testing.assert_allclose(np.concatenate([ga, gb]), np.concatenate([fda, fdb]), atol=1e-7)
+
+
+def _sliding_case():
+    """A segment over a cylinder (radius 2 cm) whose spiral OpenSim restarts with slid
+    tangent points when the muscle has several wraps."""
+    p1, p2 = jnp.array([0.0696, 0.028, -0.0398]), jnp.array([-0.0345, 0.0155, 0.0449])
+    radius = jnp.asarray(0.02)
+    _, r1, r2, _ = M._cylinder_wrap(p1, p2, radius, 0.3, 0, 1, single=True)
+    return p1, p2, r1, r2, radius
+
+
+def test_cylinder_multi_wrap_sliding_stops_at_a_fixed_point():
+    """The restarts run until no end needs sliding: from the result, one more restart
+    moves nothing; a segment that does not wrap (`skip`) makes none."""
+    p1, p2, r1, r2, radius = _sliding_case()
+    no = jnp.asarray(False)
+    a1, a2 = M._cyl_multi_adjust(p1, p2, r1, r2, radius, no, no)
+    assert float(jnp.max(jnp.abs(a1 - r1))) > 1e-4  # the case does slide
+    b1, b2 = M._cyl_multi_slide(p1, p2, a1, a2, radius, no, no)
+    np.testing.assert_array_equal(np.asarray(b1), np.asarray(a1))
+    np.testing.assert_array_equal(np.asarray(b2), np.asarray(a2))
+    s1, s2 = M._cyl_multi_adjust(p1, p2, r1, r2, radius, no, jnp.asarray(True))
+    np.testing.assert_array_equal(np.asarray(s1), np.asarray(r1))
+
+
+def test_cylinder_multi_wrap_span_derivatives_agree_in_both_modes():
+    """The custom JVP of the sliding (a forward-mode Jacobian applied linearly) gives
+    reverse mode the derivative of the restarts made: jax.grad == jax.jacfwd, and both
+    match central differences of the span length (p1, p2 and the radius)."""
+    p1, p2, _, _, radius = _sliding_case()
+    no = jnp.asarray(False)
+
+    def span(a, b, rad):
+        _, r1, r2, _ = M._cylinder_wrap(a, b, rad, 0.3, 0, 1, single=True)
+        s1, s2 = M._cyl_multi_adjust(a, b, r1, r2, rad, no, no)
+        return jnp.linalg.norm(a - s1) + jnp.linalg.norm(b - s2) + M._cyl_spiral(s1, s2, rad, no)[2]
+
+    rev = jax.jit(jax.grad(span, argnums=(0, 1, 2)))(p1, p2, radius)
+    fwd = jax.jit(jax.jacfwd(span, argnums=(0, 1, 2)))(p1, p2, radius)
+    rev, fwd = (np.concatenate([np.ravel(x) for x in g]) for g in (rev, fwd))
+    np.testing.assert_allclose(rev, fwd, rtol=1e-12, atol=1e-14)
+    f = jax.jit(span)
+    h, x0 = 1e-7, np.concatenate([np.asarray(p1), np.asarray(p2), [float(radius)]])
+    fd = []
+    for i in range(7):
+        e = np.zeros(7)
+        e[i] = h
+        xp, xm = x0 + e, x0 - e
+        fd.append((f(xp[:3], xp[3:6], xp[6]) - f(xm[:3], xm[3:6], xm[6])) / (2 * h))
+    np.testing.assert_allclose(rev, np.asarray(fd), rtol=0, atol=1e-6)
 
 
 # Sweep states of mobl_arms.npz where a muscle wrapping a sphere-shaped WrapEllipsoid (SUPSP,
