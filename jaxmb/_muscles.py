@@ -566,31 +566,44 @@ def _cyl_multi_slide(p1, p2, r1, r2, radius, long_wrap, skip):
     return r1, r2
 
 
-@jax.custom_jvp
+def _iterate_derivative(fn):
+    """``fn(x, *aux)`` (x: a flat float array; aux: flags, not differentiated) differentiated
+    as the iterations it actually makes, not as the point they converge to.
+
+    OpenSim stops several wrap iterations at loose tolerances (the ellipsoid's
+    Gauss-Newton at a squared residual of 1e-8, the torus's Levenberg-Marquardt at
+    1e-4, the cylinder's restarts at 0.1 degree), so its lengths are functions of
+    those iterates and -dL/dq is their derivative. The JVP rule forms the Jacobian
+    ``d fn/dx`` by forward mode through fn's loops, from primal values only, and applies
+    it linearly: reverse mode (the closed-form moment arms' ``jax.vjp``, ``jax.grad``)
+    then transposes a matrix product instead of needing a reverse-differentiable
+    loop of fixed length."""
+    wrapped = jax.custom_jvp(fn)
+
+    @wrapped.defjvp
+    def _jvp(primals, tangents):
+        x, *aux = primals
+
+        def with_value(x):
+            y = fn(x, *aux)
+            return y, y
+
+        jac, out = jax.jacfwd(with_value, has_aux=True)(x)
+        return out, jac @ tangents[0]
+
+    return wrapped
+
+
+@_iterate_derivative
+def _cyl_multi_adjust_flat(x, long_wrap, skip):
+    return jnp.concatenate(_cyl_multi_slide(x[0:3], x[3:6], x[6:9], x[9:12], x[12], long_wrap, skip))
+
+
 def _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap, skip):
-    """The tangent-point sliding OpenSim does when the muscle has several PathWraps.
-
-    Differentiable in both modes: the derivative is that of the restarts actually
-    made (forward mode through the while loop); its JVP rule forms that Jacobian
-    from the primal values and applies it linearly, so that reverse mode (the
-    closed-form moment arms' ``jax.vjp``, ``jax.grad``) transposes a matrix product
-    instead of needing a reverse-differentiable loop of fixed length."""
-    return _cyl_multi_slide(p1, p2, r1, r2, radius, long_wrap, skip)
-
-
-@_cyl_multi_adjust.defjvp
-def _cyl_multi_adjust_jvp(primals, tangents):
-    p1, p2, r1, r2, radius, long_wrap, skip = primals
-    x = jnp.concatenate([p1, p2, r1, r2, jnp.reshape(radius, (1,))])
-
-    def flat(x):
-        return jnp.concatenate(_cyl_multi_slide(x[0:3], x[3:6], x[6:9], x[9:12], x[12], long_wrap, skip))
-
-    out = flat(x)
-    jac = jax.jacfwd(flat)(x)  # (6, 13)
-    dx = jnp.concatenate([*tangents[:4], jnp.reshape(tangents[4], (1,))])  # long_wrap's, skip's: float0
-    dout = jac @ dx
-    return (out[:3], out[3:]), (dout[:3], dout[3:])
+    """The tangent-point sliding OpenSim does when the muscle has several PathWraps,
+    differentiable in both modes as the restarts actually made (:func:`_iterate_derivative`)."""
+    out = _cyl_multi_adjust_flat(jnp.concatenate([p1, p2, r1, r2, jnp.reshape(radius, (1,))]), long_wrap, skip)
+    return out[:3], out[3:]
 
 
 def _cylinder_wrap(p1, p2, radius, length, axis, sign, single=True, skip=False):
@@ -684,9 +697,9 @@ def _cylinder_wrap(p1, p2, radius, length, axis, sign, single=True, skip=False):
 # OpenSim's WrapEllipsoid (re-derived from its description; normalised coordinates,
 # wrapping plane from a surface point c1, damped Gauss-Newton tangent points, a
 # polyline surface path). Iterations that OpenSim stops at a tolerance run here in
-# bounded while loops on stop-gradient inputs; the derivative is then added by one
-# differentiable Newton step on the exact equations (value unchanged), i.e. the
-# implicit-function derivative of the converged point.
+# bounded while loops with OpenSim's stopping rules, and are differentiated as the
+# iterates they stop at (:func:`_iterate_derivative`), since OpenSim's lengths, and
+# so their derivatives, follow those iterates rather than the converged points.
 
 _ELL_METHOD = {"hybrid": 0, "midpoint": 1, "axial": 2}
 _MU_BLEND_MIN, _MU_BLEND_MAX = 0.7073, 0.9  # below: fan only; above: "Frans" (axis) only
@@ -701,13 +714,8 @@ def _sg(x):
     return jax.lax.stop_gradient(x)
 
 
-def _implicit(value, step):
-    """`value` with the derivative of `step` (a Newton step taken from stop_gradient(value))."""
-    return _sg(value) + (step - _sg(step))
-
-
 def _newton_t(f_fp, t0, n=64, tol=1e-9):
-    """Newton on t (stop-gradient), at most n steps, stopping once |f| < tol."""
+    """Newton on t, at most n steps, stopping once |f| < tol (OpenSim's iteration)."""
     def cond(c):
         i, _, done = c
         return (i < n) & ~done
@@ -721,21 +729,26 @@ def _newton_t(f_fp, t0, n=64, tol=1e-9):
     return jax.lax.while_loop(cond, body, (0, t0, jnp.zeros((), bool)))[1]
 
 
+@_iterate_derivative
+def _ellipse_lagrange(x):
+    """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipse
+    (semi-axes x[0], x[1]) closest to (x[2], x[3]), differentiable as that iterate."""
+    a, b, u, v = x
+    a2, b2, au, bv = a * a, b * b, a * a * u * u, b * b * v * v
+
+    def f_fp(t):
+        P, Q = t + a2, t + b2
+        return P * P * Q * Q - au * Q * Q - bv * P * P, 2.0 * (P * Q * (P + Q) - au * Q - bv * P)
+
+    inside = (u / a) ** 2 + (v / b) ** 2 < 1.0
+    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.maximum(a, b) * _sqrt0(u * u + v * v)))
+
+
 def _ellipse_closest(a, b, u, v):
     """Closest point (x, y) of the ellipse (x/a)^2 + (y/b)^2 = 1 to (u, v), with OpenSim's
     special cases for points on an axis and its Newton iteration on the Lagrange parameter."""
     a2, b2 = a * a, b * b
-
-    def f_fp(t, a2=a2, b2=b2, u=u, v=v):
-        P, Q = t + a2, t + b2
-        au, bv = a2 * u * u, b2 * v * v
-        return P * P * Q * Q - au * Q * Q - bv * P * P, 2.0 * (P * Q * (P + Q) - au * Q - bv * P)
-
-    inside = (u / a) ** 2 + (v / b) ** 2 < 1.0
-    t0 = jnp.where(inside, 0.0, jnp.maximum(a, b) * _sqrt0(u * u + v * v))
-    ts = _newton_t(lambda t: f_fp(t, _sg(a2), _sg(b2), _sg(u), _sg(v)), _sg(t0))
-    f, fp = f_fp(ts)
-    t = _implicit(ts, ts - _safe_div(f, fp))
+    t = _ellipse_lagrange(jnp.stack([a, b, u, v]))
     xg, yg = _safe_div(a2 * u, t + a2), _safe_div(b2 * v, t + b2)
     near_x, near_y = jnp.abs(u) <= _ROUNDOFF, jnp.abs(v) <= _ROUNDOFF
     # Both near zero: the end of the shorter semi-axis.
@@ -763,23 +776,29 @@ def _ellipsoid_closest_on_plane(a, p, axis):
     return p.at[i].set(x).at[j].set(y)
 
 
-def _ellipsoid_closest(a, p):
-    """Closest point of the ellipsoid with semi-axes a to p (OpenSim's findClosestPoint)."""
+@_iterate_derivative
+def _ellipsoid_lagrange(x):
+    """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipsoid
+    (semi-axes x[:3]) closest to x[3:], differentiable as that iterate."""
+    a, p = x[:3], x[3:]
     a2 = a * a
+    au, bv, cw = a2 * p * p
 
-    def f_fp(t, a2=a2, p=p):
+    def f_fp(t):
         P, Q, R = t + a2[0], t + a2[1], t + a2[2]
-        au, bv, cw = a2 * p * p
         f = P * P * Q * Q * R * R - au * Q * Q * R * R - bv * P * P * R * R - cw * P * P * Q * Q
         PQ, PR, QR, PQR = P * Q, P * R, Q * R, P * Q * R
         fp = 2.0 * (PQR * (QR + PR + PQ) - au * QR * (Q + R) - bv * PR * (P + R) - cw * PQ * (P + Q))
         return f, fp
 
     inside = jnp.sum((p / a) ** 2) < 1.0
-    t0 = jnp.where(inside, 0.0, jnp.max(a) * _norm(p))
-    ts = _newton_t(lambda t: f_fp(t, _sg(a2), _sg(p)), _sg(t0))
-    f, fp = f_fp(ts)
-    t = _implicit(ts, ts - _safe_div(f, fp))
+    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.max(a) * _norm(p)))
+
+
+def _ellipsoid_closest(a, p):
+    """Closest point of the ellipsoid with semi-axes a to p (OpenSim's findClosestPoint)."""
+    a2 = a * a
+    t = _ellipsoid_lagrange(jnp.concatenate([a, p]))
     general = a2 * p / jnp.where(t + a2 != 0.0, t + a2, 1.0)
     # Points within round-off of a coordinate plane: the 2-D problem in that plane
     # (the section with the smallest sum of radii when several planes qualify).
@@ -856,17 +875,17 @@ def _ell_tangent_lm(r, p, a, vs, vs4):
     return jax.lax.while_loop(cond, outer, init)[1]
 
 
+@_iterate_derivative
+def _ell_tangent_iterate(x):
+    return _ell_tangent_lm(x[0:3], x[3:6], x[6:9], x[9:12], x[12])
+
+
 def _ell_tangent(pe, r0, p, a, vs, vs4):
-    """Tangent point from p (OpenSim's calcTangentPoint from r0), differentiable."""
-    rs = _ell_tangent_lm(_sg(r0), _sg(p), _sg(a), _sg(vs), _sg(vs4))
-    # Newton step on the exact equations: plane, surface, p in the tangent plane at r.
-    ia2 = 1.0 / (a * a)
-    g = jnp.stack([vs @ rs + vs4, jnp.sum(rs * rs * ia2) - 1.0, (rs * ia2) @ (p - rs)])
-    J = jnp.stack([vs, 2.0 * rs * ia2, (p - 2.0 * rs) * ia2])
-    det = jnp.linalg.det(J)
-    ok = jnp.abs(det) > 1e-14
-    step = jnp.linalg.solve(jnp.where(ok, J, jnp.eye(3, dtype=J.dtype)), jnp.where(ok, g, 0.0))
-    r = _implicit(rs, rs - step)
+    """Tangent point from p (OpenSim's calcTangentPoint from r0), differentiable as
+    OpenSim's stopped Gauss-Newton iterate (:func:`_iterate_derivative`): OpenSim's
+    length follows that iterate, up to 1e-4 off the exact tangent point, and the
+    exact point's derivative differs from the iterate's by up to ~1e-3 per unit."""
+    r = _ell_tangent_iterate(jnp.concatenate([r0, p, a, vs, jnp.reshape(vs4, (1,))]))
     return jnp.where(jnp.abs(pe) < 1e-4, p, r)
 
 
@@ -1066,7 +1085,7 @@ def _lmpar_1d(r, d, qtb, delta, par):
 
     def solve(par):
         # qrsolv: one Givens rotation eliminates sqrt(par) * d below r.
-        sd = jnp.sqrt(par) * d
+        sd = _sqrt0(par) * d
         small_r = jnp.abs(r) < jnp.abs(sd)
         cot = _safe_div(r, sd)
         tan = _safe_div(sd, r)
@@ -1100,7 +1119,7 @@ def _lmpar_1d(r, d, qtb, delta, par):
 def _lmdif_1d(fun, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
     """The root (or least-squares point) of the scalar `fun` from x = 0 by OpenSim's lmdif_C
     for one residual and one unknown (MINPACK's decisions, OpenSim's modifications);
-    `fun` must not need gradients (call on stop-gradient inputs)."""
+    differentiable in forward mode (the derivative of the iterate it stops at)."""
     zero = jnp.zeros(())
     f0 = fun(zero)
 
@@ -1133,7 +1152,7 @@ def _lmdif_1d(fun, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
         fnorm1 = jnp.abs(f1)
         actred = jnp.where(0.1 * fnorm1 < fnorm, 1.0 - (fnorm1 / fnorm) ** 2, -1.0)
         t1 = jnp.abs(r * p) / fnorm
-        t2 = jnp.sqrt(par) * pnorm / fnorm
+        t2 = _sqrt0(par) * pnorm / fnorm
         prered = t1 * t1 + t2 * t2 / 0.5
         dirder = -(t1 * t1 + t2 * t2)
         ratio = jnp.where(prered != 0.0, actred / jnp.where(prered != 0.0, prered, 1.0), 0.0)
@@ -1172,18 +1191,15 @@ def _lmdif_1d(fun, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
     return c[0]  # x
 
 
+@_iterate_derivative
+def _torus_closest_u_flat(x):
+    return _lmdif_1d(_torus_resid_fn(x[0:3], x[3:6], x[6]))
+
+
 def _torus_closest_u(p1, p2, outer):
-    """OpenSim's Levenberg-Marquardt result u (distance from p1 towards p2), with the
-    derivative of the exact stationary point of the squared residual (value unchanged)."""
-    u = _lmdif_1d(_torus_resid_fn(_sg(p1), _sg(p2), _sg(outer)))
-
-    def grad_sq(t):  # d/du of g^2 / 2
-        g, gu = jax.jvp(_torus_resid_fn(p1, p2, outer), (t,), (jnp.ones_like(t),))
-        return g * gu
-
-    u0 = _sg(u)
-    h, hu = jax.jvp(grad_sq, (u0,), (jnp.ones_like(u0),))
-    return _implicit(u, u0 - _safe_div(h, _sg(hu)))
+    """OpenSim's Levenberg-Marquardt result u (distance from p1 towards p2), differentiable
+    as that iterate (:func:`_iterate_derivative`; OpenSim stops at ftol = xtol = 1e-4)."""
+    return _torus_closest_u_flat(jnp.concatenate([p1, p2, jnp.reshape(outer, (1,))]))
 
 
 def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False):
