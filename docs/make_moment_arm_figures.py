@@ -38,7 +38,7 @@ def main():
     d = np.load(REF)
     names = list(d["muscle_names"])
     assert tuple(names) == model.muscle_names
-    f = jax.jit(lambda qs: jax.lax.map(lambda q: (M.muscle_lengths(model, q), M.moment_arms(model, q)), qs))
+    f = jax.jit(lambda qs: jax.lax.map(lambda q: M.muscle_lengths_and_moment_arms(model, q), qs))
     qs = jnp.asarray(d["sweep_q_ind"])
     t = time.perf_counter()
     length, r = (np.asarray(a) for a in f(qs))
