@@ -817,7 +817,7 @@ def _ell_residual(r, d1, p, a, vs, vs4):
 
 def _ell_tangent_lm(r, p, a, vs, vs4):
     """OpenSim's damped Gauss-Newton for the tangent point from p in the plane (vs, vs4),
-    started at r (all stop-gradient): 50 outer iterations at most, stops at ssq <= 1e-8."""
+    started at r: 50 outer iterations at most, stops at ssq <= 1e-8."""
     d1 = -(2.0 * r / (a * a)) @ r
     ee = _ell_residual(r, d1, p, a, vs, vs4)
     ssq = ee @ ee
