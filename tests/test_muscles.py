@@ -528,3 +528,17 @@ def test_mobl_arms_lengths_and_moment_arms_are_finite(shared_dir):
         k, c = names.index(muscle), d["sweep_coordinate"][s]
         assert d["sweep_fd_smooth"][s, k]
         np.testing.assert_allclose(rc[i, c, k], d["sweep_moment_arms_fd"][s, k], atol=5e-5)
+
+
+def test_moment_arm_derivatives_are_the_symmetric_second_derivative_of_length():
+    """dR/dq (autodiff of autodiff) equals central differences of the closed-form R, and is
+    symmetric (it is -d²L/dq²). Closed-form wraps only: second derivatives through the
+    iterative wraps' rules compile for minutes (checked once, docs/moment_arms.md)."""
+    model = _arm({k: WRAPS[k] for k in ("none", "sphere", "cylinder")})
+    q, h = STATES[1], 1e-6
+    dr = np.asarray(jax.jit(lambda q: M.moment_arm_derivatives(model, q))(q))  # (nq, n_muscles, nq)
+    assert np.all(np.isfinite(dr)) and np.abs(dr).max() > 1e-3
+    r = jax.jit(lambda q: M.moment_arms(model, q))
+    fd = np.stack([(r(q + h * e) - r(q - h * e)) / (2 * h) for e in jnp.eye(2)], axis=-1)
+    np.testing.assert_allclose(dr, fd, atol=1e-7, rtol=0)
+    np.testing.assert_allclose(dr, np.swapaxes(dr, 0, 2), atol=1e-10, rtol=0)
