@@ -1,0 +1,62 @@
+"""Parity of jaxmb's muscle lengths and moment arms with OpenSim 4.6, per muscle, at every
+stored state of a reference file of scripts/opensim_reference.py.
+
+    .venv/bin/python scripts/parity_report.py jaxmb/data/arm26.osim tests/data/opensim/arm26.npz
+    .venv/bin/python scripts/parity_report.py ../shared/models/MOBL_ARMS_fixed_41.osim \
+        tests/data/opensim/mobl_arms.npz --muscles TMIN,ECRL,SUBSC,ECRB
+
+Prints, per muscle, max |L - L_OpenSim| over the sweep states, max |R - R_FD| over the
+sweep states where `sweep_fd_smooth` (R about the swept coordinate), and max |R - R_FD|
+over the random states (every coordinate, where `random_fd_smooth`). R is the
+closed form (`mb.muscle_lengths_and_moment_arms`), R_FD OpenSim's -dL/dq by central
+differences. `--muscles` keeps only those muscles (a smaller graph to compile).
+"""
+
+import argparse
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import equinox as eqx  # noqa: E402
+
+import jaxmb as mb  # noqa: E402
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("reference")
+    ap.add_argument("--muscles", default="", help="comma-separated muscle names (default: all)")
+    args = ap.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mb.load_osim(args.model)
+    d = np.load(args.reference)
+    names = list(d["muscle_names"])
+    if args.muscles:
+        keep = args.muscles.split(",")
+        model = eqx.tree_at(lambda m: m.muscles, model, tuple(m for m in model.muscles if m.name in keep))
+    cols = [names.index(m.name) for m in model.muscles]
+    f = jax.jit(lambda qs: jax.lax.map(lambda q: mb.muscle_lengths_and_moment_arms(model, q), qs))
+    length, r = (np.asarray(a) for a in f(jnp.asarray(d["sweep_q_ind"])))
+    c = d["sweep_coordinate"]
+    r_sweep = r[np.arange(len(c)), c, :]
+    smooth = d["sweep_fd_smooth"][:, cols]
+    dl = np.abs(length - d["sweep_muscle_lengths"][:, cols])
+    dr = np.where(smooth, np.abs(r_sweep - d["sweep_moment_arms_fd"][:, cols]), 0.0)
+    _, rr = (np.asarray(a) for a in f(jnp.asarray(d["random_q_ind"])))
+    rsmooth = d["random_fd_smooth"][:, :, cols]
+    drr = np.where(rsmooth, np.abs(rr - d["random_moment_arms_fd"][:, :, cols]), 0.0)
+    print(f"{len(c)} sweep states ({int((~smooth).sum())} non-smooth (state, muscle) pairs excluded), "
+          f"{len(rr)} random states ({int((~rsmooth).sum())} non-smooth entries excluded)")
+    print(f"{'muscle':10s} {'max|dL| sweep':>14s} {'max|dR| sweep':>14s} {'max|dR| random':>15s}")
+    for k, m in enumerate(model.muscles):
+        print(f"{m.name:10s} {dl[:, k].max():14.2e} {dr[:, k].max():14.2e} {drr[:, :, k].max():15.2e}")
+
+
+if __name__ == "__main__":
+    main()
