@@ -165,12 +165,22 @@ def test_errors_name_the_element():
 # Degenerate wrap geometry: finite values and gradients (never a silent NaN)
 # --------------------------------------------------------------------------
 
+def _ell_span(p1, p2, dims):
+    return M._span_length("WrapEllipsoid", p1, p2, dims, 0, 0)
+
+
+# Compiled once and shared by the ellipsoid tests below (op-by-op, each while loop of the
+# wrap would compile again at every call).
+_span = jax.jit(_ell_span)
+_span_grads = jax.jit(lambda p1, p2, dims: (jax.grad(_ell_span, argnums=(0, 1))(p1, p2, dims),
+                                            jax.jacfwd(_ell_span, argnums=(0, 1))(p1, p2, dims)))
+_ell_wrap = jax.jit(lambda p1, p2, dims: M._ellipsoid_wrap(p1, p2, dims, 0, 0))
+
+
 def _span_and_grads(p1, p2, dims):
     """Ellipsoid span length and its forward- and reverse-mode gradients w.r.t. both ends."""
-    span = lambda a, b: M._span_length("WrapEllipsoid", a, b, dims, 0, 0)  # noqa: E731
-    rev = jax.grad(span, argnums=(0, 1))(p1, p2)
-    fwd = jax.jacfwd(span, argnums=(0, 1))(p1, p2)
-    return span(p1, p2), rev, fwd
+    rev, fwd = _span_grads(p1, p2, dims)
+    return _span(p1, p2, dims), rev, fwd
 
 
 @pytest.mark.parametrize("case", ["circular_section", "collinear", "coincident", "at_centre"])
@@ -184,7 +194,7 @@ def test_ellipsoid_wrap_degenerate_inputs_are_finite(case):
               "coincident": ((0.03, 0.01, 0.0), (0.03, 0.01, 0.0)),
               "at_centre": ((0.0, 0.0, 0.0), (0.0, 0.03, 0.0))}[case]
     p1, p2 = jnp.array(p1), jnp.array(p2)
-    for out in jax.tree_util.tree_leaves((M._ellipsoid_wrap(p1, p2, dims, 0, 0), _span_and_grads(p1, p2, dims))):
+    for out in jax.tree_util.tree_leaves((_ell_wrap(p1, p2, dims), _span_and_grads(p1, p2, dims))):
         assert np.all(np.isfinite(np.asarray(out))), case
     if case == "circular_section":
         # On a sphere OpenSim's wrapping plane holds the centre: tangent lines plus the
@@ -206,9 +216,9 @@ def test_ellipsoid_wrap_degenerate_inputs_are_finite(case):
         length, rev, fwd = _span_and_grads(p1, p2, dims)
         np.testing.assert_allclose(length, sphere_span(p1, p2), rtol=1e-7)
         exact = np.concatenate(jax.grad(sphere_span, argnums=(0, 1))(p1, p2))
-        span = jax.jit(lambda x: M._span_length("WrapEllipsoid", x[:3], x[3:], dims, 0, 0))
         x, h = jnp.concatenate([p1, p2]), 1e-6
-        fd = np.array([(span(x + h * e) - span(x - h * e)) / (2 * h) for e in jnp.eye(6)])
+        fd = np.array([(_span(*(x + h * e).reshape(2, 3), dims) - _span(*(x - h * e).reshape(2, 3), dims)) / (2 * h)
+                       for e in jnp.eye(6)])
         for g in (rev, fwd):
             np.testing.assert_allclose(np.concatenate(g), fd, atol=2e-8)
             np.testing.assert_allclose(np.concatenate(g), exact, atol=2e-6)
@@ -278,8 +288,8 @@ def test_ellipsoid_span_gradient_matches_central_differences():
     """The guards leave the generic (triaxial, non-circular) case untouched."""
     dims = jnp.array([0.03, 0.02, 0.025])
     p1, p2 = jnp.array([0.04, 0.01, 0.005]), jnp.array([-0.01, 0.045, -0.004])
-    span = lambda a, b: M._span_length("WrapEllipsoid", a, b, dims, 0, 0)  # noqa: E731
-    ga, gb = jax.grad(span, argnums=(0, 1))(p1, p2)
+    span = lambda a, b: _span(a, b, dims)  # noqa: E731
+    (ga, gb), _ = _span_grads(p1, p2, dims)
     h, eye = 1e-7, jnp.eye(3)
     fda = jnp.array([(span(p1 + h * e, p2) - span(p1 - h * e, p2)) / (2 * h) for e in eye])
     fdb = jnp.array([(span(p1, p2 + h * e) - span(p1, p2 - h * e)) / (2 * h) for e in eye])
