@@ -1,0 +1,171 @@
+#!/usr/bin/env python
+"""Andrews' squeezer, 0 <= t <= 0.03 s: work-precision diagram of the embedded ODE
+against the index-1 DAE, and the speed-up at equal accuracy read off it.
+
+The seed (001, section B) reports the embedded formulation 4x faster than the
+index-1 DAE with velocity stabilisation, both integrated by TR-BDF2 at one
+(unstated) tolerance. A single tolerance favours whichever route happens to be
+more accurate at it; a work-precision diagram (Hairer & Wanner) does not: every
+route runs over a sweep of tolerances with each solver, and at a target accuracy
+(significant digits of the seven angles at t = 0.03 against the Test Set reference)
+each route is charged its cheapest run that reaches the target. The speed-up is
+``best DAE time / best embedded time`` at that target.
+
+Routes: the embedded ODE in q = (β,) (implicit joint functions, `mb.simulate`) and
+the jaxmb index-1 DAE in the seven angles with Baumgarte α = β in {0, 100, 1000}
+(`mb.constraints.simulate_dae`), each with diffrax Tsit5 (5th order, the default of
+`mb.simulate`) and Dopri8, rtol = atol in `--tols`. The tolerance is a traced
+argument, so each (route, solver) compiles once. Runs are timed by CPU time, best
+of `--repeat`, all configurations of one tolerance interleaved so that load on the
+machine slows every route alike.
+
+Run: `.venv/bin/python benchmarks/andrews_work_precision.py [--repeat 5]`; writes
+benchmarks/results/andrews_work_precision.json and docs/figures/andrews_work_precision.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import diffrax  # noqa: E402
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxmb as mb  # noqa: E402
+from jaxmb import models as C  # noqa: E402
+
+T1 = 0.03
+REF = np.asarray(C.ANDREWS_REFERENCE_T003)
+SOLVERS = {"Tsit5": diffrax.Tsit5, "Dopri8": diffrax.Dopri8}
+
+
+def digits(angles_hw) -> float:
+    """Significant digits of the seven angles against the Test Set reference (min over angles)."""
+    rel = np.abs(np.asarray(angles_hw) - REF) / np.abs(REF)
+    return float(-np.log10(max(rel.max(), 1e-17)))
+
+
+def best_time_at(rows, route_kind, target):
+    """Cheapest run of `route_kind` ('embedded' or 'DAE') with at least `target` digits."""
+    ok = [r for r in rows if r["kind"] == route_kind and r["digits"] >= target]
+    return min(ok, key=lambda r: r["cpu_s"]) if ok else None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tols", default="1e-4,1e-5,1e-6,1e-7,1e-8,1e-9,1e-10,1e-11,1e-12")
+    p.add_argument("--baumgarte", default="0,100,1000")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--targets", default="4,5,6,7,8,9,9.5")
+    p.add_argument("--no-figure", action="store_true")
+    args = p.parse_args(argv)
+    tols = [float(t) for t in args.tols.split(",")]
+    model = C.andrews_squeezer(throw=False)
+    perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in model.joint_names])
+    inv = np.argsort(perm)
+    q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+    z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
+
+    configs = {}
+    for sname, solver in SOLVERS.items():
+        def embedded(m, tol, solver=solver):
+            sol = mb.simulate(m, q0, jnp.zeros(1), T1, rtol=tol, atol=tol, solver=solver(), throw=False)
+            return C.andrews_angles(m, sol.q[-1]), sol.stats["num_steps"], jnp.asarray(0.0)
+
+        configs[("embedded", f"embedded ODE, {sname}")] = eqx.filter_jit(embedded)
+        for ab in (float(a) for a in args.baumgarte.split(",")):
+            def dae(m, tol, ab=ab, solver=solver):
+                s = mb.constraints.simulate_dae(m, z0, jnp.zeros(7), T1, alpha=ab, beta=ab, rtol=tol, atol=tol,
+                                                solver=solver())
+                return s.z[-1][inv], s.stats["num_steps"], s.drift[-1]
+
+            configs[("DAE", f"index-1 DAE, Baumgarte {ab:g}, {sname}")] = eqx.filter_jit(dae)
+
+    compile_s = {}
+    for key, fn in configs.items():
+        t = time.perf_counter()
+        jax.block_until_ready(fn(model, jnp.asarray(tols[0])))
+        compile_s[key[1]] = time.perf_counter() - t
+        print(f"compiled {key[1]} in {compile_s[key[1]]:.1f} s", flush=True)
+
+    rows = []
+    for tol in tols:
+        tol_a = jnp.asarray(tol)
+        outs = {key: jax.block_until_ready(fn(model, tol_a)) for key, fn in configs.items()}
+        best = {key: np.inf for key in configs}
+        for _ in range(args.repeat):
+            for key, fn in configs.items():
+                t = time.process_time()
+                jax.block_until_ready(fn(model, tol_a))
+                best[key] = min(best[key], time.process_time() - t)
+        for key, (ang, steps, drift) in outs.items():
+            rows.append(dict(kind=key[0], route=key[1], tol=tol, cpu_s=best[key], digits=digits(ang),
+                             steps=int(steps), drift=float(drift)))
+        print(f"tol {tol:g}: " + "; ".join(f"{r['route']} {r['cpu_s'] * 1e3:.1f} ms {r['digits']:.2f}"
+                                             for r in rows[-len(configs):]), flush=True)
+
+    print(f"\nAndrews' squeezer 0..{T1} s, float64, {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs; "
+          f"CPU time, best of {args.repeat}")
+    print(f"{'route':<42} {'tol':>7} {'digits':>6} {'steps':>6} {'ms':>8} {'drift':>9}")
+    for r in sorted(rows, key=lambda r: (r["route"], -r["tol"])):
+        print(f"{r['route']:<42} {r['tol']:7.0e} {r['digits']:6.2f} {r['steps']:6d} {r['cpu_s'] * 1e3:8.2f} "
+              f"{r['drift']:9.1e}")
+
+    summary = []
+    print(f"\n{'digits >=':>9} {'embedded (cheapest run)':<44} {'DAE (cheapest run)':<58} {'speed-up':>8}")
+    for target in (float(t) for t in args.targets.split(",")):
+        e, d = best_time_at(rows, "embedded", target), best_time_at(rows, "DAE", target)
+        if e is None or d is None:
+            print(f"{target:9.1f} {'-' if e is None else e['route']:<44} {'-' if d is None else d['route']:<58}")
+            continue
+        ratio = d["cpu_s"] / e["cpu_s"]
+        summary.append(dict(target_digits=target, embedded=e, dae=d, speedup=ratio))
+
+        def cell(r):
+            return f"{r['route']}, tol {r['tol']:.0e}: {r['cpu_s'] * 1e3:.1f} ms"
+
+        print(f"{target:9.1f} {cell(e):<44} {cell(d):<58} {ratio:7.2f}x")
+
+    out = Path(__file__).parent / "results" / "andrews_work_precision.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(dict(problem="andrews_squeezer", t1=T1, dtype="float64", timing="CPU time",
+                                   repeat=args.repeat, device=str(jax.devices()[0]), machine=platform.platform(),
+                                   cpu_count=os.cpu_count(), compile_s=compile_s, rows=rows, summary=summary),
+                              indent=2))
+    print(f"wrote {out}")
+    if not args.no_figure:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for route in dict.fromkeys(r["route"] for r in rows):
+            rr = sorted((r for r in rows if r["route"] == route), key=lambda r: r["digits"])
+            style = "-o" if rr[0]["kind"] == "embedded" else "--s"
+            ax.semilogy([r["digits"] for r in rr], [r["cpu_s"] * 1e3 for r in rr], style, ms=4, label=route)
+        ax.set_xlabel("significant digits at t = 0.03 (Test Set reference)")
+        ax.set_ylabel("CPU time per simulation [ms]")
+        ax.set_title("Andrews' squeezer: embedded ODE vs index-1 DAE (jaxmb, diffrax)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = Path(__file__).parent.parent / "docs" / "figures" / "andrews_work_precision.png"
+        fig.savefig(path, dpi=120)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
