@@ -14,7 +14,8 @@ each route is charged its cheapest run that reaches the target. The speed-up is
 Routes: the embedded ODE in q = (β,) (implicit joint functions, `mb.simulate`) and
 the jaxmb index-1 DAE in the seven angles with Baumgarte α = β in {0, 100, 1000}
 (`mb.constraints.simulate_dae`), each with diffrax Tsit5 (5th order, the default of
-`mb.simulate`) and Dopri8, rtol = atol in `--tols`. The tolerance is a traced
+`mb.simulate`) and Dopri8 (`--solvers`; Kvaerno5, implicit like the seed's TR-BDF2,
+on request), rtol = atol in `--tols`. The tolerance is a traced
 argument, so each (route, solver) compiles once. Runs are timed by CPU time, best
 of `--repeat`, all configurations of one tolerance interleaved so that load on the
 machine slows every route alike.
@@ -44,17 +45,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
+from bench_andrews import T1, digits  # noqa: E402  (same accuracy measure as the single-tolerance table)
 from jaxmb import models as C  # noqa: E402
 
-T1 = 0.03
-REF = np.asarray(C.ANDREWS_REFERENCE_T003)
-SOLVERS = {"Tsit5": diffrax.Tsit5, "Dopri8": diffrax.Dopri8}
-
-
-def digits(angles_hw) -> float:
-    """Significant digits of the seven angles against the Test Set reference (min over angles)."""
-    rel = np.abs(np.asarray(angles_hw) - REF) / np.abs(REF)
-    return float(-np.log10(max(rel.max(), 1e-17)))
+SOLVERS = {"Tsit5": diffrax.Tsit5, "Dopri8": diffrax.Dopri8, "Kvaerno5": diffrax.Kvaerno5}
 
 
 def best_time_at(rows, route_kind, target):
@@ -69,6 +63,9 @@ def main(argv=None):
     p.add_argument("--baumgarte", default="0,100,1000")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--targets", default="4,5,6,7,8,9,9.5")
+    p.add_argument("--solvers", default="Tsit5,Dopri8",
+                   help=f"comma-separated, from {sorted(SOLVERS)} (Kvaerno5: implicit, as the seed's TR-BDF2; slow)")
+    p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_work_precision.json"))
     p.add_argument("--no-figure", action="store_true")
     args = p.parse_args(argv)
     tols = [float(t) for t in args.tols.split(",")]
@@ -79,7 +76,8 @@ def main(argv=None):
     z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
 
     configs = {}
-    for sname, solver in SOLVERS.items():
+    for sname in args.solvers.split(","):
+        solver = SOLVERS[sname]
         def embedded(m, tol, solver=solver):
             sol = mb.simulate(m, q0, jnp.zeros(1), T1, rtol=tol, atol=tol, solver=solver(), throw=False)
             return C.andrews_angles(m, sol.q[-1]), sol.stats["num_steps"], jnp.asarray(0.0)
@@ -138,7 +136,7 @@ def main(argv=None):
 
         print(f"{target:9.1f} {cell(e):<44} {cell(d):<58} {ratio:7.2f}x")
 
-    out = Path(__file__).parent / "results" / "andrews_work_precision.json"
+    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(problem="andrews_squeezer", t1=T1, dtype="float64", timing="CPU time",
                                    repeat=args.repeat, device=str(jax.devices()[0]), machine=platform.platform(),
