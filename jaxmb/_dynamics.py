@@ -42,7 +42,7 @@ from ._kinematics import (
 )
 from ._kinematics import _local_frames, _pose_along_path, _skew_batch, _stack_rows
 from ._model import AbstractJointSpaceLoad, AbstractLoad, Model, _PoseLoad
-from ._spatial import skew
+from ._spatial import skew, small_matmul
 
 Method = Literal["recursive", "autodiff", "seed"]
 
@@ -142,7 +142,8 @@ def _to_child(rot, trans, m):
     ``_motion_to_child(A4) @ m`` without forming 6x6 matrices."""
     rt = jnp.swapaxes(rot, -1, -2)
     w, v = m[..., :3, :], m[..., 3:, :]
-    return jnp.concatenate([rt @ w, rt @ (v + jnp.cross(w, trans[..., :, None], axis=-2))], axis=-2)
+    return jnp.concatenate([small_matmul(rt, w), small_matmul(rt, v + jnp.cross(w, trans[..., :, None], axis=-2))],
+                           axis=-2)
 
 
 def _body_arrays(model: Model, dtype):
@@ -158,7 +159,7 @@ def _apply_inertia(mass, com, inertia, m):
     c = com[:, :, None]
     w, v = m[:, :3, :], m[:, 3:, :]
     lin = mass[:, None, None] * (v + jnp.cross(w, c, axis=1))
-    return jnp.concatenate([inertia @ w + jnp.cross(c, lin, axis=1), lin], axis=1)
+    return jnp.concatenate([small_matmul(inertia, w) + jnp.cross(c, lin, axis=1), lin], axis=1)
 
 
 def _twist_matrices(jb):
@@ -371,7 +372,7 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, body_jacobians=Non
                 if b not in pose_rates:
                     local = joint_transforms(model, f) if local is None else local
                     pose = _pose_along_path(model, local, b)
-                    pose_rates[b] = (pose, pose[None] @ _twist_matrices(body_jacobians[b:b + 1])[0])
+                    pose_rates[b] = (pose, small_matmul(pose[None], _twist_matrices(body_jacobians[b:b + 1])[0]))
                 pose, dpose = pose_rates[b]
             else:
                 if motion is None:

@@ -39,7 +39,17 @@ class AbstractJointFunction(eqx.Module):
 
     Subclasses implement :meth:`__call__` and :meth:`coordinate_indices`;
     :meth:`gradient` and :meth:`hessian` default to autodiff.
+
+    A model evaluates joint functions of the same kind and shape together
+    (``jax.vmap`` over their stacked parameters) where :meth:`vectorisable` says so.
     """
+
+    def vectorisable(self) -> bool:
+        """Whether several functions of this kind and shape may be evaluated as one
+        batched function (the parameters stacked; the static fields equal). False by
+        default: it is right for pure parametric functions, not for functions with
+        per-trace caches (loop closures) or trivial ones (coordinates, constants)."""
+        return False
 
     @abc.abstractmethod
     def __call__(self, q: Float[Array, " nq"]) -> Scalar:
@@ -113,6 +123,9 @@ class Linear(AbstractJointFunction):
                 f"shape {self.weights.shape}; give one weight per coordinate index."
             )
 
+    def vectorisable(self):
+        return True
+
     def __call__(self, q):
         idx = jnp.asarray(self.indices, dtype=int)
         return self.offset + jnp.dot(self.weights, q[idx])
@@ -135,6 +148,9 @@ class Polynomial(AbstractJointFunction):
         self.coefficients = _as_float_array(coefficients)
         if self.coefficients.ndim != 1 or self.coefficients.shape[0] == 0:
             raise ModelError("Polynomial joint function needs a non-empty 1-D coefficient array.")
+
+    def vectorisable(self):
+        return True
 
     def __call__(self, q):
         return jnp.polyval(self.coefficients[::-1], q[self.index])
@@ -280,6 +296,9 @@ class CubicSpline(AbstractJointFunction):
         d2 = jnp.where(below | above, jnp.zeros_like(d2), d2)
         return val, d1, d2
 
+    def vectorisable(self):
+        return True
+
     def __call__(self, q):
         return self._derivatives(q[self.index])[0]
 
@@ -337,17 +356,33 @@ class FourierSeries(AbstractJointFunction):
         return (self.index,)
 
     def _terms(self, xq):
-        """``(k ω, cos(k ω x), sin(k ω x))`` for k = 1..K from one cosine and one sine:
-        the harmonics are the powers ``e^{i k ω x} = (e^{i ω x})^k`` (a cumulative
-        product; round-off grows like k ε, 3e-15 at K = 24), instead of 2K
-        transcendental functions per call, which dominated the cost of a pre-modeled
-        model's right-hand side."""
-        k = jnp.arange(1, self.a.shape[0] + 1, dtype=self.a.dtype)
-        kw = k * self.omega
+        """``(k ω, cos(k ω x), sin(k ω x))`` for k = 1..K from one cosine and one sine.
+
+        ``e^{i k ω x}`` is the product of the squarings ``e^{i 2^b ω x}`` over the
+        set bits b of k: about log2 K complex products, round-off growing like
+        log2(K) ε. Every operation is elementwise over k, so XLA fuses the whole
+        evaluation into one kernel; 2K transcendental functions per call (the naive
+        form) or a cumulative product (a sequential scan kernel) cost several times
+        more in a right-hand side of the dynamics.
+        """
+        n = self.a.shape[0]
+        k = np.arange(1, n + 1)
+        kw = jnp.asarray(k, dtype=self.a.dtype) * self.omega
         theta = self.omega * xq
-        unit = jax.lax.complex(jnp.cos(theta), jnp.sin(theta))
-        powers = jnp.cumprod(jnp.broadcast_to(unit, k.shape))
-        return kw, jnp.real(powers), jnp.imag(powers)
+        pc, ps = jnp.cos(theta), jnp.sin(theta)  # e^{i 2^b θ}, b = 0, 1, ...
+        c = s = None
+        for bit in range(n.bit_length()):
+            on = ((k >> bit) & 1).astype(bool)
+            if c is None:
+                c = jnp.where(on, pc, 1.0).astype(self.a.dtype)
+                s = jnp.where(on, ps, 0.0).astype(self.a.dtype)
+            elif on.any():
+                c, s = jnp.where(on, c * pc - s * ps, c), jnp.where(on, c * ps + s * pc, s)
+            pc, ps = pc * pc - ps * ps, 2.0 * pc * ps
+        return kw, c, s
+
+    def vectorisable(self):
+        return True
 
     def __call__(self, q):
         x = q[self.index]
@@ -385,6 +420,9 @@ class Composed(AbstractJointFunction):
     outer: AbstractJointFunction
     inner: AbstractJointFunction
 
+    def vectorisable(self):
+        return self.outer.vectorisable() and self.inner.vectorisable()
+
     def __call__(self, q):
         return self.outer(jnp.reshape(self.inner(q), (1,)))
 
@@ -401,6 +439,9 @@ class Scaled(AbstractJointFunction):
     def __init__(self, inner: AbstractJointFunction, scale: RealLike):
         self.inner = inner
         self.scale = _as_float_array(scale)
+
+    def vectorisable(self):
+        return self.inner.vectorisable()
 
     def __call__(self, q):
         return self.scale * self.inner(q)

@@ -18,25 +18,55 @@ from jaxtyping import Array, Float
 from ._typing import RealLike
 
 from ._model import Model
-from ._spatial import vee
+from ._spatial import small_matmul, small_matvec, vee
+
+
+def _per_joint(model: Model, method: str, *args) -> list:
+    """``[getattr(j.function, method)(*args) for j in model.joints]``, with the joint
+    functions that are :meth:`~jaxmb.AbstractJointFunction.vectorisable` and alike in
+    kind and shape (same type, static fields and parameter shapes) evaluated as one
+    function under ``jax.vmap`` over their stacked parameters.
+
+    Why: on CPU a right-hand side costs about one kernel launch per operation, not
+    per flop; the six fitted functions of a pre-modeled loop, or the coupled
+    translations of an OpenSim knee, then cost what one costs."""
+    groups: dict = {}
+    for i, joint in enumerate(model.joints):
+        fn = joint.function
+        if fn.vectorisable():
+            leaves, treedef = jax.tree_util.tree_flatten(fn)
+            key = (type(fn), treedef, tuple((jnp.shape(x), jnp.result_type(x)) for x in leaves))
+        else:
+            key = i
+        groups.setdefault(key, []).append(i)
+    out: list = [None] * len(model.joints)
+    for members in groups.values():
+        if len(members) == 1:
+            out[members[0]] = getattr(model.joints[members[0]].function, method)(*args)
+            continue
+        stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *(model.joints[i].function for i in members))
+        batch = jax.vmap(lambda fn: getattr(fn, method)(*args))(stacked)
+        for k, i in enumerate(members):
+            out[i] = jax.tree.map(lambda x: x[k], batch)
+    return out
 
 
 def joint_values(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nj"]:
     """Joint variables ``f_i(q)`` in the order of ``model.joint_names`` (rad or m)."""
     q = jnp.asarray(q)
-    return jnp.stack([j.function(q) for j in model.joints]).astype(q.dtype)
+    return jnp.stack(_per_joint(model, "__call__", q)).astype(q.dtype)
 
 
 def joint_gradients(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq"]:
     """``∇f_i(q)`` stacked as rows, shape (n_joints, nq)."""
     q = jnp.asarray(q)
-    return jnp.stack([j.function.gradient(q) for j in model.joints])
+    return jnp.stack(_per_joint(model, "gradient", q))
 
 
 def joint_hessians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq nq"]:
-    """``H_i(q) = ∂²f_i/∂q²``, shape (n_joints, nq, nq)."""
+    """``H_i(q) = ∂²f/∂q²``, shape (n_joints, nq, nq)."""
     q = jnp.asarray(q)
-    return jnp.stack([j.function.hessian(q) for j in model.joints])
+    return jnp.stack(_per_joint(model, "hessian", q))
 
 
 def joint_rates(model: Model, q, qd, qdd=None):
@@ -48,7 +78,7 @@ def joint_rates(model: Model, q, qd, qdd=None):
     ``q'ᵀ H q'`` alone.
     """
     q, qd = jnp.asarray(q), jnp.asarray(qd, dtype=jnp.asarray(q).dtype)
-    f, fd, fdd = (jnp.stack(x).astype(q.dtype) for x in zip(*(j.function.rates(q, qd) for j in model.joints)))
+    f, fd, fdd = (jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
     if qdd is not None:
         fdd = fdd + jax.jvp(lambda x: joint_values(model, x), (q,), (qdd,))[1]
     return f, fd, fdd
@@ -89,10 +119,10 @@ def _local_frames(model: Model, f):
     k = _skew_batch(axis)
     s, h = jnp.sin(angle), jnp.sin(0.5 * angle)
     eye = jnp.eye(3, dtype=f.dtype)
-    rm = eye + k * s[:, None, None] + 2.0 * (k @ k) * (h * h)[:, None, None]
+    rm = eye + k * s[:, None, None] + 2.0 * small_matmul(k, k) * (h * h)[:, None, None]
     tm = jnp.where(revolute[:, None], 0.0, f[:, None] * axis)
-    rot = rp @ rm @ rc
-    trans = jnp.einsum("nij,nj->ni", rp, jnp.einsum("nij,nj->ni", rm, tc) + tm) + tp
+    rot = small_matmul(small_matmul(rp, rm), rc)
+    trans = small_matvec(rp, small_matvec(rm, tc) + tm) + tp
     return rot, trans
 
 
@@ -144,7 +174,7 @@ def _poses_from_local(model: Model, local: Array) -> Array:
     # Level by level with static slices (no gather/scatter, which are slow under vmap).
     poses = [None] * model.n_bodies
     for level, (idx, par) in enumerate(tree_levels(model)):
-        block = _stack_rows(local, idx) if level == 0 else _stack_rows(poses, par) @ _stack_rows(local, idx)
+        block = _stack_rows(local, idx) if level == 0 else small_matmul(_stack_rows(poses, par), _stack_rows(local, idx))
         for k, i in enumerate(idx):
             poses[i] = block[k]
     return jnp.stack(poses)
@@ -156,7 +186,7 @@ def _pose_along_path(model: Model, local: Array, i: int) -> Array:
     few bodies are needed, e.g. those that carry loads)."""
     pose = None
     for k in (*model.ancestors(i), i):
-        pose = local[k] if pose is None else pose @ local[k]
+        pose = local[k] if pose is None else small_matmul(pose, local[k])
     return pose
 
 

@@ -104,3 +104,39 @@ def matrix_derivative(jacobian: Float[Array, "m n r"]) -> Float[Array, "mr n"]:
 def vec(a: Array) -> Array:
     """Column stacking ``vec(A)`` (Neudecker): columns of ``A`` one below the other."""
     return a.T.reshape(-1)
+
+
+# --------------------------------------------------------------------------
+# Products of small matrices on the hot path.
+# --------------------------------------------------------------------------
+
+
+def small_matmul(a: Array, b: Array) -> Array:
+    """``a @ b`` (batched over leading axes) with the contraction written out as
+    a sum of broadcast products when it is at most 4 long.
+
+    Why: on CPU a right-hand side of the dynamics is a few hundred flops spread
+    over many tiny products, and XLA runs every ``dot`` as a separate kernel (as
+    it does a reduction); written as elementwise products and sums the 3x3 and
+    4x4 products fuse with their neighbours, so a tree pass is a handful of
+    kernels instead of dozens. Same values up to the order of the additions.
+    """
+    n = a.shape[-1]
+    if n > 4 or b.ndim < 2 or a.ndim < 2:
+        return a @ b
+    out = a[..., :, 0:1] * b[..., 0:1, :]
+    for k in range(1, n):
+        out = out + a[..., :, k:k + 1] * b[..., k:k + 1, :]
+    return out
+
+
+def small_matvec(a: Array, v: Array) -> Array:
+    """``a @ v`` for matrices a (..., m, n) and vectors v (..., n), n <= 4 written out
+    (see :func:`small_matmul`)."""
+    n = a.shape[-1]
+    if n > 4:
+        return jnp.einsum("...ij,...j->...i", a, v)
+    out = a[..., :, 0] * v[..., None, 0]
+    for k in range(1, n):
+        out = out + a[..., :, k] * v[..., None, k]
+    return out
