@@ -81,8 +81,10 @@ class DAEVectorField(eqx.Module):
         return sol[:n], sol[n:]
 
     def __call__(self, t, y, args):
-        z, zd = y
-        return zd, self.accelerations(z, zd)[0]
+        """On the flat state ``y = (z, ż)`` (as :func:`jaxmb.simulate` does)."""
+        n = y.shape[0] // 2
+        z, zd = y[:n], y[n:]
+        return jnp.concatenate([zd, self.accelerations(z, zd)[0]])
 
 
 def dae_vector_field(model: Model, forces: Callable | None = None, alpha: float = 0.0,
@@ -113,10 +115,11 @@ def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: 
     zd0 = jnp.asarray(zd0, dtype=z0.dtype)
     saveat = diffrax.SaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=z0.dtype))
     sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Dopri8() if solver is None else solver,
-                              t0=t0, t1=t1, dt0=None, y0=(z0, zd0), saveat=saveat,
+                              t0=t0, t1=t1, dt0=None, y0=jnp.concatenate([z0, zd0]), saveat=saveat,
                               stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
                               max_steps=max_steps)
-    z, zd = sol.ys
+    n = z0.shape[0]
+    z, zd = sol.ys[:, :n], sol.ys[:, n:]
     drift = jax.vmap(lambda x: jnp.max(jnp.abs(field.phi(x))))(z)
     return DAESolution(ts=sol.ts, z=z, zd=zd, drift=drift, stats=sol.stats)
 
@@ -131,8 +134,7 @@ def dae_rhs_numpy(model: Model, forces: Callable | None = None, alpha: float = 0
 
     @jax.jit
     def f(y):
-        zd, zdd = field(0.0, (y[:n], y[n:]), None)
-        return jnp.concatenate([zd, zdd])
+        return field(0.0, y, None)
 
     jac = jax.jit(jax.jacfwd(f))
     return (lambda t, y: np.asarray(f(jnp.asarray(y)))), (lambda t, y: np.asarray(jac(jnp.asarray(y))))

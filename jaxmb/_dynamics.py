@@ -212,8 +212,9 @@ def _projected_terms(model: Model, f, fd, fdd, jac):
     v = cols[:, :, 0]
     force = inert[:, :, 1] + _cross_force_batch(v, inert[:, :, 0])
     jb = cols[:, :, 2:]
-    mass = jnp.einsum("nak,nal->kl", jb, inert[:, :, 2:])
-    bias = jnp.einsum("nak,na->k", jb, force)
+    # Written as products and sums (not einsum's dot) so that XLA fuses them.
+    mass = jnp.sum(jb[:, :, :, None] * inert[:, :, None, 2:], axis=(0, 1))
+    bias = jnp.sum(jb * force[:, :, None], axis=(0, 1))
     return mass, bias, jb
 
 

@@ -25,7 +25,7 @@ from ._typing import RealLike
 
 from ._errors import ModelError
 from ._functions import AbstractJointFunction, Constant, Coordinate
-from ._spatial import homogeneous, rotation_about_axis
+from ._spatial import homogeneous, rotation_about_axis, small_matmul, small_matvec
 
 GROUND = "ground"
 
@@ -320,8 +320,8 @@ class PointForce(_PoseLoad):
         self.force = _f(force, (3,))
 
     def pose_power(self, pose, dpose):
-        velocity = dpose[:3, :3] @ self.point.astype(pose.dtype) + dpose[:3, 3]
-        return velocity @ self.force.astype(pose.dtype)
+        velocity = small_matvec(dpose[:3, :3], self.point.astype(pose.dtype)) + dpose[:3, 3]
+        return jnp.sum(velocity * self.force.astype(pose.dtype))
 
 
 class BodyTorque(_PoseLoad):
@@ -335,9 +335,9 @@ class BodyTorque(_PoseLoad):
         self.torque = _f(torque, (3,))
 
     def pose_power(self, pose, dpose):
-        w = dpose[:3, :3] @ pose[:3, :3].T  # ω̃ = Ṙ Rᵀ
+        w = small_matmul(dpose[:3, :3], pose[:3, :3].T)  # ω̃ = Ṙ Rᵀ
         omega = jnp.stack([w[2, 1], w[0, 2], w[1, 0]])
-        return omega @ self.torque.astype(pose.dtype)
+        return jnp.sum(omega * self.torque.astype(pose.dtype))
 
 
 class LinearSpring(_PoseLoad):
@@ -373,10 +373,11 @@ class LinearSpring(_PoseLoad):
         return 0.5 * self.stiffness * (self.length(model, q) - self.rest_length) ** 2
 
     def pose_power(self, pose, dpose):
-        r = pose[:3, :3] @ self.point.astype(pose.dtype) + pose[:3, 3] - self.anchor.astype(pose.dtype)
-        dr = dpose[:3, :3] @ self.point.astype(pose.dtype) + dpose[:3, 3]
+        point = self.point.astype(pose.dtype)
+        r = small_matvec(pose[:3, :3], point) + pose[:3, 3] - self.anchor.astype(pose.dtype)
+        dr = small_matvec(dpose[:3, :3], point) + dpose[:3, 3]
         length = jnp.sqrt(jnp.sum(r**2))
-        return -self.stiffness * (length - self.rest_length) * (r @ dr) / length
+        return -self.stiffness * (length - self.rest_length) * jnp.sum(r * dr) / length
 
 
 class Model(eqx.Module):

@@ -128,3 +128,56 @@ def test_joint_rates_match_gradients_and_hessians():
     np.testing.assert_allclose(f, mb.joint_values(model, q), rtol=1e-14)
     np.testing.assert_allclose(fd, jac @ qd, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(fdd, jac @ qdd + jnp.einsum("a,iab,b->i", qd, hes, qd), rtol=1e-12, atol=1e-13)
+
+
+def _coupled_chain():
+    """Six revolute joints in a chain driven by two coordinates: three Fourier series
+    of q0 alike in shape, two splines of q1 on the same knots, one coordinate."""
+    b = mb.ModelBuilder("coupled_chain")
+    q0, q1 = b.add_coordinate("crank"), b.add_coordinate("flexion")
+    x = jnp.linspace(-2.0, 2.0, 9)
+    functions = [
+        mb.FourierSeries(q0, 0.1, jnp.array([0.9, 0.05, -0.2]), jnp.array([0.1, -0.02, 0.3]), 1.0, slope=-1.0),
+        mb.Coordinate(q1),
+        mb.FourierSeries(q0, -0.3, jnp.array([0.2, 0.4, 0.1]), jnp.array([-0.5, 0.2, 0.0]), 1.0),
+        mb.CubicSpline.fit(q1, x, 0.3 * jnp.sin(x)),
+        mb.FourierSeries(q0, 0.0, jnp.array([0.0, 0.1, 0.7]), jnp.array([0.3, 0.3, -0.1]), 1.0),
+        mb.CubicSpline.fit(q1, x, 0.1 * x**2 - 0.2 * x),
+    ]
+    parent = "ground"
+    for k, fn in enumerate(functions):
+        b.add_body(mb.Body(f"link{k}", 1.0 + 0.1 * k, (0.0, -0.2, 0.01 * k), np.diag([0.02, 0.01, 0.02])))
+        b.add_joint(mb.revolute(f"j{k}", parent, f"link{k}", (0.1 * k, 0.0, 1.0), fn, offset=(0.0, -0.4, 0.0)))
+        parent = f"link{k}"
+    return b.build()
+
+
+def test_alike_joint_functions_are_evaluated_together_with_the_same_values():
+    """Joint functions of one kind and shape run as one vmapped function (three Fourier
+    series -> one cosine in the trace, not three); values, gradients, Hessians and rates
+    equal the joints' own one-by-one evaluation to round-off."""
+    model = _coupled_chain()
+    q, qd = jnp.array([0.7, -0.4]), jnp.array([1.3, -2.2])
+    fns = [j.function for j in model.joints]
+    np.testing.assert_allclose(mb.joint_values(model, q), jnp.stack([f(q) for f in fns]), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(mb.joint_gradients(model, q), jnp.stack([f.gradient(q) for f in fns]),
+                               rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(mb.joint_hessians(model, q), jnp.stack([f.hessian(q) for f in fns]),
+                               rtol=1e-14, atol=1e-15)
+    for got, want in zip(mb.joint_rates(model, q, qd), zip(*(f.rates(q, qd) for f in fns))):
+        np.testing.assert_allclose(got, jnp.stack(want), rtol=1e-14, atol=1e-15)
+    jaxpr = str(jax.make_jaxpr(lambda x: mb.joint_values(model, x))(q))
+    assert jaxpr.count(" cos ") == 1, jaxpr
+    # A loop of the dynamics through the grouped functions agrees with the autodiff route.
+    np.testing.assert_allclose(mb.mass_matrix(model, q), mb.mass_matrix(model, q, method="autodiff"), rtol=1e-12)
+
+
+def test_small_matmul_equals_matmul():
+    from jaxmb._spatial import small_matmul, small_matvec
+
+    rng = np.random.default_rng(3)
+    for sa, sb in (((5, 3, 3), (5, 3, 3)), ((2, 4, 4), (2, 4, 4)), ((7, 3, 3), (7, 3, 2)), ((6, 6), (6, 2))):
+        a, b = jnp.asarray(rng.normal(size=sa)), jnp.asarray(rng.normal(size=sb))
+        np.testing.assert_allclose(small_matmul(a, b), a @ b, rtol=1e-14, atol=1e-15)
+    a, v = jnp.asarray(rng.normal(size=(4, 3, 3))), jnp.asarray(rng.normal(size=(4, 3)))
+    np.testing.assert_allclose(small_matvec(a, v), jnp.einsum("nij,nj->ni", a, v), rtol=1e-14, atol=1e-15)

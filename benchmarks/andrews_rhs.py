@@ -1,0 +1,137 @@
+#!/usr/bin/env python
+"""Andrews' squeezer: cost of one right-hand side of each route, and its XLA kernel count.
+
+A simulation's time is (steps) x (stages per step) x (cost of a right-hand side) plus
+the solver's own work; this measures the third factor for
+
+* the embedded ODE with implicit joint functions (`mb.forward_dynamics`, Newton from a
+  closed-form guess, one LU of ∂g/∂f),
+* the embedded ODE with the six dependent angles pre-modeled by Fourier series
+  (order 24, `mb.constraints.premodeled`),
+* the index-1 DAE in the seven angles (`DAEVectorField.accelerations`, the 13 x 13
+  KKT solve),
+
+each as `--evals` evaluations inside one `lax.fori_loop` (a state that changes from
+call to call, so nothing is hoisted), CPU time, best of `--repeat`, interleaved. It
+also counts the kernels XLA launches per evaluation (fusions, dots, custom calls and
+the like in the compiled loop body and its nested loops, each nested loop counted
+once), the quantity that the CPU cost follows at these sizes.
+
+Run: `taskset -c 1 .venv/bin/python benchmarks/andrews_rhs.py`; writes
+benchmarks/results/andrews_rhs.json. The script only uses API that older versions
+of jaxmb also have, so `git stash; git checkout <rev> -- jaxmb` runs it on earlier
+code for a before/after comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import time
+from pathlib import Path
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxmb as mb  # noqa: E402
+from jaxmb import models as C  # noqa: E402
+
+_FREE = {"parameter", "get-tuple-element", "bitcast", "constant", "tuple"}
+
+
+def kernel_count(hlo_text: str) -> int:
+    """Operations XLA runs as kernels in the non-fused computations of a compiled
+    module (the fused computations' insides are one kernel each), entry excluded."""
+    total = 0
+    for m in re.finditer(r"\n(%[^\n]*\{)\n(.*?)\n\}", hlo_text, re.S):
+        head, body = m.group(1), m.group(2)
+        if head.startswith("%fused") or "fusion" in head.split("(")[0] or "computation" in head.split("(")[0]:
+            continue
+        for line in body.split("\n"):
+            op = re.search(r"= \S+ ([a-z\-]+)\(", line)
+            if op and op.group(1) not in _FREE:
+                total += 1
+    return total
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--evals", type=int, default=2000)
+    p.add_argument("--repeat", type=int, default=9)
+    p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_rhs.json"))
+    args = p.parse_args(argv)
+    n = args.evals
+    model = C.andrews_squeezer(throw=False)
+    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
+    perm = np.asarray([C.ANDREWS_ANGLES.index(name) for name in model.joint_names])
+    q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+    z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
+    field = mb.constraints.dae_vector_field(model)
+
+    def embedded(m):
+        params, static = eqx.partition(m, eqx.is_array)
+
+        def loop(params, q):
+            mm = eqx.combine(params, static)
+
+            def body(i, c):
+                qq, acc = c
+                qdd = mb.forward_dynamics(mm, qq, jnp.full(1, 0.1))
+                return qq + 1e-6 * qdd, acc + qdd
+
+            return jax.lax.fori_loop(0, n, body, (q, jnp.zeros(1)))
+
+        return jax.jit(loop), (params, q0)
+
+    def dae():
+        params, static = eqx.partition(field, eqx.is_array)
+
+        def loop(params, z):
+            f = eqx.combine(params, static)
+
+            def body(i, c):
+                zz, acc = c
+                zdd = f.accelerations(zz, jnp.full(7, 0.1))[0]
+                return zz + 1e-6 * zdd, acc + zdd
+
+            return jax.lax.fori_loop(0, n, body, (z, jnp.zeros(7)))
+
+        return jax.jit(loop), (params, z0)
+
+    routes = {"embedded, implicit": embedded(model), "embedded, pre-modeled": embedded(fourier),
+              "index-1 DAE": dae()}
+    kernels = {}
+    for name, (fn, a) in routes.items():
+        jax.block_until_ready(fn(*a))
+        kernels[name] = kernel_count(fn.lower(*a).compile().as_text())
+    best = {name: np.inf for name in routes}
+    for _ in range(args.repeat):
+        for name, (fn, a) in routes.items():
+            t = time.process_time()
+            jax.block_until_ready(fn(*a))
+            best[name] = min(best[name], time.process_time() - t)
+    rows = [dict(route=name, us_per_rhs=best[name] / n * 1e6, kernels=kernels[name]) for name in routes]
+    dae_us = best["index-1 DAE"] / n * 1e6
+    print(f"{'route':<24} {'µs / RHS':>9} {'kernels':>8} {'DAE / route':>12}")
+    for r in rows:
+        print(f"{r['route']:<24} {r['us_per_rhs']:9.2f} {r['kernels']:8d} {dae_us / r['us_per_rhs']:11.2f}x")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(dict(problem="andrews_squeezer", dtype="float64", timing="CPU time",
+                                   evals=n, repeat=args.repeat, machine=platform.platform(),
+                                   cpu_count=os.cpu_count(), rows=rows), indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
