@@ -130,12 +130,7 @@ def dae_rhs_numpy(model: Model, forces: Callable | None = None, alpha: float = 0
     import numpy as np
 
     field = dae_vector_field(model, forces, alpha, beta)
-    n = model.n_bodies
-
-    @jax.jit
-    def f(y):
-        return field(0.0, y, None)
-
+    f = jax.jit(lambda y: field(0.0, y, None))
     jac = jax.jit(jax.jacfwd(f))
     return (lambda t, y: np.asarray(f(jnp.asarray(y)))), (lambda t, y: np.asarray(jac(jnp.asarray(y))))
 

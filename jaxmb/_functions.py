@@ -370,14 +370,10 @@ class FourierSeries(AbstractJointFunction):
         kw = jnp.asarray(k, dtype=self.a.dtype) * self.omega
         theta = self.omega * xq
         pc, ps = jnp.cos(theta), jnp.sin(theta)  # e^{i 2^b θ}, b = 0, 1, ...
-        c = s = None
+        c, s = jnp.ones(n, self.a.dtype), jnp.zeros(n, self.a.dtype)
         for bit in range(n.bit_length()):
-            on = ((k >> bit) & 1).astype(bool)
-            if c is None:
-                c = jnp.where(on, pc, 1.0).astype(self.a.dtype)
-                s = jnp.where(on, ps, 0.0).astype(self.a.dtype)
-            elif on.any():
-                c, s = jnp.where(on, c * pc - s * ps, c), jnp.where(on, c * ps + s * pc, s)
+            on = (k >> bit) & 1 == 1
+            c, s = jnp.where(on, c * pc - s * ps, c), jnp.where(on, c * ps + s * pc, s)
             pc, ps = pc * pc - ps * ps, 2.0 * pc * ps
         return kw, c, s
 

@@ -64,7 +64,7 @@ def joint_gradients(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq
 
 
 def joint_hessians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq nq"]:
-    """``H_i(q) = ∂²f/∂q²``, shape (n_joints, nq, nq)."""
+    """``H_i(q) = ∂²f_i/∂q²``, shape (n_joints, nq, nq)."""
     q = jnp.asarray(q)
     return jnp.stack(_per_joint(model, "hessian", q))
 

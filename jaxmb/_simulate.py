@@ -61,7 +61,7 @@ class _Zero(eqx.Module):
 class _Vector(eqx.Module):
     """``y' = (q', q'', z')`` on the flat state ``y = (q, q', z)`` (2 nq + nz,): one
     array rather than a tuple, so that each Runge-Kutta stage's combinations are one
-    kernel, not three (the solver's own work per step is then a few µs on CPU)."""
+    kernel, not three."""
 
     model: Model
     torque: Any
