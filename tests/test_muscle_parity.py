@@ -161,9 +161,11 @@ def test_mobl_ecrb_torus_moment_arm_is_the_iterates_derivative(shared_dir, state
     OpenSim's central differences (the derivative of the root is 1.9e-4 m away).
 
     The two central differences are compared at 5e-7 m, not tighter: the iterate
-    amplifies round-off, so two evaluation orders of the same pose products (the
-    fused 3x3 products and plain matmuls) move this length by 8e-14 m, which a
-    difference quotient at h = 1e-6 turns into ~1e-7 m on each side. 5e-7 m still
+    amplifies round-off. Two evaluation orders of the same pose products (written-out
+    3x3 products vs plain matmuls) move this length by 8.3e-14 m and the difference
+    quotient at h = 1e-6 by 3.0e-8 m (scripts/check_ecrb_fd_noise.py); jaxmb's
+    quotient is 9.3e-8 m from OpenSim's standalone and was 1.1e-7 m in a full test
+    run, against 6.3e-8 m with plain matmuls. 5e-7 m still
     separates the iterate's derivative from the root's by a factor of 380."""
     model, d = _load("mobl_arms", "MOBL_ARMS_fixed_41.osim", shared_dir)
     model = eqx.tree_at(lambda m: m.muscles, model, tuple(m for m in model.muscles if m.name == "ECRB"))
