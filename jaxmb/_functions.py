@@ -383,25 +383,25 @@ class FourierSeries(AbstractJointFunction):
     def __call__(self, q):
         x = q[self.index]
         _, c, s = self._terms(x)
-        return self.a0 + self.slope * x + jnp.dot(self.a, c) + jnp.dot(self.b, s)
+        return self.a0 + self.slope * x + jnp.sum(self.a * c + self.b * s)
 
     def gradient(self, q):
         kw, c, s = self._terms(q[self.index])
-        d1 = self.slope + jnp.dot(kw * self.b, c) - jnp.dot(kw * self.a, s)
+        d1 = self.slope + jnp.sum(kw * (self.b * c - self.a * s))
         return jnp.zeros_like(q).at[self.index].set(d1)
 
     def hessian(self, q):
         kw, c, s = self._terms(q[self.index])
-        d2 = -jnp.dot(kw**2 * self.a, c) - jnp.dot(kw**2 * self.b, s)
+        d2 = -jnp.sum(kw**2 * (self.a * c + self.b * s))
         nq = q.shape[0]
         return jnp.zeros((nq, nq), dtype=q.dtype).at[self.index, self.index].set(d2)
 
     def rates(self, q, qd):
         kw, c, s = self._terms(q[self.index])
         x, xd = q[self.index], qd[self.index]
-        value = self.a0 + self.slope * x + jnp.dot(self.a, c) + jnp.dot(self.b, s)
-        d1 = self.slope + jnp.dot(kw * self.b, c) - jnp.dot(kw * self.a, s)
-        d2 = -jnp.dot(kw**2 * self.a, c) - jnp.dot(kw**2 * self.b, s)
+        value = self.a0 + self.slope * x + jnp.sum(self.a * c + self.b * s)
+        d1 = self.slope + jnp.sum(kw * (self.b * c - self.a * s))
+        d2 = -jnp.sum(kw**2 * (self.a * c + self.b * s))
         return value, d1 * xd, d2 * xd * xd
 
 
