@@ -811,6 +811,10 @@ class ImplicitJointFunction(AbstractJointFunction):
         f, _, fd, fdd = self.closure.rates(q, qd)
         return f[self.index], fd[self.index], fdd[self.index]
 
+    def rates_and_gradient(self, q, qd):
+        f, jac, fd, fdd = self.closure.rates(q, qd)
+        return f[self.index], fd[self.index], fdd[self.index], jac[self.index]
+
 
 def implicit_joint_functions(closure: LoopClosure) -> tuple[ImplicitJointFunction, ...]:
     """One :class:`ImplicitJointFunction` per dependent variable of `closure`."""

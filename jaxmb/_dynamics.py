@@ -40,7 +40,7 @@ from ._kinematics import (
     motion_subspaces,
     tree_levels,
 )
-from ._kinematics import _local_frames, _pose_along_path, _skew_batch, _stack_rows
+from ._kinematics import _joint_rates_and_gradients, _local_frames, _pose_along_path, _skew_batch, _stack_rows
 from ._model import AbstractJointSpaceLoad, AbstractLoad, Model, _PoseLoad
 from ._spatial import skew, small_matmul
 
@@ -394,11 +394,7 @@ def _mass_matrix_and_forces(model: Model, q, qd):
     """``(M(q), Q_loads(q, q') - bias(q, q'))`` by the recursive route, from one
     evaluation of the joint functions ``(f, J, q'ᵀHq')`` (implicit joint functions
     solve their loops once per state)."""
-    f, fd, fdd = joint_rates(model, q, qd)
-    jac = joint_gradients(model, q)
-    # Keep XLA from fusing (and so re-evaluating) the joint functions, e.g. the
-    # sines of a Fourier series, into every consumer in the tree pass.
-    f, fd, fdd, jac = jax.lax.optimization_barrier((f, fd, fdd, jac))
+    f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
     body_jacobians = None
     if _projects(model):
         m, bias, body_jacobians = _projected_terms(model, f, fd, fdd, jac)

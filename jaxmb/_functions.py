@@ -74,6 +74,13 @@ class AbstractJointFunction(eqx.Module):
         (f, fd), (_, fdd) = jax.jvp(inner, (q,), (qd,))
         return f, fd, fdd
 
+    def rates_and_gradient(self, q: Float[Array, " nq"], qd: Float[Array, " nq"]
+                           ) -> tuple[Scalar, Scalar, Scalar, Float[Array, " nq"]]:
+        """``(*rates(q, q'), ∇f(q))``: what a right-hand side of the dynamics needs.
+        Subclasses whose rates already hold ``∇f`` (closed-form functions, loop
+        closures) return it from the same evaluation instead of a second one."""
+        return (*self.rates(q, qd), self.gradient(q))
+
 
 class Coordinate(AbstractJointFunction):
     """``f(q) = q[index]``: the joint variable is a generalized coordinate itself."""
@@ -85,6 +92,9 @@ class Coordinate(AbstractJointFunction):
 
     def coordinate_indices(self):
         return (self.index,)
+
+    def rates_and_gradient(self, q, qd):
+        return q[self.index], qd[self.index], jnp.zeros((), q.dtype), jnp.zeros_like(q).at[self.index].set(1.0)
 
 
 class Constant(AbstractJointFunction):
@@ -312,6 +322,12 @@ class CubicSpline(AbstractJointFunction):
         d2 = self._derivatives(q[self.index])[2]
         return jnp.zeros((nq, nq), dtype=q.dtype).at[self.index, self.index].set(d2)
 
+    def rates(self, q, qd):
+        return self.rates_and_gradient(q, qd)[:3]
+
+    def rates_and_gradient(self, q, qd):
+        return _univariate_rates(self._derivatives(q[self.index]), q, qd, self.index)
+
 
 class FourierSeries(AbstractJointFunction):
     """``f(q) = a0 + c x + Σ_{k=1}^{K} [a_k cos(k ω x) + b_k sin(k ω x)]`` with ``x = q[index]``.
@@ -380,29 +396,41 @@ class FourierSeries(AbstractJointFunction):
     def vectorisable(self):
         return True
 
+    def _derivatives(self, xq):
+        """``(f, df/dx, d²f/dx²)`` at the scalar ``x = xq``. Written as products and
+        sums, not ``dot``: under ``vmap`` (a batch of states, or several series of a
+        model evaluated together) dots become batched matrix products, several times
+        slower on CPU than the fused elementwise form."""
+        kw, c, s = self._terms(xq)
+        value = self.a0 + self.slope * xq + jnp.sum(self.a * c + self.b * s)
+        d1 = self.slope + jnp.sum(kw * (self.b * c - self.a * s))
+        d2 = -jnp.sum(kw**2 * (self.a * c + self.b * s))
+        return value, d1, d2
+
     def __call__(self, q):
-        x = q[self.index]
-        _, c, s = self._terms(x)
-        return self.a0 + self.slope * x + jnp.sum(self.a * c + self.b * s)
+        return self._derivatives(q[self.index])[0]
 
     def gradient(self, q):
-        kw, c, s = self._terms(q[self.index])
-        d1 = self.slope + jnp.sum(kw * (self.b * c - self.a * s))
-        return jnp.zeros_like(q).at[self.index].set(d1)
+        return jnp.zeros_like(q).at[self.index].set(self._derivatives(q[self.index])[1])
 
     def hessian(self, q):
-        kw, c, s = self._terms(q[self.index])
-        d2 = -jnp.sum(kw**2 * (self.a * c + self.b * s))
         nq = q.shape[0]
+        d2 = self._derivatives(q[self.index])[2]
         return jnp.zeros((nq, nq), dtype=q.dtype).at[self.index, self.index].set(d2)
 
     def rates(self, q, qd):
-        kw, c, s = self._terms(q[self.index])
-        x, xd = q[self.index], qd[self.index]
-        value = self.a0 + self.slope * x + jnp.sum(self.a * c + self.b * s)
-        d1 = self.slope + jnp.sum(kw * (self.b * c - self.a * s))
-        d2 = -jnp.sum(kw**2 * (self.a * c + self.b * s))
-        return value, d1 * xd, d2 * xd * xd
+        return self.rates_and_gradient(q, qd)[:3]
+
+    def rates_and_gradient(self, q, qd):
+        return _univariate_rates(self._derivatives(q[self.index]), q, qd, self.index)
+
+
+def _univariate_rates(derivatives, q, qd, index):
+    """``(f, f', q'ᵀ H q', ∇f)`` of a function of ``x = q[index]`` alone from
+    ``(f, df/dx, d²f/dx²)``."""
+    value, d1, d2 = derivatives
+    xd = qd[index]
+    return value, d1 * xd, d2 * xd * xd, jnp.zeros_like(q).at[index].set(d1)
 
 
 class Composed(AbstractJointFunction):

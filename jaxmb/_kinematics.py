@@ -84,6 +84,15 @@ def joint_rates(model: Model, q, qd, qdd=None):
     return f, fd, fdd
 
 
+def _joint_rates_and_gradients(model: Model, q, qd):
+    """``(f, f', q'ᵀ H q', ∇f)`` (nj,), (nj,), (nj,), (nj, nq): :func:`joint_rates`
+    (velocity-product part) and :func:`joint_gradients` from one evaluation of each
+    joint function (:meth:`~jaxmb.AbstractJointFunction.rates_and_gradient`)."""
+    q, qd = jnp.asarray(q), jnp.asarray(qd, dtype=jnp.asarray(q).dtype)
+    f, fd, fdd, jac = zip(*_per_joint(model, "rates_and_gradient", q, qd))
+    return (*(jnp.stack(x).astype(q.dtype) for x in (f, fd, fdd)), jnp.stack(jac).astype(q.dtype))
+
+
 def joint_transforms(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nj 4 4"]:
     """Local transforms ``pr(i)_i A4(f_i)`` of every joint (Eq. 38), all joints at once."""
     rot, trans = _local_frames(model, f)

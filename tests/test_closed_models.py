@@ -181,6 +181,13 @@ def test_loop_rates_equal_nested_forward_mode(andrews):
         np.testing.assert_allclose(fd, fd2, rtol=1e-11, atol=1e-11 * float(jnp.max(jnp.abs(fd2))))
         np.testing.assert_allclose(fdd, fdd2, rtol=1e-10, atol=1e-10 * float(jnp.max(jnp.abs(fdd2))))
         np.testing.assert_allclose(jac, jac2, rtol=1e-11, atol=1e-13)
+        # Each implicit joint's rates_and_gradient is its row of the same solve.
+        implicit = [j.function for j in andrews.joints if isinstance(j.function, mb.constraints.ImplicitJointFunction)]
+        assert len(implicit) == closure.m
+        for fn in implicit:
+            got = fn.rates_and_gradient(jnp.asarray(q), jnp.asarray(qd))
+            for x, want in zip(got, (f, fd, fdd, jac)):
+                np.testing.assert_allclose(x, want[fn.index], rtol=1e-13, atol=1e-13 * float(jnp.max(jnp.abs(want))))
 
 
 def test_loop_rates_from_a_poor_guess_and_their_parameter_derivatives(andrews):

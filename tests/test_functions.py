@@ -52,6 +52,19 @@ def test_rates_are_value_gradient_and_velocity_product(name):
         np.testing.assert_allclose(d2, qd @ jax.hessian(f)(q) @ qd, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", list(_functions()))
+def test_rates_and_gradient_are_rates_and_autodiff_gradient(name):
+    """``rates_and_gradient(q, q') = (*rates(q, q'), ∇f(q))``, the gradient against
+    autodiff; closed-form functions return it from their one evaluation."""
+    f = _functions()[name]
+    qd = jnp.array([0.7, -1.3, 2.1])
+    for q in (Q, Q + 0.9):
+        v, d1, d2, grad = f.rates_and_gradient(q, qd)
+        for got, want in zip((v, d1, d2), f.rates(q, qd)):
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(grad, jax.grad(f)(q), rtol=1e-12, atol=1e-12)
+
+
 def test_fourier_secular_term_fit():
     """A revolving angle ``-x + periodic`` is fitted exactly once its slope is given."""
     x = jnp.linspace(0.0, 2 * jnp.pi, 65)

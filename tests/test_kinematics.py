@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
+from jaxmb._kinematics import _joint_rates_and_gradients
 from jaxmb import seed
 from jaxmb._spatial import matrix_derivative
 from models_for_tests import all_models, random_state
@@ -166,6 +167,10 @@ def test_alike_joint_functions_are_evaluated_together_with_the_same_values():
                                rtol=1e-14, atol=1e-15)
     for got, want in zip(mb.joint_rates(model, q, qd), zip(*(f.rates(q, qd) for f in fns))):
         np.testing.assert_allclose(got, jnp.stack(want), rtol=1e-14, atol=1e-15)
+    # The dynamics' one-evaluation form: rates and gradients together.
+    combined = _joint_rates_and_gradients(model, q, qd)
+    for got, want in zip(combined, (*mb.joint_rates(model, q, qd), mb.joint_gradients(model, q))):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
     jaxpr = str(jax.make_jaxpr(lambda x: mb.joint_values(model, x))(q))
     assert jaxpr.count(" cos ") == 1, jaxpr
     # A loop of the dynamics through the grouped functions agrees with the autodiff route.
