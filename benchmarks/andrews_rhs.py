@@ -18,9 +18,10 @@ the like in the compiled loop body and its nested loops, each nested loop counte
 once), the quantity that the CPU cost follows at these sizes.
 
 Run: `taskset -c 1 .venv/bin/python benchmarks/andrews_rhs.py`; writes
-benchmarks/results/andrews_rhs.json. The script only uses API that older versions
-of jaxmb also have, so `git stash; git checkout <rev> -- jaxmb` runs it on earlier
-code for a before/after comparison.
+benchmarks/results/andrews_rhs.json. `--batch N --evals 100` evaluates each right-hand
+side under `jax.vmap` over N states and reports µs per state (throughput). The
+script only uses API that older versions of jaxmb also have, so `git stash; git
+checkout <rev> -- jaxmb` runs it on earlier code for a before/after comparison.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--evals", type=int, default=2000)
     p.add_argument("--repeat", type=int, default=9)
+    p.add_argument("--batch", type=int, default=0,
+                   help="evaluate each right-hand side under jax.vmap over this many states (crank angles "
+                        "spread over 0.1 rad) and report µs per state")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_rhs.json"))
     args = p.parse_args(argv)
     n = args.evals
@@ -77,6 +81,14 @@ def main(argv=None):
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
     field = mb.constraints.dae_vector_field(model)
+    per = max(args.batch, 1)  # states per evaluation
+    if args.batch > 0:
+        # Nearby states (the DAE's angles are not re-assembled; the cost does not depend on it).
+        q0 = q0 + jnp.linspace(0.0, 0.1, args.batch)[:, None]
+        z0 = z0 + jnp.zeros((args.batch, 1))
+
+    def batched(fn):
+        return jax.vmap(fn) if args.batch > 0 else fn
 
     def embedded(m):
         params, static = eqx.partition(m, eqx.is_array)
@@ -84,12 +96,14 @@ def main(argv=None):
         def loop(params, q):
             mm = eqx.combine(params, static)
 
+            rhs = batched(lambda x: mb.forward_dynamics(mm, x, jnp.full(1, 0.1)))
+
             def body(i, c):
                 qq, acc = c
-                qdd = mb.forward_dynamics(mm, qq, jnp.full(1, 0.1))
+                qdd = rhs(qq)
                 return qq + 1e-6 * qdd, acc + qdd
 
-            return jax.lax.fori_loop(0, n, body, (q, jnp.zeros(1)))
+            return jax.lax.fori_loop(0, n, body, (q, jnp.zeros_like(q)))
 
         return jax.jit(loop), (params, q0)
 
@@ -99,12 +113,14 @@ def main(argv=None):
         def loop(params, z):
             f = eqx.combine(params, static)
 
+            rhs = batched(lambda x: f.accelerations(x, jnp.full(7, 0.1))[0])
+
             def body(i, c):
                 zz, acc = c
-                zdd = f.accelerations(zz, jnp.full(7, 0.1))[0]
+                zdd = rhs(zz)
                 return zz + 1e-6 * zdd, acc + zdd
 
-            return jax.lax.fori_loop(0, n, body, (z, jnp.zeros(7)))
+            return jax.lax.fori_loop(0, n, body, (z, jnp.zeros_like(z)))
 
         return jax.jit(loop), (params, z0)
 
@@ -120,15 +136,17 @@ def main(argv=None):
             t = time.process_time()
             jax.block_until_ready(fn(*a))
             best[name] = min(best[name], time.process_time() - t)
-    rows = [dict(route=name, us_per_rhs=best[name] / n * 1e6, kernels=kernels[name]) for name in routes]
-    dae_us = best["index-1 DAE"] / n * 1e6
+    rows = [dict(route=name, us_per_rhs=best[name] / n / per * 1e6, kernels=kernels[name]) for name in routes]
+    dae_us = best["index-1 DAE"] / n / per * 1e6
+    if args.batch > 0:
+        print(f"vmap over {args.batch} states: µs per state")
     print(f"{'route':<24} {'µs / RHS':>9} {'kernels':>8} {'DAE / route':>12}")
     for r in rows:
         print(f"{r['route']:<24} {r['us_per_rhs']:9.2f} {r['kernels']:8d} {dae_us / r['us_per_rhs']:11.2f}x")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(problem="andrews_squeezer", dtype="float64", timing="CPU time",
-                                   evals=n, repeat=args.repeat, machine=platform.platform(),
+                                   evals=n, repeat=args.repeat, batch=args.batch, machine=platform.platform(),
                                    cpu_count=os.cpu_count(), rows=rows), indent=2))
     print(f"wrote {out}")
 
