@@ -316,7 +316,21 @@ class LoopClosure(eqx.Module):
                 print(f"jaxmb: LoopClosure {self.name!r} failed (code {c.ravel().tolist()}) at q = {bad}")
 
         # Print q only on failure (a host callback on every solve would cost ~1 ms).
-        jax.lax.cond(jnp.any(code != SUCCESS), lambda: jax.debug.callback(_report, code, q), lambda: None)
+        # Under vmap a cond on a batched predicate would run the callback once per batch
+        # element, unrolled into the program (compile time growing with the batch
+        # size); the batching rule instead checks the whole batch with one predicate.
+        @jax.custom_batching.custom_vmap
+        def report_on_failure(c, qq):
+            jax.lax.cond(jnp.any(c != SUCCESS), lambda: jax.debug.callback(_report, c, qq), lambda: None)
+            return c
+
+        @report_on_failure.def_vmap
+        def _report_batch(axis_size, in_batched, c, qq):
+            c, qq = (x if batched else jnp.broadcast_to(x, (axis_size, *jnp.shape(x)))
+                     for x, batched in zip((c, qq), in_batched))
+            return report_on_failure(c, qq), True
+
+        code = report_on_failure(code, jax.lax.stop_gradient(q))
         msgs = [self._message(k) + " (q printed above)" for k in range(4)]
         return eqx.branched_error_if(f, code != SUCCESS, code, msgs)
 

@@ -145,6 +145,23 @@ def test_singular_configuration_errors():
     assert int(ok.result) == SUCCESS
 
 
+def test_singular_configuration_in_a_batch_names_the_failing_q(capfd):
+    """Under jit + vmap the failure still raises, and the failing q (only it) is printed;
+    the check is one host callback for the whole batch, not one per state (which would
+    make the compiled program, and its compile time, grow with the batch size)."""
+    closure = mb.models.five_bar(l3=1.5, l4=1.5).joints[2].function.closure
+    qs = jnp.stack([jnp.linspace(0.2, 0.6, 40), jnp.full(40, 0.3)], axis=1).at[17].set(jnp.asarray([0.0, np.pi]))
+    batched = jax.jit(jax.vmap(closure.value))
+    jax.block_until_ready(batched(qs[:17]))  # all regular: no error, nothing printed
+    assert "failed" not in capfd.readouterr().out
+    with pytest.raises(Exception, match="five_bar"):
+        jax.block_until_ready(batched(qs))
+    out = capfd.readouterr().out
+    assert "five_bar" in out and "3.14159" in out and "0.2 " not in out, out
+    callbacks = [batched.lower(qs[:n]).as_text().count("python_cpu_callback") for n in (2, 40)]
+    assert callbacks[0] == callbacks[1] <= 3, callbacks
+
+
 @pytest.mark.parametrize("name", ["five_bar", "four_bar"])
 def test_traditional_route_matches_embedded(name):
     """Velocity and acceleration of p: constraint-Jacobian route in all joint variables
