@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
 from jaxmb import models as C  # noqa: E402
+from bench_andrews import scaled_stiffness  # noqa: E402
 
 T1 = 0.03
 
@@ -72,11 +73,8 @@ def main(argv=None):
 
     scale = 1.0 + 0.05 * jax.random.normal(jax.random.PRNGKey(0), (args.batch,))
 
-    def stiff(m, s):
-        return eqx.tree_at(lambda mm: mm.loads[1].stiffness, m, m.loads[1].stiffness * s)
-
-    emb_b = eqx.filter_jit(eqx.filter_vmap(lambda m, s: embedded(stiff(m, s)), in_axes=(None, 0)))
-    dae_b = eqx.filter_jit(eqx.filter_vmap(lambda m, s: dae(stiff(m, s), 100.0, 3e-11), in_axes=(None, 0)))
+    emb_b = eqx.filter_jit(eqx.filter_vmap(lambda m, s: embedded(scaled_stiffness(m, s)), in_axes=(None, 0)))
+    dae_b = eqx.filter_jit(eqx.filter_vmap(lambda m, s: dae(scaled_stiffness(m, s), 100.0, 3e-11), in_axes=(None, 0)))
     best = best_cpu_times({"emb": lambda: emb_b(model, scale), "dae": lambda: dae_b(model, scale)},
                           max(args.repeat // 5, 1))
     print(f"batch {args.batch}: embedded {best['emb'] * 1e3 / args.batch:.2f} ms/sim, DAE (Baumgarte 100, rtol "

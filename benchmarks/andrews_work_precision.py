@@ -52,7 +52,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
-from bench_andrews import T1, digits  # noqa: E402  (same accuracy measure as the single-tolerance table)
+from bench_andrews import T1, digits, scaled_stiffness  # noqa: E402  (same accuracy measure as the single-tolerance table)
 from jaxmb import models as C  # noqa: E402
 
 SOLVERS = {"Tsit5": diffrax.Tsit5, "Dopri8": diffrax.Dopri8, "Kvaerno5": diffrax.Kvaerno5}
@@ -93,16 +93,13 @@ def main(argv=None):
     batch = max(args.batch, 1)
     scale = jnp.concatenate([jnp.ones(1), 1.0 + 0.05 * jax.random.normal(jax.random.PRNGKey(0), (batch - 1,))])
 
-    def stiffness(m, s):
-        return eqx.tree_at(lambda mm: mm.loads[1].stiffness, m, m.loads[1].stiffness * s)
-
     def batched(fn):
         """``fn(model, tol)`` over the stiffness scales (vmap, nominal member's outputs but the steps' maximum)."""
         if args.batch <= 0:
             return eqx.filter_jit(fn)
 
         def run(m, tol):
-            ang, steps, drift = jax.vmap(lambda s: fn(stiffness(m, s), tol))(scale)
+            ang, steps, drift = jax.vmap(lambda s: fn(scaled_stiffness(m, s), tol))(scale)
             return ang[0], jnp.max(steps), drift[0]
 
         return eqx.filter_jit(run)

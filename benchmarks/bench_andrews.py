@@ -51,6 +51,11 @@ REF = np.asarray(C.ANDREWS_REFERENCE_T003)
 T1 = 0.03
 
 
+def scaled_stiffness(model, scale):
+    """Andrews' squeezer with its spring (the model's second load) `scale` times as stiff."""
+    return eqx.tree_at(lambda m: m.loads[1].stiffness, model, model.loads[1].stiffness * scale)
+
+
 def digits(angles_hw):
     rel = np.abs(np.asarray(angles_hw) - REF) / np.abs(REF)
     return float(-np.log10(max(rel.max(), 1e-17)))
@@ -151,11 +156,8 @@ def main(argv=None):
     # 4. batches: perturbed spring stiffness under vmap, per-simulation cost
     scale = 1.0 + 0.05 * jax.random.normal(jax.random.PRNGKey(0), (batch,))
 
-    def stiff(m, s):
-        return eqx.tree_at(lambda mm: mm.loads[1].stiffness, m, m.loads[1].stiffness * s)
-
     def one_embedded(m, s):
-        sol = mb.simulate(stiff(m, s), q0, jnp.zeros(1), T1, rtol=tol, atol=tol, solver="dopri8", throw=False)
+        sol = mb.simulate(scaled_stiffness(m, s), q0, jnp.zeros(1), T1, rtol=tol, atol=tol, solver="dopri8", throw=False)
         return C.andrews_angles(m, sol.q[-1]), sol.stats["num_steps"]
 
     # The batched DAE runs at the setting that matches the embedded route's accuracy
@@ -165,7 +167,7 @@ def main(argv=None):
     ab_b, tol_b = dae_settings[min(matched, key=lambda r: r["run_s"])["route"]] if matched else (0.0, tol / 10)
 
     def one_dae(m, s):
-        sol = mb.constraints.simulate_dae(stiff(m, s), z0, jnp.zeros(7), T1, alpha=ab_b, beta=ab_b, rtol=tol_b,
+        sol = mb.constraints.simulate_dae(scaled_stiffness(m, s), z0, jnp.zeros(7), T1, alpha=ab_b, beta=ab_b, rtol=tol_b,
                                           atol=tol_b)
         return sol.z[-1][inv], sol.stats["num_steps"]
 

@@ -321,9 +321,8 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
     _check_method(method)
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     if method == "recursive":
-        f, fd, fdd = joint_rates(model, q, qd)
-        rnea = _joint_space_rnea(model, f, fd, fdd, gravity_on=False)
-        return joint_gradients(model, q).T @ rnea
+        f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
+        return jac.T @ _joint_space_rnea(model, f, fd, fdd, gravity_on=False)
     if method == "autodiff":
         return _autodiff_velocity_term(model, q, qd)
     from . import seed
@@ -336,8 +335,8 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
     _check_method(method)
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     if method == "recursive":
-        f, fd, fdd = joint_rates(model, q, qd)
-        return joint_gradients(model, q).T @ _joint_space_rnea(model, f, fd, fdd)
+        f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
+        return jac.T @ _joint_space_rnea(model, f, fd, fdd)
     return velocity_forces(model, q, qd, method=method) - gravity_forces(model, q, method=method)
 
 
