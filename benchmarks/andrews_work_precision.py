@@ -9,7 +9,9 @@ more accurate at it; a work-precision diagram (Hairer & Wanner) does not: every
 route runs over a sweep of tolerances with each solver, and at a target accuracy
 (significant digits of the seven angles at t = 0.03 against the Test Set reference)
 each route is charged its cheapest run that reaches the target. The speed-up is
-``best DAE time / best embedded time`` at that target.
+``best DAE time / best embedded time`` at that target; a second column interpolates
+each configuration's time to exactly the target (log time linear in digits between
+neighbouring tolerances), which does not depend on where the tolerance grid falls.
 
 Routes: the embedded ODE in q = (β,) with implicit joint functions (Newton from a
 closed-form guess, `mb.simulate`), the embedded ODE with the six dependent angles
@@ -24,11 +26,12 @@ of `--repeat` rounds, each round over the whole sweep with all configurations of
 tolerance interleaved, so that a slow spell of the machine slows every route alike
 and spoils one round only.
 
-Run: `.venv/bin/python benchmarks/andrews_work_precision.py [--repeat 5]`; writes
-benchmarks/results/andrews_work_precision.json and docs/figures/andrews_work_precision.png
-(the figure is named after `--out`). `--batch N` times each configuration as one
-`jax.vmap` over N spring stiffnesses (throughput per simulation); `--order` sets the
-pre-modeled series' order.
+Run: `taskset -c 1 .venv/bin/python benchmarks/andrews_work_precision.py [--repeat 5]`
+(about 3 min); writes benchmarks/results/andrews_work_precision.json and
+docs/figures/andrews_work_precision.png (the figure is named after `--out`).
+`--batch N` times each configuration as one `jax.vmap` over N spring stiffnesses
+(throughput per simulation); `--order` sets the pre-modeled series' order;
+`--summarize JSON` prints the speed-up tables of a saved run without timing.
 """
 
 from __future__ import annotations
@@ -64,9 +67,65 @@ def best_time_at(rows, route_kind, target):
     return min(ok, key=lambda r: r["cpu_s"]) if ok else None
 
 
+def interpolated_time_at(rows, route_kind, target):
+    """``(time, route)``: the time at exactly `target` digits of the cheapest
+    configuration of `route_kind`, each configuration's time interpolated (log time
+    linear in digits) between the last run of its tolerance sweep below the target
+    and the next one; a configuration whose loosest run already reaches the target
+    is charged that run. ``(None, None)`` if none reaches it.
+
+    Why: "cheapest run reaching the target" on a grid of decades charges a route for
+    up to a decade of accuracy it was not asked for, so the speed-up moves with where
+    the grid happens to fall; the interpolated time does not."""
+    best = (None, None)
+    for route in dict.fromkeys(r["route"] for r in rows if r["kind"] == route_kind):
+        runs = sorted((r for r in rows if r["route"] == route), key=lambda r: -r["tol"])
+        t = None
+        for k, r in enumerate(runs):
+            if r["digits"] < target:
+                continue
+            if k == 0:
+                t = r["cpu_s"]
+            else:
+                a = runs[k - 1]
+                w = (target - a["digits"]) / (r["digits"] - a["digits"])
+                t = float(np.exp(np.log(a["cpu_s"]) + w * (np.log(r["cpu_s"]) - np.log(a["cpu_s"]))))
+            break
+        if t is not None and (best[0] is None or t < best[0]):
+            best = (t, route)
+    return best
+
+
+def print_summary(rows, targets):
+    """Print and return the speed-ups at each target: cheapest run, and interpolated."""
+    summary = []
+
+    def cell(r):
+        return f"{r['route']}, tol {r['tol']:.0e}: {r['cpu_s'] * 1e3:.1f} ms"
+
+    for kind in ("embedded", "pre-modeled"):
+        print(f"\n{'digits >=':>9} {kind + ' (cheapest run)':<56} {'DAE (cheapest run)':<58} {'speed-up':>8} "
+              f"{'interp.':>8}")
+        for target in targets:
+            e, d = best_time_at(rows, kind, target), best_time_at(rows, "DAE", target)
+            if e is None or d is None:
+                print(f"{target:9.1f} {'-' if e is None else e['route']:<56} {'-' if d is None else d['route']:<58}")
+                continue
+            ratio = d["cpu_s"] / e["cpu_s"]
+            (te, route_e), (td, route_d) = interpolated_time_at(rows, kind, target), interpolated_time_at(rows, "DAE", target)
+            summary.append(dict(embedded_kind=kind, target_digits=target, embedded=e, dae=d, speedup=ratio,
+                                interpolated=dict(embedded_s=te, embedded_route=route_e, dae_s=td, dae_route=route_d,
+                                                  speedup=td / te)))
+            print(f"{target:9.1f} {cell(e):<56} {cell(d):<58} {ratio:7.2f}x {td / te:7.2f}x")
+    return summary
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tols", default="1e-4,1e-5,1e-6,1e-7,1e-8,1e-9,1e-10,1e-11,1e-12")
+    p.add_argument("--tols", default="1e-4,5e-5,2e-5,1e-5,5e-6,2e-6,1e-6,5e-7,2e-7,1e-7,5e-8,2e-8,1e-8,"
+                                     "5e-9,2e-9,1e-9,5e-10,2e-10,1e-10,5e-11,2e-11,1e-11",
+                   help="rtol = atol values (default: 1e-4 ... 1e-11, three per decade: a decade grid "
+                        "charges a route for up to a decade of accuracy it was not asked for)")
     p.add_argument("--baumgarte", default="0,100,1000")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--targets", default="4,5,6,7,8,9,9.5")
@@ -79,7 +138,14 @@ def main(argv=None):
                         "digits are those of the nominal member")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_work_precision.json"))
     p.add_argument("--no-figure", action="store_true")
+    p.add_argument("--summarize", metavar="JSON",
+                   help="print the speed-up tables of a saved run at --targets (no timing)")
     args = p.parse_args(argv)
+    if args.summarize:
+        saved = json.loads(Path(args.summarize).read_text())
+        print(f"{args.summarize}: batch {saved['batch']}, best of {saved['repeat']}")
+        print_summary(saved["rows"], [float(t) for t in args.targets.split(",")])
+        return
     tols = [float(t) for t in args.tols.split(",")]
     model = C.andrews_squeezer(throw=False)
     perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in model.joint_names])
@@ -161,21 +227,7 @@ def main(argv=None):
         print(f"{r['route']:<42} {r['tol']:7.0e} {r['digits']:6.2f} {r['steps']:6d} {r['cpu_s'] * 1e3:8.2f} "
               f"{r['drift']:9.1e}")
 
-    summary = []
-
-    def cell(r):
-        return f"{r['route']}, tol {r['tol']:.0e}: {r['cpu_s'] * 1e3:.1f} ms"
-
-    for kind in ("embedded", "pre-modeled"):
-        print(f"\n{'digits >=':>9} {kind + ' (cheapest run)':<56} {'DAE (cheapest run)':<58} {'speed-up':>8}")
-        for target in (float(t) for t in args.targets.split(",")):
-            e, d = best_time_at(rows, kind, target), best_time_at(rows, "DAE", target)
-            if e is None or d is None:
-                print(f"{target:9.1f} {'-' if e is None else e['route']:<56} {'-' if d is None else d['route']:<58}")
-                continue
-            ratio = d["cpu_s"] / e["cpu_s"]
-            summary.append(dict(embedded_kind=kind, target_digits=target, embedded=e, dae=d, speedup=ratio))
-            print(f"{target:9.1f} {cell(e):<56} {cell(d):<58} {ratio:7.2f}x")
+    summary = print_summary(rows, [float(t) for t in args.targets.split(",")])
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
