@@ -769,9 +769,14 @@ def _ellipse_closest(a, b, u, v):
     return x, y
 
 
+_SECTION_AXES = ((1, 2), (2, 0), (0, 1))  # the in-plane axes of the section normal to axis 0, 1, 2
+
+
 def _ellipsoid_closest_on_plane(a, p, axis):
-    """OpenSim's reduction to the section x_axis = p_axis (a static axis): keeps p[axis]."""
-    i, j = [(1, 2), (2, 0), (0, 1)][axis]
+    """OpenSim's reduction to the section x_axis = p_axis: keeps p[axis]. `axis` may be
+    traced, so that one Newton loop serves whichever section is chosen (a loop per
+    section made the ellipsoid wrap's compiled program several times larger)."""
+    i, j = jnp.asarray(_SECTION_AXES)[axis]
     x, y = _ellipse_closest(a[i], a[j], p[i], p[j])
     return p.at[i].set(x).at[j].set(y)
 
@@ -805,9 +810,7 @@ def _ellipsoid_closest(a, p):
     near = jnp.abs(p) <= _ROUNDOFF
     radsum = jnp.sum(a) - a
     axis = jnp.argmin(jnp.where(near, radsum, jnp.inf))
-    special = [_ellipsoid_closest_on_plane(a, p, i) for i in range(3)]
-    out = jnp.where(axis == 0, special[0], jnp.where(axis == 1, special[1], special[2]))
-    return jnp.where(jnp.any(near), out, general)
+    return jnp.where(jnp.any(near), _ellipsoid_closest_on_plane(a, p, axis), general)
 
 
 def _ell_residual(r, d1, p, a, vs, vs4):
@@ -975,7 +978,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     mu = jnp.abs(_unit(p1p2))
     t = _safe_div(-ri1, r1r2)
     t_sv = ri1[None, :] + t[:, None] * r1r2[None, :]
-    t_c1 = jnp.stack([_ellipsoid_closest_on_plane(a, t_sv[i], i) for i in range(3)])
+    t_c1 = jax.vmap(lambda x, i: _ellipsoid_closest_on_plane(a, x, i))(t_sv, jnp.arange(3))
     best = jnp.argmax(mu)
     mub, tb = mu[best], t[best]
     s = jnp.where((tb < 0.0) | (tb > 1.0), 0.0,
@@ -986,15 +989,17 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     # (2) "fan": the mean direction from the segment's inner points to their closest points.
     tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
     svs = ri1 + tt[:, None] * r1r2
-    blades = _unit(jax.vmap(lambda x: _ellipsoid_closest(a, x))(svs) - svs)
     mid = ri1 + 0.5 * r1r2
+    # The fan's points and the midpoint (method 1) in one batched closest-point solve.
+    closest = jax.vmap(lambda x: _ellipsoid_closest(a, x))(jnp.concatenate([svs, mid[None]]))
+    blades = _unit(closest[:-1] - svs)
     c_fan = _ellipsoid_closest(a, mid + _unit(jnp.sum(blades, axis=0)))
     wt = (mub - _MU_BLEND_MIN) / (_MU_BLEND_MAX - _MU_BLEND_MIN)
     c_blend = _ellipsoid_closest(a, wt * c1_frans + (1.0 - wt) * c_fan)
     use_fan = hybrid & (mub < _MU_BLEND_MAX)
     c1_h = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, c_fan, c_blend), c1_frans)
     fan_weight = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, 1.0, 1.0 - wt), -jnp.inf)
-    c1_mid = _ellipsoid_closest(a, mid)
+    c1_mid = closest[-1]
     c1 = jnp.where(method == 1, c1_mid, c1_h)
     use_c1 = ~axial | ((tb > 0.0) & (tb < 1.0))
     r1s, r2s = jnp.where(use_c1, c1, ri1), jnp.where(use_c1, c1, ri2)
@@ -1010,14 +1015,16 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     # The wrapping plane through p1, p2 and c1; tangent points within it.
     vs = _unit(jnp.cross(p1p2, P1 - c1))
     vs4 = -(vs @ c1)
-    r1 = _ell_tangent(p1e, r1s, P1, a, vs, vs4)
-    r2 = _ell_tangent(p2e, r2s, P2, a, vs, vs4)
+    # Both tangent points in one batched solve (two Gauss-Newton loops compile to twice
+    # the program).
+    r1, r2 = jax.vmap(lambda pe, r0, p: _ell_tangent(pe, r0, p, a, vs, vs4))(
+        jnp.stack([p1e, p2e]), jnp.stack([r1s, r2s]), jnp.stack([P1, P2]))
     # Surface path: a polyline of |r1 - r2| / 1 mm segments (at most 499).
     chord = _norm(r1 - r2)
     lm = chord / factor
     n = jnp.clip(jnp.floor(_sg(lm) / _ELL_SEG), 0, _ELL_MAX_SEG).astype(jnp.int32)
-    near_len, w1, w2 = _ell_polyline(r1, r2, a, vs, vs4, n, False)
-    far_len, _, _ = _ell_polyline(r1, r2, a, vs, vs4, n, True)
+    lens, w1s, w2s = jax.vmap(lambda far: _ell_polyline(r1, r2, a, vs, vs4, n, far))(jnp.asarray([False, True]))
+    (near_len, far_len), w1, w2 = lens, w1s[0], w2s[0]
     wrong = (_unit(P1 - r1) @ _unit(w1 - r1) > 0.0) | (_unit(P2 - r2) @ _unit(w2 - r2) > 0.0)
     far = (sign != 0) & (n >= 2) & wrong
     wl = jnp.where(lm < _ELL_SEG, chord, jnp.where(far, far_len, near_len))
@@ -1204,8 +1211,9 @@ def _torus_closest_u(p1, p2, outer):
 
 def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False):
     """OpenSim's WrapTorus::wrapLine (see above); `single` as for _cylinder_wrap."""
-    u1 = _torus_closest_u(p1, p2, outer)
-    u2 = _torus_closest_u(p2, p1, outer)
+    # From both ends in one batched Levenberg-Marquardt solve (two loops compile to
+    # twice the program).
+    u1, u2 = jax.vmap(_torus_closest_u, in_axes=(0, 0, None))(jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)
     a1, a2 = p1 + u1 * _unit(p2 - p1), p2 + u2 * _unit(p1 - p2)
 
     def dist2(x):  # squared distance to the circle (OpenSim compares the square roots)

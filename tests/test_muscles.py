@@ -183,6 +183,27 @@ def _span_and_grads(p1, p2, dims):
     return _span(p1, p2, dims), rev, fwd
 
 
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_ellipsoid_closest_point_on_a_coordinate_plane_is_the_section_solution(axis):
+    """A point within round-off of a coordinate plane goes to OpenSim's 2-D solve in that
+    section (one Newton loop; the section is picked at run time). Outside the ellipsoid
+    the result is the 3-D closest point: on the surface (to OpenSim's Newton tolerance),
+    with p - x along the outward normal; and a point 1e-9 off the plane, which takes the
+    general 3-D route, lands within 1e-9 of it. Semi-axes normalised to sum 3, as in
+    the wrap."""
+    a = jnp.array([0.03, 0.02, 0.025])
+    a = a * 3.0 / jnp.sum(a)
+    p = jnp.array([1.9, -1.4, 1.2]).at[axis].set(0.0)
+    closest = jax.jit(M._ellipsoid_closest)
+    x = closest(a, p)
+    normal = x / a**2
+    assert float(x[axis]) == 0.0
+    assert abs(float(jnp.sum((x / a) ** 2)) - 1.0) < 1e-9
+    sin = jnp.linalg.norm(jnp.cross(p - x, normal)) / (jnp.linalg.norm(p - x) * jnp.linalg.norm(normal))
+    assert float(sin) < 1e-12 and float((p - x) @ normal) > 0.0
+    np.testing.assert_allclose(closest(a, p.at[axis].set(1e-9)), x, rtol=0, atol=1e-9)
+
+
 @pytest.mark.parametrize("case", ["circular_section", "collinear", "coincident", "at_centre"])
 def test_ellipsoid_wrap_degenerate_inputs_are_finite(case):
     """A sphere-shaped WrapEllipsoid (MoBL's SUPSP, 0.02 m) cuts circular sections, where an
