@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """Compile time of muscle lengths and moment arms (closed form, autodiff) on small
-wrapped models, and their values, for before/after comparisons of the wrap code.
+wrapped models, their run time and their values, for before/after comparisons of the
+wrap code.
 
 Models (the test suite's): the two-link arm with one ellipsoid-wrapped or one
 torus-wrapped muscle (`tests/test_muscles.py::_arm`), and the two muscles whose
 cylinder and sphere/ellipsoid wraps chain (`_chained_wraps_model`). Each quantity is
-one `jax.jit` of a `lax.map` over six random states; the time is `lower().compile()`.
+one `jax.jit` of a `lax.map` over six random states; compile is `lower().compile()`,
+run the best of 5 calls after it (CPU time).
 
 Run: `.venv/bin/python scripts/wrap_compile_times.py [--save out.npz] [--compare ref.npz]`.
 To compare with an earlier version of the code, export its `jaxmb/` to a folder, run
@@ -50,7 +52,7 @@ def main(argv=None):
         "chained cylinder + sphere/ellipsoid": (_chained_wraps_model(), jnp.asarray(rng.uniform(-0.6, 0.6, (6, 2)))),
     }
     out = {}
-    print(f"{'model':<38} {'quantity':<22} {'compile s':>9}")
+    print(f"{'model':<38} {'quantity':<22} {'compile s':>9} {'run ms':>8}")
     for name, (model, qs) in models.items():
         for what, fn in (("lengths", lambda q: M.muscle_lengths(model, q)),
                          ("moment arms, closed", lambda q: M.moment_arms(model, q)),
@@ -60,7 +62,12 @@ def main(argv=None):
             compiled = f.lower(qs).compile()
             dt = time.perf_counter() - t
             out[f"{name}: {what}"] = np.asarray(compiled(qs))
-            print(f"{name:<38} {what:<22} {dt:9.1f}", flush=True)
+            run = np.inf
+            for _ in range(5):
+                t = time.process_time()
+                jax.block_until_ready(compiled(qs))
+                run = min(run, time.process_time() - t)
+            print(f"{name:<38} {what:<22} {dt:9.1f} {run * 1e3:8.2f}", flush=True)
     if args.save:
         np.savez(args.save, **out)
     if args.compare:
