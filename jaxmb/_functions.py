@@ -81,6 +81,14 @@ class AbstractJointFunction(eqx.Module):
         closures) return it from the same evaluation instead of a second one."""
         return (*self.rates(q, qd), self.gradient(q))
 
+    @classmethod
+    def _evaluate_alike(cls, stacked: "AbstractJointFunction", method: str, *args) -> Any:
+        """``method(*args)`` of several :meth:`vectorisable` functions of this kind at
+        once: `stacked` holds their parameters stacked along a leading axis (their
+        static fields are equal), and so does every output. By default ``jax.vmap``
+        over the stack; a kind whose functions share work overrides this."""
+        return jax.vmap(lambda fn: getattr(fn, method)(*args))(stacked)
+
 
 class Coordinate(AbstractJointFunction):
     """``f(q) = q[index]``: the joint variable is a generalized coordinate itself."""
@@ -336,13 +344,20 @@ class FourierSeries(AbstractJointFunction):
     secular term ``c x`` (`slope`, default 0) lets a relative angle that gains a
     full turn per revolution of a crank (Andrews' squeezer's Θ) be represented
     exactly. Use :meth:`fit` for a least-squares fit to samples.
+
+    The fundamental `omega` (rad per unit of ``x``) is a static float, a fixed part
+    of the basis like the period of the data it was fitted over; the amplitudes and
+    the slope are array leaves (differentiable). Series of one model with the same
+    `omega` and order are evaluated together from one set of harmonics
+    (:meth:`_evaluate_alike`): the six fitted angles of a pre-modeled loop cost
+    little more than one.
     """
 
     index: int = eqx.field(static=True)
     a0: Float[Array, ""]
     a: Float[Array, " K"]
     b: Float[Array, " K"]
-    omega: Float[Array, ""]
+    omega: float = eqx.field(static=True)
     slope: Float[Array, ""]
 
     def __init__(self, index: int, a0, a, b, omega, slope=0.0):
@@ -350,7 +365,14 @@ class FourierSeries(AbstractJointFunction):
         self.a0 = _as_float_array(a0)
         self.a = _as_float_array(a)
         self.b = _as_float_array(b)
-        self.omega = _as_float_array(omega)
+        try:
+            self.omega = float(omega)
+        except (TypeError, jax.errors.ConcretizationTypeError):
+            raise ModelError("FourierSeries: omega must be a concrete number (it is a static part of the "
+                             "basis); build the series outside jit/vmap, or fit the amplitudes a, b "
+                             "instead.") from None
+        if not np.isfinite(self.omega) or self.omega == 0.0:
+            raise ModelError(f"FourierSeries: omega must be a finite, non-zero frequency, got {self.omega}.")
         self.slope = _as_float_array(slope)
         if self.a.shape != self.b.shape or self.a.ndim != 1:
             raise ModelError("FourierSeries: a and b must be 1-D arrays of equal length.")
@@ -423,6 +445,32 @@ class FourierSeries(AbstractJointFunction):
 
     def rates_and_gradient(self, q, qd):
         return _univariate_rates(self._derivatives(q[self.index]), q, qd, self.index)
+
+    @classmethod
+    def _evaluate_alike(cls, stacked, method, *args):
+        """Series with the same `omega`, order and coordinate share their harmonics:
+        ``cos kωx, sin kωx`` (2K values) once, then the values, first and second
+        derivatives of all m series as one (3m, 2K) x (2K,) product. Why: per-series
+        harmonics cost m times the transcendental functions, and XLA on CPU fuses
+        elementwise harmonics into each reduction that reads them (recomputing them
+        there); a matrix-vector product reads them once. Measured on Andrews'
+        squeezer's pre-modeled right-hand side: 4.40 -> 3.66 µs, 2.75 -> 2.17 µs per
+        state under vmap (benchmarks/andrews_rhs.py)."""
+        if method != "rates_and_gradient":
+            return super()._evaluate_alike(stacked, method, *args)
+        q, qd = args
+        x, xd = q[stacked.index], qd[stacked.index]
+        m, n = stacked.a.shape
+        kw = jnp.arange(1, n + 1, dtype=stacked.a.dtype) * stacked.omega
+        harmonics = jnp.concatenate([jnp.cos(kw * x), jnp.sin(kw * x)])
+        a, b = stacked.a, stacked.b
+        coef = jnp.concatenate([jnp.concatenate([a, b], axis=1),                        # f
+                                jnp.concatenate([kw * b, -kw * a], axis=1),             # df/dx
+                                jnp.concatenate([-kw**2 * a, -kw**2 * b], axis=1)])     # d²f/dx²
+        sums = coef @ harmonics
+        d1 = stacked.slope + sums[m:2 * m]
+        gradient = jnp.zeros((m,) + q.shape, d1.dtype).at[:, stacked.index].set(d1)
+        return stacked.a0 + stacked.slope * x + sums[:m], d1 * xd, sums[2 * m:] * xd * xd, gradient
 
 
 def _univariate_rates(derivatives, q, qd, index):

@@ -25,7 +25,8 @@ def _per_joint(model: Model, method: str, *args) -> list:
     """``[getattr(j.function, method)(*args) for j in model.joints]``, with the joint
     functions that are :meth:`~jaxmb.AbstractJointFunction.vectorisable` and alike in
     kind and shape (same type, static fields and parameter shapes) evaluated as one
-    function under ``jax.vmap`` over their stacked parameters.
+    function over their stacked parameters
+    (:meth:`~jaxmb.AbstractJointFunction._evaluate_alike`, ``jax.vmap`` by default).
 
     Why: on CPU a right-hand side costs about one kernel launch per operation, not
     per flop; the six fitted functions of a pre-modeled loop, or the coupled
@@ -44,8 +45,9 @@ def _per_joint(model: Model, method: str, *args) -> list:
         if len(members) == 1:
             out[members[0]] = getattr(model.joints[members[0]].function, method)(*args)
             continue
+        first = model.joints[members[0]].function
         stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *(model.joints[i].function for i in members))
-        batch = jax.vmap(lambda fn: getattr(fn, method)(*args))(stacked)
+        batch = type(first)._evaluate_alike(stacked, method, *args)
         for k, i in enumerate(members):
             out[i] = jax.tree.map(lambda x: x[k], batch)
     return out

@@ -149,6 +149,8 @@ def test_fourier_fit_recovers_coefficients():
         (lambda: mb.CubicSpline.fit(0, [0.0, 1.0, 2.0], [0.0, 1.0, 2.0], "clamped"), "end condition"),
         (lambda: mb.Linear((0, 1), (1.0,)), "one weight per coordinate"),
         (lambda: mb.FourierSeries(0, 0.0, [1.0], [1.0, 2.0], 1.0), "equal length"),
+        (lambda: mb.FourierSeries(0, 0.0, [1.0], [1.0], 0.0), "non-zero frequency"),
+        (lambda: jax.jit(lambda w: mb.FourierSeries(0, 0.0, [1.0], [1.0], w).a)(1.0), "concrete number"),
     ],
 )
 def test_bad_function_definitions_raise(build, match):

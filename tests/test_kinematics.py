@@ -132,8 +132,9 @@ def test_joint_rates_match_gradients_and_hessians():
 
 
 def _coupled_chain():
-    """Six revolute joints in a chain driven by two coordinates: three Fourier series
-    of q0 alike in shape, two splines of q1 on the same knots, one coordinate."""
+    """Seven revolute joints in a chain driven by two coordinates: three Fourier series
+    of q0 alike in shape and frequency, one of another frequency, two splines of q1 on
+    the same knots, one coordinate."""
     b = mb.ModelBuilder("coupled_chain")
     q0, q1 = b.add_coordinate("crank"), b.add_coordinate("flexion")
     x = jnp.linspace(-2.0, 2.0, 9)
@@ -144,6 +145,7 @@ def _coupled_chain():
         mb.CubicSpline.fit(q1, x, 0.3 * jnp.sin(x)),
         mb.FourierSeries(q0, 0.0, jnp.array([0.0, 0.1, 0.7]), jnp.array([0.3, 0.3, -0.1]), 1.0),
         mb.CubicSpline.fit(q1, x, 0.1 * x**2 - 0.2 * x),
+        mb.FourierSeries(q0, 0.2, jnp.array([0.4, -0.3, 0.2]), jnp.array([0.1, 0.6, -0.2]), 1.7, slope=0.5),
     ]
     parent = "ground"
     for k, fn in enumerate(functions):
@@ -154,9 +156,11 @@ def _coupled_chain():
 
 
 def test_alike_joint_functions_are_evaluated_together_with_the_same_values():
-    """Joint functions of one kind and shape run as one vmapped function (three Fourier
-    series -> one cosine in the trace, not three); values, gradients, Hessians and rates
-    equal the joints' own one-by-one evaluation to round-off."""
+    """Joint functions of one kind and shape run as one function (three Fourier series
+    of one frequency -> one cosine in the trace, not three; the series of another
+    frequency apart; in the dynamics' rates-and-gradients form, the three series from
+    one set of harmonics); values, gradients, Hessians and rates equal the joints' own
+    one-by-one evaluation to round-off."""
     model = _coupled_chain()
     q, qd = jnp.array([0.7, -0.4]), jnp.array([1.3, -2.2])
     fns = [j.function for j in model.joints]
@@ -169,10 +173,13 @@ def test_alike_joint_functions_are_evaluated_together_with_the_same_values():
         np.testing.assert_allclose(got, jnp.stack(want), rtol=1e-14, atol=1e-15)
     # The dynamics' one-evaluation form: rates and gradients together.
     combined = _joint_rates_and_gradients(model, q, qd)
+    own = [f.rates_and_gradient(q, qd) for f in fns]
+    for got, want in zip(combined, zip(*own)):
+        np.testing.assert_allclose(got, jnp.stack(want), rtol=1e-13, atol=1e-14)
     for got, want in zip(combined, (*mb.joint_rates(model, q, qd), mb.joint_gradients(model, q))):
-        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
     jaxpr = str(jax.make_jaxpr(lambda x: mb.joint_values(model, x))(q))
-    assert jaxpr.count(" cos ") == 1, jaxpr
+    assert jaxpr.count(" cos ") == 2, jaxpr  # one per frequency
     # A loop of the dynamics through the grouped functions agrees with the autodiff route.
     np.testing.assert_allclose(mb.mass_matrix(model, q), mb.mass_matrix(model, q, method="autodiff"), rtol=1e-12)
 
