@@ -1,0 +1,125 @@
+#!/usr/bin/env python
+"""Where one Andrews simulation's time goes, and two things that are not levers.
+
+Prints, for the pre-modeled Andrews squeezer (Fourier order 24) with diffrax Dopri8 at
+rtol = atol = 1e-9 over 0..0.03 s:
+
+1. CPU time per step with diffrax's saving and adjoint options varied (``SaveAt(ts=[t1])``
+   as `mb.simulate` uses, ``SaveAt(t1=True)``, ``max_steps`` 4096, ``ForwardMode``,
+   ``DirectAdjoint``), next to 13 x the cost of one right-hand side;
+2. accepted and rejected steps of the embedded ODE and of the index-1 DAE for a few
+   PID step-size controller settings, at 1e-6, 1e-8 and 1e-10.
+
+Run: ``taskset -c 1 .venv/bin/python scripts/check_step_cost.py`` (about a minute).
+docs/engine.md ("Cost on CPU") quotes it.
+"""
+
+import os
+import time
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import diffrax  # noqa: E402
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxmb as mb  # noqa: E402
+from jaxmb import models as C  # noqa: E402
+
+T1 = 0.03
+
+
+def best_of(fn, *args, repeat=15):
+    jax.block_until_ready(fn(*args))
+    best = np.inf
+    for _ in range(repeat):
+        t = time.process_time()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.process_time() - t)
+    return best
+
+
+def main():
+    model = C.andrews_squeezer(throw=False)
+    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
+    q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+    y0 = jnp.concatenate([q0, jnp.zeros(1)])
+    perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in model.joint_names])
+    z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
+
+    def field(m):
+        return lambda t, y, args: jnp.concatenate([y[1:], mb.forward_dynamics(m, y[:1], y[1:])])
+
+    def solve(saveat, max_steps, adjoint):
+        @eqx.filter_jit
+        def run(m, tol):
+            sol = diffrax.diffeqsolve(diffrax.ODETerm(field(m)), diffrax.Dopri8(), 0.0, T1, None, y0,
+                                      saveat=saveat, max_steps=max_steps, adjoint=adjoint, throw=False,
+                                      stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol))
+            return sol.ys[-1], sol.stats["num_steps"]
+        return run
+
+    tol = jnp.asarray(1e-9)
+    n = 2000
+
+    @eqx.filter_jit
+    def rhs_loop(m, y):
+        f = field(m)
+        return jax.lax.fori_loop(0, n, lambda i, yy: yy + 1e-9 * f(0.0, yy, None), y)
+
+    rhs_us = best_of(rhs_loop, fourier, y0, repeat=9) / n * 1e6
+    print(f"one right-hand side: {rhs_us:.2f} µs; 13 per Dopri8 step: {13 * rhs_us:.1f} µs")
+    variants = {
+        "SaveAt(ts=[t1]), max_steps 1e6, RecursiveCheckpointAdjoint (as mb.simulate)":
+            solve(diffrax.SaveAt(ts=jnp.asarray([T1])), 1_000_000, diffrax.RecursiveCheckpointAdjoint()),
+        "SaveAt(t1=True), max_steps 1e6, RecursiveCheckpointAdjoint":
+            solve(diffrax.SaveAt(t1=True), 1_000_000, diffrax.RecursiveCheckpointAdjoint()),
+        "SaveAt(ts=[t1]), max_steps 4096, RecursiveCheckpointAdjoint":
+            solve(diffrax.SaveAt(ts=jnp.asarray([T1])), 4096, diffrax.RecursiveCheckpointAdjoint()),
+        "SaveAt(t1=True), max_steps 1e6, ForwardMode":
+            solve(diffrax.SaveAt(t1=True), 1_000_000, diffrax.ForwardMode()),
+        "SaveAt(t1=True), max_steps 4096, DirectAdjoint":
+            solve(diffrax.SaveAt(t1=True), 4096, diffrax.DirectAdjoint()),
+    }
+    for name, fn in variants.items():
+        seconds = best_of(fn, fourier, tol)
+        steps = int(fn(fourier, tol)[1])
+        print(f"{name:<80} {seconds * 1e3:6.2f} ms  {steps} steps  {seconds / steps * 1e6:5.1f} µs/step")
+
+    print("\naccepted + rejected steps (Dopri8)")
+    controllers = {"default (I, factormax 10)": {}, "factormax 3": dict(factormax=3.0),
+                   "PI 0.2/0.4": dict(pcoeff=0.2, icoeff=0.4), "PI 0.4/0.3, factormax 3":
+                   dict(pcoeff=0.4, icoeff=0.3, factormax=3.0)}
+    for label, kw in controllers.items():
+        @eqx.filter_jit
+        def embedded(m, tol, kw=kw):
+            sol = diffrax.diffeqsolve(diffrax.ODETerm(field(m)), diffrax.Dopri8(), 0.0, T1, None, y0,
+                                      saveat=diffrax.SaveAt(t1=True), throw=False, max_steps=100_000,
+                                      stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol, **kw))
+            return sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"]
+
+        @eqx.filter_jit
+        def dae(m, tol, kw=kw):
+            f = mb.constraints.dae_vector_field(m)
+            y = jnp.concatenate([z0, jnp.zeros(7)])
+            sol = diffrax.diffeqsolve(diffrax.ODETerm(lambda t, yy, args: f(t, yy, args)), diffrax.Dopri8(),
+                                      0.0, T1, None, y, saveat=diffrax.SaveAt(t1=True), throw=False,
+                                      max_steps=100_000,
+                                      stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol, **kw))
+            return sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"]
+
+        cells = []
+        for t in (1e-6, 1e-8, 1e-10):
+            ea, er = embedded(fourier, jnp.asarray(t))
+            da, dr = dae(model, jnp.asarray(t))
+            cells.append(f"{t:.0e}: {int(ea)}+{int(er)} / {int(da)}+{int(dr)}")
+        print(f"{label:<28} embedded / DAE   " + "   ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
