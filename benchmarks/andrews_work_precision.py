@@ -31,7 +31,8 @@ Run: `taskset -c 1 .venv/bin/python benchmarks/andrews_work_precision.py [--repe
 docs/figures/andrews_work_precision.png (the figure is named after `--out`).
 `--batch N` times each configuration as one `jax.vmap` over N spring stiffnesses
 (throughput per simulation); `--order` sets the pre-modeled series' order;
-`--summarize JSON` prints the speed-up tables of a saved run without timing.
+`--summarize JSON` prints the speed-up tables of a saved run without timing, and redraws
+its figure (docs/figures/<json name>.png; `--no-figure` to skip).
 """
 
 from __future__ import annotations
@@ -120,6 +121,29 @@ def print_summary(rows, targets):
     return summary
 
 
+def plot(rows, name):
+    """The work-precision diagram of `rows`, written to docs/figures/<name>.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for route in dict.fromkeys(r["route"] for r in rows):
+        rr = sorted((r for r in rows if r["route"] == route), key=lambda r: r["digits"])
+        style = {"embedded": "-o", "pre-modeled": "-^"}.get(rr[0]["kind"], "--s")
+        ax.semilogy([r["digits"] for r in rr], [r["cpu_s"] * 1e3 for r in rr], style, ms=4, label=route)
+    ax.set_xlabel("significant digits at t = 0.03 (Test Set reference)")
+    ax.set_ylabel("CPU time per simulation [ms]")
+    ax.set_title("Andrews' squeezer: embedded ODE vs index-1 DAE (jaxmb, diffrax)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(__file__).parent.parent / "docs" / "figures" / f"{name}.png"
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tols", default="1e-4,5e-5,2e-5,1e-5,5e-6,2e-6,1e-6,5e-7,2e-7,1e-7,5e-8,2e-8,1e-8,"
@@ -145,6 +169,8 @@ def main(argv=None):
         saved = json.loads(Path(args.summarize).read_text())
         print(f"{args.summarize}: batch {saved['batch']}, best of {saved['repeat']}")
         print_summary(saved["rows"], [float(t) for t in args.targets.split(",")])
+        if not args.no_figure:
+            plot(saved["rows"], Path(args.summarize).stem)
         return
     tols = [float(t) for t in args.tols.split(",")]
     model = C.andrews_squeezer(throw=False)
@@ -238,26 +264,7 @@ def main(argv=None):
                               indent=2))
     print(f"wrote {out}")
     if not args.no_figure:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for route in dict.fromkeys(r["route"] for r in rows):
-            rr = sorted((r for r in rows if r["route"] == route), key=lambda r: r["digits"])
-            style = {"embedded": "-o", "pre-modeled": "-^"}.get(rr[0]["kind"], "--s")
-            ax.semilogy([r["digits"] for r in rr], [r["cpu_s"] * 1e3 for r in rr], style, ms=4, label=route)
-        ax.set_xlabel("significant digits at t = 0.03 (Test Set reference)")
-        ax.set_ylabel("CPU time per simulation [ms]")
-        ax.set_title("Andrews' squeezer: embedded ODE vs index-1 DAE (jaxmb, diffrax)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = Path(__file__).parent.parent / "docs" / "figures" / f"{Path(args.out).stem}.png"
-        fig.savefig(path, dpi=120)
-        print(f"wrote {path}")
-
+        plot(rows, Path(args.out).stem)
 
 if __name__ == "__main__":
     main()
