@@ -393,84 +393,67 @@ class FourierSeries(AbstractJointFunction):
     def coordinate_indices(self):
         return (self.index,)
 
-    def _terms(self, xq):
-        """``(k ω, cos(k ω x), sin(k ω x))`` for k = 1..K from one cosine and one sine.
-
-        ``e^{i k ω x}`` is the product of the squarings ``e^{i 2^b ω x}`` over the
-        set bits b of k: about log2 K complex products, round-off growing like
-        log2(K) ε. Every operation is elementwise over k, so XLA fuses the whole
-        evaluation into one kernel; 2K transcendental functions per call (the naive
-        form) or a cumulative product (a sequential scan kernel) cost several times
-        more in a right-hand side of the dynamics.
-        """
-        n = self.a.shape[0]
-        k = np.arange(1, n + 1)
-        kw = jnp.asarray(k, dtype=self.a.dtype) * self.omega
-        theta = self.omega * xq
-        pc, ps = jnp.cos(theta), jnp.sin(theta)  # e^{i 2^b θ}, b = 0, 1, ...
-        c, s = jnp.ones(n, self.a.dtype), jnp.zeros(n, self.a.dtype)
-        for bit in range(n.bit_length()):
-            on = (k >> bit) & 1 == 1
-            c, s = jnp.where(on, c * pc - s * ps, c), jnp.where(on, c * ps + s * pc, s)
-            pc, ps = pc * pc - ps * ps, 2.0 * pc * ps
-        return kw, c, s
-
     def vectorisable(self):
         return True
 
     def _derivatives(self, xq):
-        """``(f, df/dx, d²f/dx²)`` at the scalar ``x = xq``. Written as products and
-        sums, not ``dot``: under ``vmap`` (a batch of states, or several series of a
-        model evaluated together) dots become batched matrix products, several times
-        slower on CPU than the fused elementwise form."""
-        kw, c, s = self._terms(xq)
-        value = self.a0 + self.slope * xq + jnp.sum(self.a * c + self.b * s)
-        d1 = self.slope + jnp.sum(kw * (self.b * c - self.a * s))
-        d2 = -jnp.sum(kw**2 * (self.a * c + self.b * s))
-        return value, d1, d2
+        """``(f, df/dx, d²f/dx²)`` at the scalar ``x = xq``, of this series or of a stack
+        of series of one `omega` (amplitudes (m, K), outputs (m,)): the harmonics
+        ``cos kωx, sin kωx`` once, then every sum as one product with them. Why: on
+        CPU, elementwise harmonics that several reductions read are fused into each of
+        them and recomputed there, and a stack of series would compute its own
+        harmonics per series; a matrix-vector product reads one set once."""
+        n = self.a.shape[-1]
+        kw = jnp.arange(1, n + 1, dtype=self.a.dtype) * self.omega
+        harmonics = jnp.concatenate([jnp.cos(kw * xq), jnp.sin(kw * xq)])
+        cos_sin = jnp.concatenate([self.a, self.b], axis=-1)
+        coef = jnp.stack([cos_sin,                                               # f
+                          jnp.concatenate([kw * self.b, -kw * self.a], axis=-1),  # df/dx
+                          -jnp.concatenate([kw, kw]) ** 2 * cos_sin])             # d²f/dx²
+        sums = coef @ harmonics
+        return self.a0 + self.slope * xq + sums[0], self.slope + sums[1], sums[2]
+
+    @staticmethod
+    def _outputs(method, derivatives, index, q, qd=None):
+        """What `method` returns, from ``(f, df/dx, d²f/dx²)`` at ``x = q[index]``."""
+        value, d1, d2 = derivatives
+        if method == "__call__":
+            return value
+        if method == "gradient":
+            return jnp.zeros_like(q).at[index].set(d1)
+        if method == "hessian":
+            return jnp.zeros((q.shape[0],) * 2, dtype=q.dtype).at[index, index].set(d2)
+        rates = _univariate_rates(derivatives, q, qd, index)
+        return rates[:3] if method == "rates" else rates
+
+    def _evaluate(self, method, q, qd=None):
+        return self._outputs(method, self._derivatives(q[self.index]), self.index, q, qd)
 
     def __call__(self, q):
-        return self._derivatives(q[self.index])[0]
+        return self._evaluate("__call__", q)
 
     def gradient(self, q):
-        return jnp.zeros_like(q).at[self.index].set(self._derivatives(q[self.index])[1])
+        return self._evaluate("gradient", q)
 
     def hessian(self, q):
-        nq = q.shape[0]
-        d2 = self._derivatives(q[self.index])[2]
-        return jnp.zeros((nq, nq), dtype=q.dtype).at[self.index, self.index].set(d2)
+        return self._evaluate("hessian", q)
 
     def rates(self, q, qd):
-        return self.rates_and_gradient(q, qd)[:3]
+        return self._evaluate("rates", q, qd)
 
     def rates_and_gradient(self, q, qd):
-        return _univariate_rates(self._derivatives(q[self.index]), q, qd, self.index)
+        return self._evaluate("rates_and_gradient", q, qd)
 
     @classmethod
     def _evaluate_alike(cls, stacked, method, *args):
-        """Series with the same `omega`, order and coordinate share their harmonics:
-        ``cos kωx, sin kωx`` (2K values) once, then the values, first and second
-        derivatives of all m series as one (3m, 2K) x (2K,) product. Why: per-series
-        harmonics cost m times the transcendental functions, and XLA on CPU fuses
-        elementwise harmonics into each reduction that reads them (recomputing them
-        there); a matrix-vector product reads them once. Measured on Andrews'
-        squeezer's pre-modeled right-hand side: 4.40 -> 3.66 µs, 2.75 -> 2.17 µs per
-        state under vmap (benchmarks/andrews_rhs.py)."""
-        if method != "rates_and_gradient":
-            return super()._evaluate_alike(stacked, method, *args)
-        q, qd = args
-        x, xd = q[stacked.index], qd[stacked.index]
-        m, n = stacked.a.shape
-        kw = jnp.arange(1, n + 1, dtype=stacked.a.dtype) * stacked.omega
-        harmonics = jnp.concatenate([jnp.cos(kw * x), jnp.sin(kw * x)])
-        a, b = stacked.a, stacked.b
-        coef = jnp.concatenate([jnp.concatenate([a, b], axis=1),                        # f
-                                jnp.concatenate([kw * b, -kw * a], axis=1),             # df/dx
-                                jnp.concatenate([-kw**2 * a, -kw**2 * b], axis=1)])     # d²f/dx²
-        sums = coef @ harmonics
-        d1 = stacked.slope + sums[m:2 * m]
-        gradient = jnp.zeros((m,) + q.shape, d1.dtype).at[:, stacked.index].set(d1)
-        return stacked.a0 + stacked.slope * x + sums[:m], d1 * xd, sums[2 * m:] * xd * xd, gradient
+        """Series with the same `omega`, order and coordinate share their harmonics: one
+        :meth:`_derivatives` for all m of them (a (3, m, 2K) x (2K,) product), then each
+        series' outputs. Measured on Andrews' squeezer's pre-modeled right-hand side
+        against a ``vmap`` over the series: 4.40 -> 3.66 µs, 2.75 -> 2.17 µs per state
+        under vmap (benchmarks/andrews_rhs.py)."""
+        q = args[0]
+        derivatives = stacked._derivatives(q[stacked.index])
+        return jax.vmap(lambda d: cls._outputs(method, d, stacked.index, *args))(derivatives)
 
 
 def _univariate_rates(derivatives, q, qd, index):

@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
 from jaxmb import models as C  # noqa: E402
+from jaxmb._simulate import _Vector, _Zero  # noqa: E402
 
 T1 = 0.03
 
@@ -52,8 +53,8 @@ def main():
     perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in model.joint_names])
     z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
 
-    def field(m):
-        return lambda t, y, args: jnp.concatenate([y[1:], mb.forward_dynamics(m, y[:1], y[1:])])
+    def field(m):  # the vector field `mb.simulate` integrates, with no torque
+        return _Vector(m, _Zero(), None, "recursive")
 
     def solve(saveat, max_steps, adjoint):
         @eqx.filter_jit
@@ -105,9 +106,8 @@ def main():
 
         @eqx.filter_jit
         def dae(m, tol, kw=kw):
-            f = mb.constraints.dae_vector_field(m)
             y = jnp.concatenate([z0, jnp.zeros(7)])
-            sol = diffrax.diffeqsolve(diffrax.ODETerm(lambda t, yy, args: f(t, yy, args)), diffrax.Dopri8(),
+            sol = diffrax.diffeqsolve(diffrax.ODETerm(mb.constraints.dae_vector_field(m)), diffrax.Dopri8(),
                                       0.0, T1, None, y, saveat=diffrax.SaveAt(t1=True), throw=False,
                                       max_steps=100_000,
                                       stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol, **kw))

@@ -158,9 +158,10 @@ def test_bad_function_definitions_raise(build, match):
         build()
 
 
-def test_fourier_harmonics_by_squaring_equal_direct_trigonometry():
-    """The series builds cos(kωx), sin(kωx) by repeated squaring of e^{iωx}; an order-37
-    series (six bits of k) equals the direct sums of cosines and sines to round-off."""
+def test_fourier_series_derivatives_equal_the_sums_of_cosines_and_sines():
+    """Value, first and second derivative of an order-37 series (one product of its
+    coefficients with the harmonics) equal the plain sums of cosines and sines written
+    out in numpy, to round-off, also far from x = 0."""
     rng = np.random.default_rng(7)
     a, b = rng.normal(size=37), rng.normal(size=37)
     f = mb.FourierSeries(0, 0.3, a, b, 0.9, slope=0.2)
