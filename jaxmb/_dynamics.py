@@ -40,9 +40,9 @@ from ._kinematics import (
     motion_subspaces,
     tree_levels,
 )
-from ._kinematics import _joint_rates_and_gradients, _local_frames, _pose_along_path, _skew_batch, _stack_rows
+from ._kinematics import _joint_rates_and_gradients, _local_frames, _stack_rows
 from ._model import AbstractJointSpaceLoad, AbstractLoad, Model, _PoseLoad
-from ._spatial import skew, small_matmul
+from ._spatial import skew, small_matmul, small_matvec
 
 Method = Literal["recursive", "autodiff", "seed"]
 
@@ -162,18 +162,11 @@ def _apply_inertia(mass, com, inertia, m):
     return jnp.concatenate([small_matmul(inertia, w) + jnp.cross(c, lin, axis=1), lin], axis=1)
 
 
-def _twist_matrices(jb):
-    """``[[ω̃, v], [0, 0]]`` (n, nq, 4, 4) for body-coordinate twists ``jb`` (n, 6, nq)."""
-    n, _, nq = jb.shape
-    w, v = jnp.moveaxis(jb[:, :3], 2, 1), jnp.moveaxis(jb[:, 3:], 2, 1)  # (n, nq, 3)
-    top = jnp.concatenate([_skew_batch(w.reshape(-1, 3)).reshape(n, nq, 3, 3), v[..., None]], axis=-1)
-    return jnp.concatenate([top, jnp.zeros((n, nq, 1, 4), jb.dtype)], axis=-2)
-
-
 def _projected_terms(model: Model, f, fd, fdd, jac):
-    """``(M_q, bias_q, J_bodies)`` by one forward pass over the tree (no joint-space
-    matrices); ``J_bodies`` (n_bodies, 6, nq) are the bodies' spatial Jacobians in q
-    (body coordinates), reused for the loads.
+    """``(M_q, bias_q, J_bodies, (R, p))`` by one forward pass over the tree (no
+    joint-space matrices); ``J_bodies`` (n_bodies, 6, nq) are the bodies' spatial
+    Jacobians in q (body coordinates) and ``(R, p)`` the joints' local frames, both
+    reused for the loads.
 
     Each body's spatial Jacobian in ``q`` (body coordinates, 6 x nq) follows the
     tree, ``J_i = X_i J_parent + S_i ∇f_i``, and so do its velocity ``v_i`` and its
@@ -215,7 +208,16 @@ def _projected_terms(model: Model, f, fd, fdd, jac):
     # Written as products and sums (not einsum's dot) so that XLA fuses them.
     mass = jnp.sum(jb[:, :, :, None] * inert[:, :, None, 2:], axis=(0, 1))
     bias = jnp.sum(jb * force[:, :, None], axis=(0, 1))
-    return mass, bias, jb
+    return mass, bias, jb, (rot, trans)
+
+
+def _ground_frame(model: Model, rot, trans, b: int):
+    """Ground rotation and origin of body `b`, composed from the local frames
+    ``(R, p)`` (nj, 3, 3), (nj, 3) along its path (only the loaded bodies need it)."""
+    r = p = None
+    for k in (*model.ancestors(b), b):
+        r, p = (rot[k], trans[k]) if r is None else (small_matmul(r, rot[k]), small_matvec(r, trans[k]) + p)
+    return r, p
 
 
 def _cross_motion_batch(v, w):
@@ -351,14 +353,14 @@ def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
     return _applied_forces(model, q, loads)
 
 
-def _applied_forces(model: Model, q, loads, f=None, jac=None, body_jacobians=None) -> Float[Array, " nq"]:
+def _applied_forces(model: Model, q, loads, f=None, jac=None, projected=None) -> Float[Array, " nq"]:
     """``Σ Q_load``; joint-space loads reuse ``f`` and ``J = ∂f/∂q`` (computed here if not
-    given) and, when given, the bodies' spatial Jacobians in q (n_bodies, 6, nq; body
-    coordinates) of the projected pass, from which ``T' = T [[ω̃, v], [0, 0]]``."""
+    given). `projected`, when given, is ``(J_bodies, (R, p))`` of the projected pass:
+    the bodies' spatial Jacobians in q (n_bodies, 6, nq; body coordinates) and the
+    joints' local frames, from which a pose load's ``Q = J_bᵀ (n, f)``."""
     total = jnp.zeros_like(q)
     motion = None
-    local = None
-    pose_rates = {}  # body -> (T, T' per unit coordinate rate (nq, 4, 4))
+    frames = {}  # loaded body -> its ground (R, p)
     for load in loads:
         if not isinstance(load, AbstractLoad):
             raise TypeError(f"loads must be jaxmb loads (PointForce, BodyTorque, LinearSpring, ...), "
@@ -367,20 +369,18 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, body_jacobians=Non
             f, jac = joint_values(model, q), joint_gradients(model, q)
         if isinstance(load, _PoseLoad):
             b = model.body_index(load.body)
-            if body_jacobians is not None:
-                # Only the loaded bodies: pose along the body's path, T' = T [[ω̃, v], [0, 0]].
-                if b not in pose_rates:
-                    local = joint_transforms(model, f) if local is None else local
-                    pose = _pose_along_path(model, local, b)
-                    pose_rates[b] = (pose, small_matmul(pose[None], _twist_matrices(body_jacobians[b:b + 1])[0]))
-                pose, dpose = pose_rates[b]
-            else:
-                if motion is None:
-                    # All body poses and their rates per unit coordinate rate, once for all loads.
-                    poses = lambda x: body_transforms_from_joints(model, x)  # noqa: E731
-                    motion = jax.vmap(lambda col: jax.jvp(poses, (f,), (col,)), in_axes=1)(jac)
-                    motion = (motion[0][0], jnp.moveaxis(motion[1], 0, 1))  # (n, 4, 4), (n, nq, 4, 4)
-                pose, dpose = motion[0][b], motion[1][b]
+            if projected is not None:
+                body_jacobians, (rot, trans) = projected
+                if b not in frames:
+                    frames[b] = _ground_frame(model, rot, trans, b)
+                total = total + jnp.sum(body_jacobians[b] * load.body_wrench(*frames[b])[:, None], axis=0)
+                continue
+            if motion is None:
+                # All body poses and their rates per unit coordinate rate, once for all loads.
+                poses = lambda x: body_transforms_from_joints(model, x)  # noqa: E731
+                motion = jax.vmap(lambda col: jax.jvp(poses, (f,), (col,)), in_axes=1)(jac)
+                motion = (motion[0][0], jnp.moveaxis(motion[1], 0, 1))  # (n, 4, 4), (n, nq, 4, 4)
+            pose, dpose = motion[0][b], motion[1][b]
             total = total + jax.vmap(load.pose_power, in_axes=(None, 0))(pose, dpose)
         elif isinstance(load, AbstractJointSpaceLoad):
             total = total + load.generalized_force_from_joints(model, f, jac)
@@ -394,15 +394,16 @@ def _mass_matrix_and_forces(model: Model, q, qd):
     evaluation of the joint functions ``(f, J, q'ᵀHq')`` (implicit joint functions
     solve their loops once per state)."""
     f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
-    body_jacobians = None
+    projected = None
     if _projects(model):
-        m, bias, body_jacobians = _projected_terms(model, f, fd, fdd, jac)
+        m, bias, body_jacobians, frames = _projected_terms(model, f, fd, fdd, jac)
+        projected = (body_jacobians, frames)
     else:
         m = jac.T @ _joint_space_crba(model, f) @ jac
         bias = jac.T @ _joint_space_rnea(model, f, fd, fdd)
     forces = -bias
     if model.loads:
-        forces = forces + _applied_forces(model, q, model.loads, f, jac, body_jacobians)
+        forces = forces + _applied_forces(model, q, model.loads, f, jac, projected)
     return m, forces
 
 

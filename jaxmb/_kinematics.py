@@ -191,16 +191,6 @@ def _poses_from_local(model: Model, local: Array) -> Array:
     return jnp.stack(poses)
 
 
-def _pose_along_path(model: Model, local: Array, i: int) -> Array:
-    """Ground-from-body transform of body `i` alone: the product of the local
-    transforms (nj, 4, 4) along its ancestors (cheaper than all poses when only a
-    few bodies are needed, e.g. those that carry loads)."""
-    pose = None
-    for k in (*model.ancestors(i), i):
-        pose = local[k] if pose is None else small_matmul(pose, local[k])
-    return pose
-
-
 def _stack_rows(rows, idx):
     """``stack([rows[i] for i in idx])`` for a static index array; a plain slice when
     the indices are contiguous (rows may be an array or a list of arrays)."""

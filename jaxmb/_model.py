@@ -293,17 +293,35 @@ def _body_pose_from_joints(model: "Model", f, body: str):
 
 
 class _PoseLoad(AbstractJointSpaceLoad):
-    """A load on one body whose power depends on the body's pose ``T`` (4x4, ground)
-    and its rate ``T'`` only; the dynamics evaluate the poses of all bodies once
-    for all such loads."""
+    """A load on one body that depends on the body's ground pose only: it is given by
+    its wrench on the body, in body coordinates, at the body's pose ``(R, p)``; the
+    power is that wrench times the body's twist in body coordinates,
+    ``P = n · ω_b + f · v_b`` with ``ω̃_b = Rᵀ Ṙ`` and ``v_b = Rᵀ ṗ``, so that
+    ``Q = J_bᵀ (n, f)`` for the body's spatial Jacobian ``J_b`` (body coordinates,
+    the one the projected dynamics pass builds anyway)."""
 
     @abc.abstractmethod
+    def body_wrench(self, rotation, translation) -> Float[Array, "6"]:
+        """``(n, f)``: moment about the body origin (N m) and force (N), both in body
+        axes, at the body's ground rotation `rotation` (3, 3) and origin `translation` (3,)."""
+
     def pose_power(self, pose, dpose) -> Float[Array, ""]:
-        """Power (W) of the load on its body moving with ``T' = dpose`` at ``T = pose``."""
+        """Power (W) of the load on its body moving with ``T' = dpose`` at ``T = pose`` (4x4)."""
+        rot = pose[:3, :3]
+        w = small_matmul(rot.T, dpose[:3, :3])  # ω̃_b = Rᵀ Ṙ
+        twist = jnp.stack([w[2, 1], w[0, 2], w[1, 0], *small_matvec(rot.T, dpose[:3, 3])])
+        return jnp.sum(self.body_wrench(rot, pose[:3, 3]) * twist)
 
     def power(self, model, f, fd):
         pose, dpose = jax.jvp(lambda x: _body_pose_from_joints(model, x, self.body), (f,), (fd,))
         return self.pose_power(pose, dpose)
+
+
+def _point_force_wrench(rotation, point, force):
+    """Wrench in body axes of a ground-axes `force` applied at body-frame `point`:
+    ``f = Rᵀ F`` and ``n = p × f``."""
+    fb = small_matvec(rotation.T, force)
+    return jnp.concatenate([jnp.cross(point, fb), fb])
 
 
 class PointForce(_PoseLoad):
@@ -319,9 +337,8 @@ class PointForce(_PoseLoad):
         self.point = _f(point, (3,))
         self.force = _f(force, (3,))
 
-    def pose_power(self, pose, dpose):
-        velocity = small_matvec(dpose[:3, :3], self.point.astype(pose.dtype)) + dpose[:3, 3]
-        return jnp.sum(velocity * self.force.astype(pose.dtype))
+    def body_wrench(self, rotation, translation):
+        return _point_force_wrench(rotation, self.point.astype(rotation.dtype), self.force.astype(rotation.dtype))
 
 
 class BodyTorque(_PoseLoad):
@@ -334,10 +351,9 @@ class BodyTorque(_PoseLoad):
         self.body = str(body)
         self.torque = _f(torque, (3,))
 
-    def pose_power(self, pose, dpose):
-        w = small_matmul(dpose[:3, :3], pose[:3, :3].T)  # ω̃ = Ṙ Rᵀ
-        omega = jnp.stack([w[2, 1], w[0, 2], w[1, 0]])
-        return jnp.sum(omega * self.torque.astype(pose.dtype))
+    def body_wrench(self, rotation, translation):
+        return jnp.concatenate([small_matvec(rotation.T, self.torque.astype(rotation.dtype)),
+                                jnp.zeros(3, rotation.dtype)])
 
 
 class LinearSpring(_PoseLoad):
@@ -372,12 +388,12 @@ class LinearSpring(_PoseLoad):
     def potential_energy(self, model, q):
         return 0.5 * self.stiffness * (self.length(model, q) - self.rest_length) ** 2
 
-    def pose_power(self, pose, dpose):
-        point = self.point.astype(pose.dtype)
-        r = small_matvec(pose[:3, :3], point) + pose[:3, 3] - self.anchor.astype(pose.dtype)
-        dr = small_matvec(dpose[:3, :3], point) + dpose[:3, 3]
+    def body_wrench(self, rotation, translation):
+        # F = -k (L - L0) r / L on the point, r from the anchor to the point.
+        point = self.point.astype(rotation.dtype)
+        r = small_matvec(rotation, point) + translation - self.anchor.astype(rotation.dtype)
         length = jnp.sqrt(jnp.sum(r**2))
-        return -self.stiffness * (length - self.rest_length) * jnp.sum(r * dr) / length
+        return _point_force_wrench(rotation, point, -self.stiffness * (length - self.rest_length) / length * r)
 
 
 class Model(eqx.Module):
