@@ -38,6 +38,7 @@ its figure (docs/figures/<json name>.png; `--no-figure` to skip).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -160,6 +161,11 @@ def main(argv=None):
                    help="run each configuration as one jax.vmap over this many spring stiffnesses (the first "
                         "nominal, the others scaled by 1 + 0.05 N(0, 1)) and charge CPU time / batch per simulation; "
                         "digits are those of the nominal member")
+    p.add_argument("--model-as", choices=("argument", "constant"), default="argument",
+                   help="pass the model to the jitted simulation as an argument (default: what a parameter "
+                        "study does; each call flattens its ~90 leaves, about 0.1-0.2 ms) or compile it in as a "
+                        "constant (one fixed model: a call costs its dispatch of ~10 us, and XLA may fold the "
+                        "model's numbers)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_work_precision.json"))
     p.add_argument("--no-figure", action="store_true")
     p.add_argument("--summarize", metavar="JSON",
@@ -167,7 +173,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.summarize:
         saved = json.loads(Path(args.summarize).read_text())
-        print(f"{args.summarize}: batch {saved['batch']}, best of {saved['repeat']}")
+        print(f"{args.summarize}: batch {saved['batch']}, best of {saved['repeat']}, "
+              f"model as {saved.get('model_as', 'argument')}")
         print_summary(saved["rows"], [float(t) for t in args.targets.split(",")])
         if not args.no_figure:
             plot(saved["rows"], Path(args.summarize).stem)
@@ -185,18 +192,23 @@ def main(argv=None):
     batch = max(args.batch, 1)
     scale = jnp.concatenate([jnp.ones(1), 1.0 + 0.05 * jax.random.normal(jax.random.PRNGKey(0), (batch - 1,))])
 
-    def batched(fn):
-        """``fn(model, tol)`` over the stiffness scales (vmap, nominal member's outputs but the steps' maximum)."""
-        if args.batch <= 0:
-            return eqx.filter_jit(fn)
+    def batched(fn, m):
+        """``tol -> fn(m, tol)``, jit-compiled with the model `m` as an argument (or compiled in,
+        ``--model-as constant``); with ``--batch``, over the stiffness scales (vmap, nominal member's
+        outputs but the steps' maximum)."""
+        run = fn
+        if args.batch > 0:
+            def run(m, tol):
+                ang, steps, drift = jax.vmap(lambda s: fn(scaled_stiffness(m, s), tol))(scale)
+                return ang[0], jnp.max(steps), drift[0]
+        if args.model_as == "constant":
+            return jax.jit(lambda tol: run(m, tol))
+        # jax.jit on the model's arrays: eqx.filter_jit would add about 0.1 ms of Python per call
+        # (flattening and partitioning the model), the same for every route, which is harness, not
+        # simulation.
+        params, static = eqx.partition(m, eqx.is_array)
+        return functools.partial(jax.jit(lambda p, tol: run(eqx.combine(p, static), tol)), params)
 
-        def run(m, tol):
-            ang, steps, drift = jax.vmap(lambda s: fn(scaled_stiffness(m, s), tol))(scale)
-            return ang[0], jnp.max(steps), drift[0]
-
-        return eqx.filter_jit(run)
-
-    models = {}
     configs = {}
     for sname in args.solvers.split(","):
         solver = SOLVERS[sname]
@@ -207,7 +219,7 @@ def main(argv=None):
         for kind, label, m in (("embedded", "embedded ODE", model),
                                ("pre-modeled", "embedded ODE, pre-modeled", fourier)):
             key = (kind, f"{label}, {sname}")
-            configs[key], models[key] = batched(embedded), m
+            configs[key] = batched(embedded, m)
         for ab in (float(a) for a in args.baumgarte.split(",")):
             def dae(m, tol, ab=ab, solver=solver):
                 s = mb.constraints.simulate_dae(m, z0, jnp.zeros(7), T1, alpha=ab, beta=ab, rtol=tol, atol=tol,
@@ -215,16 +227,16 @@ def main(argv=None):
                 return s.z[-1][inv], s.stats["num_steps"], s.drift[-1]
 
             key = ("DAE", f"index-1 DAE, Baumgarte {ab:g}, {sname}")
-            configs[key], models[key] = batched(dae), model
+            configs[key] = batched(dae, model)
 
     compile_s = {}
     for key, fn in configs.items():
         t = time.perf_counter()
-        jax.block_until_ready(fn(models[key], jnp.asarray(tols[0])))
+        jax.block_until_ready(fn(jnp.asarray(tols[0])))
         compile_s[key[1]] = time.perf_counter() - t
         print(f"compiled {key[1]} in {compile_s[key[1]]:.1f} s", flush=True)
 
-    outs = {(key, tol): jax.block_until_ready(fn(models[key], jnp.asarray(tol)))
+    outs = {(key, tol): jax.block_until_ready(fn(jnp.asarray(tol)))
             for tol in tols for key, fn in configs.items()}
     # Rounds over the whole sweep, best per run over the rounds: a slow spell of the
     # machine then spoils one round, not every run of one tolerance.
@@ -234,7 +246,7 @@ def main(argv=None):
             tol_a = jnp.asarray(tol)
             for key, fn in configs.items():
                 t = time.process_time()
-                jax.block_until_ready(fn(models[key], tol_a))
+                jax.block_until_ready(fn(tol_a))
                 best[key, tol] = min(best[key, tol], (time.process_time() - t) / batch)
     rows = []
     for tol in tols:
@@ -259,6 +271,7 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(problem="andrews_squeezer", t1=T1, dtype="float64", timing="CPU time",
                                    repeat=args.repeat, batch=args.batch, order=args.order,
+                                   model_as=args.model_as,
                                    device=str(jax.devices()[0]), machine=platform.platform(),
                                    cpu_count=os.cpu_count(), fit_error=float(jnp.max(fit_error)), compile_s=compile_s, rows=rows, summary=summary),
                               indent=2))

@@ -399,13 +399,14 @@ class FourierSeries(AbstractJointFunction):
     def _derivatives(self, xq):
         """``(f, df/dx, d²f/dx²)`` at the scalar ``x = xq``, of this series or of a stack
         of series of one `omega` (amplitudes (m, K), outputs (m,)): the harmonics
-        ``cos kωx, sin kωx`` once, then every sum as one product with them. Why: on
+        ``cos kωx, sin kωx`` once (:func:`_harmonics`), then every sum as one product
+        with them. Why: on
         CPU, elementwise harmonics that several reductions read are fused into each of
         them and recomputed there, and a stack of series would compute its own
         harmonics per series; a matrix-vector product reads one set once."""
         n = self.a.shape[-1]
         kw = jnp.arange(1, n + 1, dtype=self.a.dtype) * self.omega
-        harmonics = jnp.concatenate([jnp.cos(kw * xq), jnp.sin(kw * xq)])
+        harmonics = jnp.concatenate(_harmonics(n, self.omega * xq))
         cos_sin = jnp.concatenate([self.a, self.b], axis=-1)
         coef = jnp.stack([cos_sin,                                               # f
                           jnp.concatenate([kw * self.b, -kw * self.a], axis=-1),  # df/dx
@@ -454,6 +455,32 @@ class FourierSeries(AbstractJointFunction):
         q = args[0]
         derivatives = stacked._derivatives(q[stacked.index])
         return jax.vmap(lambda d: cls._outputs(method, d, stacked.index, *args))(derivatives)
+
+
+def _harmonics(n: int, theta) -> tuple[Array, Array]:
+    """``(cos kθ, sin kθ)`` for k = 1..n (two (n,) arrays) at the scalar ``θ``.
+
+    ``e^{ikθ}`` is the product of the powers ``e^{i 2^b θ}`` over the set bits b of k:
+    ``2 (1 + floor(log2 n))`` sines and cosines and at most that many complex
+    products per harmonic, instead of 2n transcendental functions (on CPU, in float64,
+    about 12 ns each: the costliest part of a pre-modeled right-hand side). The error
+    grows by an ulp or two per product, and the angles ``2^b θ`` are exact, so the
+    result is closer to the exact values than ``cos(kθ)`` of the rounded ``kθ``
+    (4e-16 against 2e-13 at θ = 123.4, n = 24; tests/test_functions.py).
+    """
+    bits = n.bit_length()
+    angles = theta * jnp.asarray(2.0 ** np.arange(bits), dtype=jnp.result_type(theta))
+    # The identity product keeps the powers in a buffer of their own: XLA would
+    # otherwise fuse the cosines and sines into the elementwise products below and
+    # evaluate them again for every harmonic.
+    cos_p, sin_p = jnp.eye(2, dtype=angles.dtype) @ jnp.stack([jnp.cos(angles), jnp.sin(angles)])
+    k = np.arange(1, n + 1)
+    re = im = None
+    for b in range(bits):
+        on = ((k >> b) & 1).astype(bool)
+        c, s = jnp.where(on, cos_p[b], 1.0), jnp.where(on, sin_p[b], 0.0)
+        re, im = (c, s) if re is None else (re * c - im * s, re * s + im * c)
+    return re, im
 
 
 def _univariate_rates(derivatives, q, qd, index):

@@ -173,3 +173,40 @@ def test_fourier_series_derivatives_equal_the_sums_of_cosines_and_sines():
         d2 = -((0.9 * k) ** 2 * a) @ np.cos(arg) - ((0.9 * k) ** 2 * b) @ np.sin(arg)
         v, g, h = f.rates(jnp.array([x]), jnp.array([1.0]))
         np.testing.assert_allclose([v, g, h], [want, d1, d2], rtol=1e-13, atol=1e-12)
+
+
+def _exact_cos_sin(k: int, x: float) -> tuple[float, float]:
+    """cos(k x), sin(k x) of the float64 `x` taken exactly, by a 50-digit Taylor series."""
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = 50
+        two_pi = 2 * Decimal("3.14159265358979323846264338327950288419716939937510582097494")
+        t = (k * Decimal(x)) % two_pi
+        c = s = Decimal(0)
+        term, i = Decimal(1), 0
+        while i < 12 or abs(term) > Decimal("1e-45"):
+            if i % 4 == 0:
+                c += term
+            elif i % 4 == 1:
+                s += term
+            elif i % 4 == 2:
+                c -= term
+            else:
+                s -= term
+            i += 1
+            term = term * t / i
+        return float(c), float(s)
+
+
+@pytest.mark.parametrize("n", [1, 5, 24, 37])
+def test_fourier_harmonics_from_binary_powers_are_exact_to_a_few_ulp(n):
+    """cos kθ, sin kθ (k = 1..n) as products of the powers e^{i 2^b θ} equal the exact
+    values to 4e-16, also at large θ, where cos(kθ) of the rounded product kθ does not."""
+    from jaxmb._functions import _harmonics
+
+    for theta in (-2.1, 0.0, 0.3, 7.9, 123.4):
+        c, s = _harmonics(n, jnp.asarray(theta))
+        exact = np.array([_exact_cos_sin(k, theta) for k in range(1, n + 1)])
+        np.testing.assert_allclose(c, exact[:, 0], rtol=0, atol=4e-16)
+        np.testing.assert_allclose(s, exact[:, 1], rtol=0, atol=4e-16)
