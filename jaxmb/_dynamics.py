@@ -185,7 +185,6 @@ def _projected_terms(model: Model, f, fd, fdd, jac):
     n = model.n_bodies
     s = motion_subspaces(model, dtype)  # (n, 6)
     g = model.gravity.astype(dtype)
-    root = jnp.zeros((6, 2 + nq), dtype).at[3:, 1].set(-g)
     vj = s * fd[:, None]
     own = jnp.concatenate([vj[:, :, None], (s * fdd[:, None])[:, :, None], s[:, :, None] * jac[:, None, :]],
                           axis=2)  # joint's own contribution to (v, a, J)
@@ -193,8 +192,14 @@ def _projected_terms(model: Model, f, fd, fdd, jac):
     # gather/scatter per level is slow under vmap on CPU).
     per_body = [None] * n
     for level, (idx, par) in enumerate(tree_levels(model)):
-        parent = jnp.broadcast_to(root, (len(idx), 6, 2 + nq)) if level == 0 else _stack_rows(per_body, par)
-        c = _to_child(_stack_rows(rot, idx), _stack_rows(trans, idx), parent) + _stack_rows(own, idx)
+        if level == 0:
+            # The root is at rest, with gravity as its base acceleration (0, -g): in the
+            # child frames that is (0, -Rᵀ g) in the acceleration column, and nothing
+            # else needs transforming.
+            down = -small_matvec(jnp.swapaxes(_stack_rows(rot, idx), 1, 2), g)
+            c = _stack_rows(own, idx) + jnp.pad(down[:, :, None], ((0, 0), (3, 0), (1, nq)))
+        else:
+            c = _to_child(_stack_rows(rot, idx), _stack_rows(trans, idx), _stack_rows(per_body, par)) + _stack_rows(own, idx)
         v = c[:, :, 0]
         acc = c[:, :, 1] + _cross_motion_batch(v, _stack_rows(vj, idx))
         block = jnp.concatenate([c[:, :, :1], acc[:, :, None], c[:, :, 2:]], axis=2)
