@@ -194,15 +194,14 @@ def _projected_terms(model: Model, f, fd, fdd, jac):
     for level, (idx, par) in enumerate(tree_levels(model)):
         if level == 0:
             # The root is at rest, with gravity as its base acceleration (0, -g): in the
-            # child frames that is (0, -Rᵀ g) in the acceleration column, and nothing
-            # else needs transforming.
+            # child frames that is (0, -Rᵀ g) in the acceleration column, nothing else
+            # needs transforming, and the velocity-product term v × v_J vanishes (v = v_J).
             down = -small_matvec(jnp.swapaxes(_stack_rows(rot, idx), 1, 2), g)
-            c = _stack_rows(own, idx) + jnp.pad(down[:, :, None], ((0, 0), (3, 0), (1, nq)))
+            block = _stack_rows(own, idx) + jnp.pad(down[:, :, None], ((0, 0), (3, 0), (1, nq)))
         else:
             c = _to_child(_stack_rows(rot, idx), _stack_rows(trans, idx), _stack_rows(per_body, par)) + _stack_rows(own, idx)
-        v = c[:, :, 0]
-        acc = c[:, :, 1] + _cross_motion_batch(v, _stack_rows(vj, idx))
-        block = jnp.concatenate([c[:, :, :1], acc[:, :, None], c[:, :, 2:]], axis=2)
+            acc = c[:, :, 1] + _cross_motion_batch(c[:, :, 0], _stack_rows(vj, idx))
+            block = jnp.concatenate([c[:, :, :1], acc[:, :, None], c[:, :, 2:]], axis=2)
         for k, i in enumerate(idx):
             per_body[i] = block[k]
     cols = jnp.stack(per_body)
