@@ -127,13 +127,24 @@ def _local_frames(model: Model, f):
     axis, rp, tp, rc, tc = _joint_arrays(model, f.dtype)
     revolute = _revolute_mask(model)
     angle = jnp.where(revolute, f, 0.0)
+    h = jnp.sin(0.5 * angle)
+    # s = sin f and the versine v = 1 - cos f = 2 sin²(f/2) (no cancellation at small
+    # angles). The identity product keeps them in a buffer of their own: XLA would
+    # otherwise fuse the sines into every consumer of R and p below, and evaluate them
+    # again for every element there.
+    s, v = jnp.eye(2, dtype=f.dtype) @ jnp.stack([jnp.sin(angle), 2.0 * h * h])
+    # With X_R = 1 + K s + K² v (K the axis' cross-product matrix), R and p are affine
+    # in (s, v, f): R = R_p R_c + (R_p K R_c) s + (R_p K² R_c) v, and likewise p. The
+    # coefficients depend on the model only, so inside a simulation XLA computes them
+    # once, outside the time loop.
     k = _skew_batch(axis)
-    s, h = jnp.sin(angle), jnp.sin(0.5 * angle)
-    eye = jnp.eye(3, dtype=f.dtype)
-    rm = eye + k * s[:, None, None] + 2.0 * small_matmul(k, k) * (h * h)[:, None, None]
-    tm = jnp.where(revolute[:, None], 0.0, f[:, None] * axis)
-    rot = small_matmul(small_matmul(rp, rm), rc)
-    trans = small_matvec(rp, small_matvec(rm, tc) + tm) + tp
+    kk = small_matmul(k, k)
+    rp_k, rp_kk = small_matmul(rp, k), small_matmul(rp, kk)
+    rot = (small_matmul(rp, rc) + small_matmul(rp_k, rc) * s[:, None, None]
+           + small_matmul(rp_kk, rc) * v[:, None, None])
+    slide = jnp.where(revolute, 0.0, f)
+    trans = (small_matvec(rp, tc) + tp + small_matvec(rp_k, tc) * s[:, None] + small_matvec(rp_kk, tc) * v[:, None]
+             + small_matvec(rp, axis) * slide[:, None])
     return rot, trans
 
 
