@@ -27,8 +27,10 @@ tolerance interleaved, so that a slow spell of the machine slows every route ali
 and spoils one round only.
 
 Run: `taskset -c 1 .venv/bin/python benchmarks/andrews_work_precision.py [--repeat 5]`
-(about 3 min); writes benchmarks/results/andrews_work_precision.json and
-docs/figures/andrews_work_precision.png (the figure is named after `--out`).
+(about 1 min); writes benchmarks/results/andrews_work_precision.json and
+docs/figures/andrews_work_precision.png (the figure is named after `--out`). Each
+configuration is a `jax.jit` of the simulation with the model's arrays as arguments
+(`--model-as constant` compiles the model in instead).
 `--batch N` times each configuration as one `jax.vmap` over N spring stiffnesses
 (throughput per simulation); `--order` sets the pre-modeled series' order;
 `--summarize JSON` prints the speed-up tables of a saved run without timing, and redraws
