@@ -468,6 +468,9 @@ def _harmonics(n: int, theta) -> tuple[Array, Array]:
     result is closer to the exact values than ``cos(kθ)`` of the rounded ``kθ``
     (4e-16 against 2e-13 at θ = 123.4, n = 24; tests/test_functions.py).
     """
+    if n == 0:  # a series of order 0 is its constant and secular terms alone
+        empty = jnp.zeros((0,), jnp.result_type(theta))
+        return empty, empty
     bits = n.bit_length()
     angles = theta * jnp.asarray(2.0 ** np.arange(bits), dtype=jnp.result_type(theta))
     # The identity product keeps the powers in a buffer of their own: XLA would

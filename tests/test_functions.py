@@ -199,6 +199,12 @@ def _exact_cos_sin(k: int, x: float) -> tuple[float, float]:
         return float(c), float(s)
 
 
+def test_fourier_series_of_order_zero_is_its_constant_and_slope():
+    f = mb.FourierSeries(0, 0.3, [], [], 1.0, slope=0.2)
+    v, d1, d2 = f.rates(jnp.array([0.5]), jnp.array([2.0]))
+    np.testing.assert_allclose([v, d1, d2], [0.3 + 0.2 * 0.5, 0.2 * 2.0, 0.0], rtol=0, atol=1e-15)
+
+
 @pytest.mark.parametrize("n", [1, 5, 24, 37])
 def test_fourier_harmonics_from_binary_powers_are_exact_to_a_few_ulp(n):
     """cos kθ, sin kθ (k = 1..n) as products of the powers e^{i 2^b θ} equal the exact
