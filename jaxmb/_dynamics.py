@@ -163,7 +163,7 @@ def _apply_inertia(mass, com, inertia, m):
 
 
 def _projected_terms(model: Model, f, fd, fdd, jac):
-    """``(M_q, bias_q, J_bodies, (R, p))`` by one forward pass over the tree (no
+    """``(M_q, bias_q, (J_bodies, R, p))`` by one forward pass over the tree (no
     joint-space matrices); ``J_bodies`` (n_bodies, 6, nq) are the bodies' spatial
     Jacobians in q (body coordinates) and ``(R, p)`` the joints' local frames, both
     reused for the loads.
@@ -212,7 +212,7 @@ def _projected_terms(model: Model, f, fd, fdd, jac):
     # Written as products and sums (not einsum's dot) so that XLA fuses them.
     mass = jnp.sum(jb[:, :, :, None] * inert[:, :, None, 2:], axis=(0, 1))
     bias = jnp.sum(jb * force[:, :, None], axis=(0, 1))
-    return mass, bias, jb, (rot, trans)
+    return mass, bias, (jb, rot, trans)
 
 
 def _ground_frame(model: Model, rot, trans, b: int):
@@ -359,12 +359,13 @@ def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
 
 def _applied_forces(model: Model, q, loads, f=None, jac=None, projected=None) -> Float[Array, " nq"]:
     """``Σ Q_load``; joint-space loads reuse ``f`` and ``J = ∂f/∂q`` (computed here if not
-    given). `projected`, when given, is ``(J_bodies, (R, p))`` of the projected pass:
+    given). `projected`, when given, is ``(J_bodies, R, p)`` of the projected pass:
     the bodies' spatial Jacobians in q (n_bodies, 6, nq; body coordinates) and the
     joints' local frames, from which a pose load's ``Q = J_bᵀ (n, f)``."""
     total = jnp.zeros_like(q)
     motion = None
     frames = {}  # loaded body -> its ground (R, p)
+    body_jacobians, rot, trans = (None, None, None) if projected is None else projected
     for load in loads:
         if not isinstance(load, AbstractLoad):
             raise TypeError(f"loads must be jaxmb loads (PointForce, BodyTorque, LinearSpring, ...), "
@@ -374,7 +375,6 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, projected=None) ->
         if isinstance(load, _PoseLoad):
             b = model.body_index(load.body)
             if projected is not None:
-                body_jacobians, (rot, trans) = projected
                 if b not in frames:
                     frames[b] = _ground_frame(model, rot, trans, b)
                 total = total + jnp.sum(body_jacobians[b] * load.body_wrench(*frames[b])[:, None], axis=0)
@@ -400,8 +400,7 @@ def _mass_matrix_and_forces(model: Model, q, qd):
     f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
     projected = None
     if _projects(model):
-        m, bias, body_jacobians, frames = _projected_terms(model, f, fd, fdd, jac)
-        projected = (body_jacobians, frames)
+        m, bias, projected = _projected_terms(model, f, fd, fdd, jac)
     else:
         m = jac.T @ _joint_space_crba(model, f) @ jac
         bias = jac.T @ _joint_space_rnea(model, f, fd, fdd)

@@ -18,7 +18,7 @@ from jaxtyping import Array, Float
 from ._typing import RealLike
 
 from ._model import Model
-from ._spatial import small_matmul, small_matvec, vee
+from ._spatial import own_buffer, small_matmul, small_matvec, vee
 
 
 def _per_joint(model: Model, method: str, *args) -> list:
@@ -129,10 +129,8 @@ def _local_frames(model: Model, f):
     angle = jnp.where(revolute, f, 0.0)
     h = jnp.sin(0.5 * angle)
     # s = sin f and the versine v = 1 - cos f = 2 sin²(f/2) (no cancellation at small
-    # angles). The identity product keeps them in a buffer of their own: XLA would
-    # otherwise fuse the sines into every consumer of R and p below, and evaluate them
-    # again for every element there.
-    s, v = jnp.eye(2, dtype=f.dtype) @ jnp.stack([jnp.sin(angle), 2.0 * h * h])
+    # angles), computed once, not again for every element of R and p below.
+    s, v = own_buffer(jnp.stack([jnp.sin(angle), 2.0 * h * h]))
     # With X_R = 1 + K s + K² v (K the axis' cross-product matrix), R and p are affine
     # in (s, v, f): R = R_p R_c + (R_p K R_c) s + (R_p K² R_c) v, and likewise p. The
     # coefficients depend on the model only, so inside a simulation XLA computes them

@@ -140,3 +140,16 @@ def small_matvec(a: Array, v: Array) -> Array:
     for k in range(1, n):
         out = out + a[..., :, k] * v[..., None, k]
     return out
+
+
+def own_buffer(x: Array) -> Array:
+    """`x` (2, n), unchanged in value, computed into a buffer of its own.
+
+    Why: XLA on CPU fuses cheap elementwise producers into every consumer and
+    evaluates them again for each element there; for sines and cosines (roughly ten
+    times a product in float64) read by many elements that costs more than the
+    rest of the consumer. A product with the 2x2 identity is a ``dot``, which XLA
+    does not fuse, so its operand is computed once; ``lax.optimization_barrier``
+    does not have that effect on XLA's CPU compiler (jax 0.10).
+    """
+    return jnp.eye(2, dtype=x.dtype) @ x

@@ -60,7 +60,7 @@ def parts(model, qd):
 
     def tree(q):
         f, fd, fdd, jac = _kinematics._joint_rates_and_gradients(model, q, qd)
-        mass, bias, *_ = _dynamics._projected_terms(model, f, fd, fdd, jac)
+        mass, bias, _ = _dynamics._projected_terms(model, f, fd, fdd, jac)
         return (jnp.sum(mass) + jnp.sum(bias))[None]
 
     def full(q):

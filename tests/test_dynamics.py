@@ -251,7 +251,7 @@ from jaxmb import _dynamics as _dyn  # noqa: E402
 def _projected_and_crba(model, q, qd):
     f, fd, fdd = mb.joint_rates(model, q, qd)
     jac = mb.joint_gradients(model, q)
-    m_p, b_p, *_ = _dyn._projected_terms(model, f, fd, fdd, jac)
+    m_p, b_p, _ = _dyn._projected_terms(model, f, fd, fdd, jac)
     m_c = jac.T @ _dyn._joint_space_crba(model, f) @ jac
     b_c = jac.T @ _dyn._joint_space_rnea(model, f, fd, fdd)
     return m_p, b_p, m_c, b_c

@@ -216,3 +216,8 @@ def test_fourier_harmonics_from_binary_powers_are_exact_to_a_few_ulp(n):
         exact = np.array([_exact_cos_sin(k, theta) for k in range(1, n + 1)])
         np.testing.assert_allclose(c, exact[:, 0], rtol=0, atol=4e-16)
         np.testing.assert_allclose(s, exact[:, 1], rtol=0, atol=4e-16)
+    if n >= 24:
+        # The direct form rounds kθ first: at θ = 123.4 it is off by about 1e-13.
+        k = np.arange(1, n + 1)
+        exact = np.array([_exact_cos_sin(int(kk), 123.4) for kk in k])
+        assert np.max(np.abs(np.cos(k * 123.4) - exact[:, 0])) > 1e-14
