@@ -24,13 +24,18 @@ on request), rtol = atol in `--tols`. The tolerance is a traced
 argument, so each (route, solver) compiles once. Runs are timed by CPU time, best
 of `--repeat` rounds, each round over the whole sweep with all configurations of a
 tolerance interleaved, so that a slow spell of the machine slows every route alike
-and spoils one round only.
+and spoils one round only; within a round each run is called `--calls` times back
+to back (3; best kept), so that it is timed warm, as a simulation called in a loop
+runs, not right after another configuration's code has filled the caches (with
+``--calls 1`` a run pays that, 5-7% of the pre-modeled route's time at 5 digits).
 
 Run: `taskset -c 1 .venv/bin/python benchmarks/andrews_work_precision.py [--repeat 5]`
-(about 1 min); writes benchmarks/results/andrews_work_precision.json and
+(about 3 min); writes benchmarks/results/andrews_work_precision.json and
 docs/figures/andrews_work_precision.png (the figure is named after `--out`). Each
-configuration is a `jax.jit` of the simulation with the model's arrays as arguments
-(`--model-as constant` compiles the model in instead).
+configuration is a `jax.jit` of the simulation with the model's arrays as one flat
+vector argument, unravelled inside (`--model-as argument` passes them as the ~90
+arrays they are, which costs about 0.1 ms of dispatch per call, the same for every
+route; `--model-as constant` compiles the model in).
 `--batch N` times each configuration as one `jax.vmap` over N spring stiffnesses
 (throughput per simulation); `--order` sets the pre-modeled series' order;
 `--summarize JSON` prints the speed-up tables of a saved run without timing, and redraws
@@ -57,6 +62,7 @@ import diffrax  # noqa: E402
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from jax.flatten_util import ravel_pytree  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
 from bench_andrews import T1, digits, scaled_stiffness  # noqa: E402  (same accuracy measure as the single-tolerance table)
@@ -163,11 +169,14 @@ def main(argv=None):
                    help="run each configuration as one jax.vmap over this many spring stiffnesses (the first "
                         "nominal, the others scaled by 1 + 0.05 N(0, 1)) and charge CPU time / batch per simulation; "
                         "digits are those of the nominal member")
-    p.add_argument("--model-as", choices=("argument", "constant"), default="argument",
-                   help="pass the model to the jitted simulation as an argument (default: what a parameter "
-                        "study does; each call flattens its ~90 leaves, about 0.1-0.2 ms) or compile it in as a "
-                        "constant (one fixed model: a call costs its dispatch of ~10 us, and XLA may fold the "
-                        "model's numbers)")
+    p.add_argument("--calls", type=int, default=3,
+                   help="back-to-back calls per run within a round, the best kept (1: each run follows a "
+                        "different configuration's, so it starts with the caches holding that one's code and data)")
+    p.add_argument("--model-as", choices=("flat", "argument", "constant"), default="flat",
+                   help="pass the model's arrays to the jitted simulation as one flat vector (default: "
+                        "jax.flatten_util.ravel_pytree, unravelled inside the jit, one array to dispatch), as "
+                        "the ~90 arrays they are (about 0.1 ms more dispatch per call) or compile the model in "
+                        "as a constant (one fixed model; XLA may fold its numbers)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_work_precision.json"))
     p.add_argument("--no-figure", action="store_true")
     p.add_argument("--summarize", metavar="JSON",
@@ -195,8 +204,8 @@ def main(argv=None):
     scale = jnp.concatenate([jnp.ones(1), 1.0 + 0.05 * jax.random.normal(jax.random.PRNGKey(0), (batch - 1,))])
 
     def batched(fn, m):
-        """``tol -> fn(m, tol)``, jit-compiled with the model `m` as an argument (or compiled in,
-        ``--model-as constant``); with ``--batch``, over the stiffness scales (vmap, nominal member's
+        """``tol -> fn(m, tol)``, jit-compiled with the model `m`'s arrays as arguments
+        (``--model-as``); with ``--batch``, over the stiffness scales (vmap, nominal member's
         outputs but the steps' maximum)."""
         run = fn
         if args.batch > 0:
@@ -205,11 +214,15 @@ def main(argv=None):
                 return ang[0], jnp.max(steps), drift[0]
         if args.model_as == "constant":
             return jax.jit(lambda tol: run(m, tol))
-        # jax.jit on the model's arrays: eqx.filter_jit would add about 0.1 ms of Python per call
-        # (flattening and partitioning the model), the same for every route, which is harness, not
-        # simulation.
+        # jax.jit, not eqx.filter_jit, which would add about 0.1 ms of Python per call
+        # (flattening and partitioning the model); and one vector, not the ~90 arrays, which
+        # cost as much again in dispatch (an empty function: 84 against 12 µs). Both are paid
+        # per call by every route alike: harness, not simulation.
         params, static = eqx.partition(m, eqx.is_array)
-        return functools.partial(jax.jit(lambda p, tol: run(eqx.combine(p, static), tol)), params)
+        if args.model_as == "argument":
+            return functools.partial(jax.jit(lambda p, tol: run(eqx.combine(p, static), tol)), params)
+        flat, unravel = ravel_pytree(params)
+        return functools.partial(jax.jit(lambda p, tol: run(eqx.combine(unravel(p), static), tol)), flat)
 
     configs = {}
     for sname in args.solvers.split(","):
@@ -247,9 +260,10 @@ def main(argv=None):
         for tol in tols:
             tol_a = jnp.asarray(tol)
             for key, fn in configs.items():
-                t = time.process_time()
-                jax.block_until_ready(fn(tol_a))
-                best[key, tol] = min(best[key, tol], (time.process_time() - t) / batch)
+                for _ in range(args.calls):
+                    t = time.process_time()
+                    jax.block_until_ready(fn(tol_a))
+                    best[key, tol] = min(best[key, tol], (time.process_time() - t) / batch)
     rows = []
     for tol in tols:
         for key in configs:
@@ -273,7 +287,7 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(problem="andrews_squeezer", t1=T1, dtype="float64", timing="CPU time",
                                    repeat=args.repeat, batch=args.batch, order=args.order,
-                                   model_as=args.model_as,
+                                   model_as=args.model_as, calls=args.calls,
                                    device=str(jax.devices()[0]), machine=platform.platform(),
                                    cpu_count=os.cpu_count(), fit_error=float(jnp.max(fit_error)), compile_s=compile_s, rows=rows, summary=summary),
                               indent=2))
