@@ -72,11 +72,13 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=0,
                    help="evaluate each right-hand side under jax.vmap over this many states (crank angles "
                         "spread over 0.1 rad) and report µs per state")
+    p.add_argument("--order", type=int, default=24, help="order of the pre-modeled Fourier series")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_rhs.json"))
     args = p.parse_args(argv)
     n = args.evals
     model = C.andrews_squeezer(throw=False)
-    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
+    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier",
+                                           order=args.order)
     perm = np.asarray([C.ANDREWS_ANGLES.index(name) for name in model.joint_names])
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
