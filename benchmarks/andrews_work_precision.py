@@ -62,10 +62,9 @@ import diffrax  # noqa: E402
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.flatten_util import ravel_pytree  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
-from bench_andrews import T1, digits, scaled_stiffness  # noqa: E402  (same accuracy measure as the single-tolerance table)
+from bench_andrews import T1, digits, model_as_vector, scaled_stiffness  # noqa: E402  (same accuracy measure as the single-tolerance table)
 from jaxmb import models as C  # noqa: E402
 
 SOLVERS = {"Tsit5": diffrax.Tsit5, "Dopri8": diffrax.Dopri8, "Kvaerno5": diffrax.Kvaerno5}
@@ -214,15 +213,12 @@ def main(argv=None):
                 return ang[0], jnp.max(steps), drift[0]
         if args.model_as == "constant":
             return jax.jit(lambda tol: run(m, tol))
-        # jax.jit, not eqx.filter_jit, which would add about 0.1 ms of Python per call
-        # (flattening and partitioning the model); and one vector, not the ~90 arrays, which
-        # cost as much again in dispatch (an empty function: 84 against 12 µs). Both are paid
-        # per call by every route alike: harness, not simulation.
-        params, static = eqx.partition(m, eqx.is_array)
         if args.model_as == "argument":
+            params, static = eqx.partition(m, eqx.is_array)
             return functools.partial(jax.jit(lambda p, tol: run(eqx.combine(p, static), tol)), params)
-        flat, unravel = ravel_pytree(params)
-        return functools.partial(jax.jit(lambda p, tol: run(eqx.combine(unravel(p), static), tol)), flat)
+        # jax.jit, not eqx.filter_jit, and one vector, not the ~90 arrays: see model_as_vector.
+        flat, rebuild = model_as_vector(m)
+        return functools.partial(jax.jit(lambda p, tol: run(rebuild(p), tol)), flat)
 
     configs = {}
     for sname in args.solvers.split(","):

@@ -73,20 +73,27 @@ def timed(fn, repeat=3):
     return best, out
 
 
-def compiled(fn, model, *args):
-    """``(run, compile seconds)``: ``run()`` calls ``fn(model, *args)`` compiled, with the
-    model's arrays passed as one flat vector (unravelled inside the jit) and the other
-    arrays among `args` as arguments (non-arrays are compiled in).
+def model_as_vector(model):
+    """``(vector, rebuild)``: the model's arrays as one flat vector, and ``rebuild(vector)``
+    the model again (inside a jit: slices of the vector, nothing copied per call).
 
-    Why one vector: a compiled call with the model's ~90 arrays as separate arguments
-    costs about 0.1 ms more in dispatch alone (84 against 12 µs for an empty function on
-    this VM), and ``eqx.filter_jit`` adds as much again in Python; that is JAX's
-    runtime, paid per call by every route alike, not simulation."""
+    Why: a compiled call with the model's ~90 arrays as separate arguments costs about
+    0.1 ms more in dispatch alone (84 against 12 µs for an empty function on this VM),
+    and ``eqx.filter_jit`` adds as much again in Python; that is JAX's runtime, paid per
+    call by every route alike, not simulation."""
     params, static = eqx.partition(model, eqx.is_array)
     flat, unravel = ravel_pytree(params)
+    return flat, lambda vector: eqx.combine(unravel(vector), static)
+
+
+def compiled(fn, model, *args):
+    """``(run, compile seconds)``: ``run()`` calls ``fn(model, *args)`` compiled, with the
+    model's arrays passed as one flat vector (:func:`model_as_vector`) and the other
+    arrays among `args` as arguments (non-arrays are compiled in)."""
+    flat, rebuild = model_as_vector(model)
     dynamic, fixed = eqx.partition(args, eqx.is_array)
     t = time.perf_counter()
-    comp = jax.jit(lambda p, d: fn(eqx.combine(unravel(p), static), *eqx.combine(d, fixed))).lower(flat, dynamic).compile()
+    comp = jax.jit(lambda p, d: fn(rebuild(p), *eqx.combine(d, fixed))).lower(flat, dynamic).compile()
     return functools.partial(comp, flat, dynamic), time.perf_counter() - t
 
 
