@@ -162,7 +162,29 @@ def _apply_inertia(mass, com, inertia, m):
     return jnp.concatenate([small_matmul(inertia, w) + jnp.cross(c, lin, axis=1), lin], axis=1)
 
 
+def _unrolls(model: Model) -> bool:
+    """Static choice of :func:`_projected_terms_unrolled` over
+    :func:`_projected_terms_by_level`: few coordinates (nq <= 3) and few bodies.
+    Measured on CPU, float64, one right-hand side per call and 256 under vmap
+    (planar chains of 2-7 links, the three-link arm, the five-bar, Andrews'
+    squeezer): the unrolled pass is as fast or faster up to nq = 3 (Andrews,
+    pre-modeled: 2.71 -> 2.08 µs single, 1.56 -> 0.66 µs per state batched) and
+    slower from nq = 4 (planar chain of 4: 3.1 -> 5.0 µs; of 7, the DAE's size:
+    5.5 -> 14.9 µs), where its M = Σ JᵀIJ, unrolled, outgrows the few kernels it
+    was fused into. The body bound keeps the traced graph, and so compile time, small."""
+    return model.nq <= 3 and model.n_bodies <= 12
+
+
 def _projected_terms(model: Model, f, fd, fdd, jac):
+    """``(M_q, bias_q, (J_bodies, R, p))`` by one forward pass over the tree:
+    :func:`_projected_terms_unrolled` for small models (:func:`_unrolls`),
+    :func:`_projected_terms_by_level` otherwise. The two compute the same sums."""
+    if _unrolls(model):
+        return _projected_terms_unrolled(model, f, fd, fdd, jac)
+    return _projected_terms_by_level(model, f, fd, fdd, jac)
+
+
+def _projected_terms_by_level(model: Model, f, fd, fdd, jac):
     """``(M_q, bias_q, (J_bodies, R, p))`` by one forward pass over the tree (no
     joint-space matrices); ``J_bodies`` (n_bodies, 6, nq) are the bodies' spatial
     Jacobians in q (body coordinates) and ``(R, p)`` the joints' local frames, both
@@ -213,6 +235,91 @@ def _projected_terms(model: Model, f, fd, fdd, jac):
     mass = jnp.sum(jb[:, :, :, None] * inert[:, :, None, 2:], axis=(0, 1))
     bias = jnp.sum(jb * force[:, :, None], axis=(0, 1))
     return mass, bias, (jb, rot, trans)
+
+
+# Three-vectors as tuples of scalars, for the unrolled pass.
+def _t_add(a, b):
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def _t_scale(a, c):
+    return tuple(x * c for x in a)
+
+
+def _t_cross(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _t_dot(a, b):
+    return sum(x * y for x, y in zip(a, b))
+
+
+def _t_transpose_times(r, v):
+    """``Rᵀ v`` for ``R`` as rows of scalars."""
+    return tuple(r[0][i] * v[0] + r[1][i] * v[1] + r[2][i] * v[2] for i in range(3))
+
+
+def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
+    """:func:`_projected_terms_by_level`'s sums with every body, column and spatial
+    component a scalar of the trace: the same recursion, ``J_i = X_i J_parent +
+    S_i ∇f_i`` with ``v_i`` and ``a_i`` alongside, then ``M_q = Σ J_iᵀ I_i J_i`` and
+    ``bias_q = Σ J_iᵀ (I_i a_i + v_i ×* I_i v_i)`` (seed 001 Eq. 145 in spatial form),
+    written out component by component.
+
+    Why: XLA's CPU compiler fuses a graph of scalar arithmetic into a few kernels,
+    while the level-wise form's (n, 6, k) arrays, their slices and concatenations, run
+    as some twenty; at a few coordinates the kernels, not the flops, are the cost
+    (docs/engine.md, "Cost on CPU"). Under vmap every scalar becomes one elementwise
+    array over the batch, which fuses as well. Used for small models (:func:`_unrolls`)."""
+    rot, trans = _local_frames(model, f)
+    dtype = rot.dtype
+    nq = jac.shape[1]
+    s = motion_subspaces(model, dtype)
+    minus_g = tuple(-model.gravity.astype(dtype)[k] for k in range(3))
+    # Per body: its columns (v, a, J_1 .. J_nq), each a 6-tuple (ω, v) in body axes.
+    cols: list = [None] * model.n_bodies
+    for level, (idx, par) in enumerate(tree_levels(model)):
+        for i, parent in zip(idx.tolist(), par.tolist()):
+            si = tuple(s[i, k] for k in range(6))
+            r = tuple(tuple(rot[i, a, b] for b in range(3)) for a in range(3))
+            p = tuple(trans[i, a] for a in range(3))
+            vj = _t_scale(si, fd[i])
+            own = [vj, _t_scale(si, fdd[i])] + [_t_scale(si, jac[i, c]) for c in range(nq)]
+            if level == 0:
+                # At rest on the ground, gravity as the base acceleration (see the level-wise form).
+                cols[i] = [own[0], _t_add(own[1], (0.0, 0.0, 0.0) + _t_transpose_times(r, minus_g))] + own[2:]
+                continue
+            block = [_t_add(_t_transpose_times(r, m[:3]) + _t_transpose_times(r, _t_add(m[3:], _t_cross(m[:3], p))), o)
+                     for m, o in zip(cols[parent], own)]
+            w, v = block[0][:3], block[0][3:]
+            block[1] = _t_add(block[1], _t_cross(w, vj[:3]) + _t_add(_t_cross(w, vj[3:]), _t_cross(v, vj[:3])))
+            cols[i] = block
+    mass = [[0.0] * nq for _ in range(nq)]
+    bias = [0.0] * nq
+    for i, body in enumerate(model.bodies):
+        m_i = body.mass.astype(dtype)
+        c = tuple(body.com.astype(dtype)[k] for k in range(3))
+        inertia = body.inertia.astype(dtype)
+
+        def inertia_times(m, m_i=m_i, c=c, inertia=inertia):
+            """Spatial inertia about the body origin times ``(ω, v)``: ``(I_c ω + c × f, f)``,
+            ``f = m (v + ω × c)``."""
+            w, v = m[:3], m[3:]
+            lin = _t_scale(_t_add(v, _t_cross(w, c)), m_i)
+            ang = tuple(_t_dot((inertia[a, 0], inertia[a, 1], inertia[a, 2]), w) for a in range(3))
+            return _t_add(ang, _t_cross(c, lin)) + lin
+
+        v, iv = cols[i][0], inertia_times(cols[i][0])
+        force = _t_add(inertia_times(cols[i][1]),
+                       _t_add(_t_cross(v[:3], iv[:3]), _t_cross(v[3:], iv[3:])) + _t_cross(v[:3], iv[3:]))
+        ij = [inertia_times(col) for col in cols[i][2:]]
+        for a in range(nq):
+            bias[a] = bias[a] + _t_dot(cols[i][2 + a], force)
+            for b in range(nq):
+                mass[a][b] = mass[a][b] + _t_dot(cols[i][2 + a], ij[b])
+    jb = jnp.stack([jnp.stack([jnp.stack([col[k] for col in cols[i][2:]]) for k in range(6)])
+                    for i in range(model.n_bodies)])
+    return jnp.stack([jnp.stack(row) for row in mass]), jnp.stack(bias), (jb, rot, trans)
 
 
 def _ground_frame(model: Model, rot, trans, b: int):

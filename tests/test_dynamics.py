@@ -1,6 +1,8 @@
 """M(q), N(q, q')q', G(q) by three independent routes, against the seeds' closed forms,
 and the forward/inverse dynamics identities."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -247,30 +249,44 @@ def test_unknown_method_is_rejected():
 from jaxmb import _dynamics as _dyn  # noqa: E402
 
 
-@jax.jit
-def _projected_and_crba(model, q, qd):
+@functools.partial(jax.jit, static_argnames="unroll")
+def _projected_and_crba(model, q, qd, unroll):
     f, fd, fdd = mb.joint_rates(model, q, qd)
     jac = mb.joint_gradients(model, q)
-    m_p, b_p, _ = _dyn._projected_terms(model, f, fd, fdd, jac)
+    by_level = _dyn._projected_terms_by_level(model, f, fd, fdd, jac)
+    unrolled = _dyn._projected_terms_unrolled(model, f, fd, fdd, jac) if unroll else by_level
     m_c = jac.T @ _dyn._joint_space_crba(model, f) @ jac
     b_c = jac.T @ _dyn._joint_space_rnea(model, f, fd, fdd)
-    return m_p, b_p, m_c, b_c
+    return by_level, unrolled, m_c, b_c
 
 
 @pytest.mark.parametrize("name", list(MODELS) + ["andrews_squeezer"])
 def test_projected_route_equals_joint_space_crba_and_rnea(name):
-    """M_q = Σ J_iᵀ I_i J_i and bias_q = Σ J_iᵀ(I a + v ×* I v), by one level-parallel
-    forward pass, equal Jᵀ M_f J and Jᵀ RNEA(f, f', q'ᵀHq') (the route forward_dynamics
-    takes for nq much smaller than the number of bodies)."""
+    """M_q = Σ J_iᵀ I_i J_i and bias_q = Σ J_iᵀ(I a + v ×* I v), by one forward pass over
+    the tree, equal Jᵀ M_f J and Jᵀ RNEA(f, f', q'ᵀHq') (the route forward_dynamics
+    takes for nq much smaller than the number of bodies), in both of its forms: level by
+    level on arrays, and unrolled into scalars (the form small models use), which also
+    agree on the bodies' Jacobians that the loads read."""
     if name == "andrews_squeezer":
         model = mb.models.andrews_squeezer()
         q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
     else:
         model = MODELS[name]
         q, qd, _ = random_state(model, 3)
-    m_p, b_p, m_c, b_c = _projected_and_crba(model, q, qd)
-    _rel_close(m_p, m_c, 1e-12)
-    _rel_close(b_p, b_c, 1e-12)
+    # The unrolled form on models up to one coordinate past where it is used (its
+    # compile time grows fast with nq: a minute for the 11-coordinate ball_and_free).
+    by_level, unrolled, m_c, b_c = _projected_and_crba(model, q, qd, unroll=model.nq <= 4)
+    for m_p, b_p, _ in (by_level, unrolled):
+        _rel_close(m_p, m_c, 1e-12)
+        _rel_close(b_p, b_c, 1e-12)
+    _rel_close(unrolled[2][0], by_level[2][0], 1e-12)
+
+
+def test_small_models_take_the_unrolled_pass():
+    """The static choice between the two forms of the projected pass (few coordinates
+    and bodies: unrolled), on the models it was measured on."""
+    assert _dyn._unrolls(mb.models.andrews_squeezer()) and _dyn._unrolls(mb.models.three_link_arm())
+    assert not _dyn._unrolls(mb.models.planar_chain(4)) and not _dyn._unrolls(mb.models.planar_chain(7))
 
 
 def _loads_by_jacobians(model, q):
