@@ -162,17 +162,30 @@ def _apply_inertia(mass, com, inertia, m):
     return jnp.concatenate([small_matmul(inertia, w) + jnp.cross(c, lin, axis=1), lin], axis=1)
 
 
+def _coordinate_pattern(model: Model) -> tuple[tuple[int, ...], ...]:
+    """Per body, the coordinates its Jacobian in q can depend on: those of the joint
+    functions on its path (:meth:`~jaxmb.AbstractJointFunction.coordinate_indices`).
+    A joint-space tree (f = q) has one per joint along the path; a closed chain
+    embedded in one crank angle has that one everywhere."""
+    own = [set(j.function.coordinate_indices()) for j in model.joints]
+    return tuple(tuple(sorted(set().union(own[i], *(own[a] for a in model.ancestors(i)))))
+                 for i in range(model.n_bodies))
+
+
 def _unrolls(model: Model) -> bool:
     """Static choice of :func:`_projected_terms_unrolled` over
-    :func:`_projected_terms_by_level`: few coordinates (nq <= 3) and few bodies.
-    Measured on CPU, float64, one right-hand side per call and 256 under vmap
-    (planar chains of 2-7 links, the three-link arm, the five-bar, Andrews'
-    squeezer): the unrolled pass is as fast or faster up to nq = 3 (Andrews,
-    pre-modeled: 2.71 -> 2.08 µs single, 1.56 -> 0.66 µs per state batched) and
-    slower from nq = 4 (planar chain of 4: 3.1 -> 5.0 µs; of 7, the DAE's size:
-    5.5 -> 14.9 µs), where its M = Σ JᵀIJ, unrolled, outgrows the few kernels it
-    was fused into. The body bound keeps the traced graph, and so compile time, small."""
-    return model.nq <= 3 and model.n_bodies <= 12
+    :func:`_projected_terms_by_level`: at most 12 bodies, and Σ over bodies of
+    (coordinates in the body's Jacobian)² at most 30 (the size of the unrolled
+    M = Σ JᵀIJ). Measured on CPU, float64, one right-hand side per call and 256
+    under vmap, level-wise against unrolled (µs per state): planar chains of 2, 3, 4
+    links (sizes 5, 14, 30) 1.50 / 1.43, 2.60 / 1.91, 3.13 / 2.46 single and 0.79 /
+    0.33, 1.37 / 0.75, 1.82 / 1.26 batched; of 5 links (55) 3.94 / 4.79 and 2.69 /
+    2.83; of 7 (140) 5.49 / 9.69. Andrews' squeezer pre-modeled (7) 2.81 / 2.16 and
+    1.57 / 0.68; its seven-angle tree, as the index-1 DAE integrates it (16), 5.10 /
+    2.89 and 4.90 / 1.38. Past that size the unrolled sums outgrow the few kernels
+    they were fused into; the body bound keeps the traced graph, and so compile time,
+    small."""
+    return model.n_bodies <= 12 and sum(len(c) ** 2 for c in _coordinate_pattern(model)) <= 30
 
 
 def _projected_terms(model: Model, f, fd, fdd, jac):
@@ -264,7 +277,9 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
     component a scalar of the trace: the same recursion, ``J_i = X_i J_parent +
     S_i ∇f_i`` with ``v_i`` and ``a_i`` alongside, then ``M_q = Σ J_iᵀ I_i J_i`` and
     ``bias_q = Σ J_iᵀ (I_i a_i + v_i ×* I_i v_i)`` (seed 001 Eq. 145 in spatial form),
-    written out component by component.
+    written out component by component. A body carries the Jacobian columns of the
+    coordinates in its pattern only (:func:`_coordinate_pattern`); the others are zero
+    by construction, so a joint-space tree costs what its sparsity does.
 
     Why: XLA's CPU compiler fuses a graph of scalar arithmetic into a few kernels,
     while the level-wise form's (n, 6, k) arrays, their slices and concatenations, run
@@ -274,9 +289,13 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
     rot, trans = _local_frames(model, f)
     dtype = rot.dtype
     nq = jac.shape[1]
+    zero = jnp.zeros((), dtype)
     s = motion_subspaces(model, dtype)
     minus_g = tuple(-model.gravity.astype(dtype)[k] for k in range(3))
-    # Per body: its columns (v, a, J_1 .. J_nq), each a 6-tuple (ω, v) in body axes.
+    pattern = _coordinate_pattern(model)
+    # Per body: v, a and the Jacobian's columns {coordinate: column} for the coordinates
+    # in its pattern only (the others are zero by construction), each a 6-tuple (ω, v)
+    # in body axes.
     cols: list = [None] * model.n_bodies
     for level, (idx, par) in enumerate(tree_levels(model)):
         for i, parent in zip(idx.tolist(), par.tolist()):
@@ -284,18 +303,27 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
             r = tuple(tuple(rot[i, a, b] for b in range(3)) for a in range(3))
             p = tuple(trans[i, a] for a in range(3))
             vj = _t_scale(si, fd[i])
-            own = [vj, _t_scale(si, fdd[i])] + [_t_scale(si, jac[i, c]) for c in range(nq)]
+            acc = _t_scale(si, fdd[i])
+            own = {c: _t_scale(si, jac[i, c]) for c in model.joints[i].function.coordinate_indices()}
             if level == 0:
                 # At rest on the ground, gravity as the base acceleration (see the level-wise form).
-                cols[i] = [own[0], _t_add(own[1], (0.0, 0.0, 0.0) + _t_transpose_times(r, minus_g))] + own[2:]
+                cols[i] = (vj, _t_add(acc, (zero,) * 3 + _t_transpose_times(r, minus_g)), own)
                 continue
-            block = [_t_add(_t_transpose_times(r, m[:3]) + _t_transpose_times(r, _t_add(m[3:], _t_cross(m[:3], p))), o)
-                     for m, o in zip(cols[parent], own)]
-            w, v = block[0][:3], block[0][3:]
-            block[1] = _t_add(block[1], _t_cross(w, vj[:3]) + _t_add(_t_cross(w, vj[3:]), _t_cross(v, vj[:3])))
-            cols[i] = block
-    mass = [[0.0] * nq for _ in range(nq)]
-    bias = [0.0] * nq
+
+            def to_child(m, r=r, p=p):
+                return _t_transpose_times(r, m[:3]) + _t_transpose_times(r, _t_add(m[3:], _t_cross(m[:3], p)))
+
+            pv, pa, pj = cols[parent]
+            v = _t_add(to_child(pv), vj)
+            w, lin = v[:3], v[3:]
+            acc = _t_add(_t_add(to_child(pa), acc),
+                         _t_cross(w, vj[:3]) + _t_add(_t_cross(w, vj[3:]), _t_cross(lin, vj[:3])))
+            jcols = {c: to_child(pj[c]) for c in pj}
+            for c, col in own.items():
+                jcols[c] = _t_add(jcols[c], col) if c in jcols else col
+            cols[i] = (v, acc, jcols)
+    mass = [[zero] * nq for _ in range(nq)]
+    bias = [zero] * nq
     for i, body in enumerate(model.bodies):
         m_i = body.mass.astype(dtype)
         c = tuple(body.com.astype(dtype)[k] for k in range(3))
@@ -309,16 +337,17 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
             ang = tuple(_t_dot((inertia[a, 0], inertia[a, 1], inertia[a, 2]), w) for a in range(3))
             return _t_add(ang, _t_cross(c, lin)) + lin
 
-        v, iv = cols[i][0], inertia_times(cols[i][0])
-        force = _t_add(inertia_times(cols[i][1]),
+        v, acc, jcols = cols[i]
+        iv = inertia_times(v)
+        force = _t_add(inertia_times(acc),
                        _t_add(_t_cross(v[:3], iv[:3]), _t_cross(v[3:], iv[3:])) + _t_cross(v[:3], iv[3:]))
-        ij = [inertia_times(col) for col in cols[i][2:]]
-        for a in range(nq):
-            bias[a] = bias[a] + _t_dot(cols[i][2 + a], force)
-            for b in range(nq):
-                mass[a][b] = mass[a][b] + _t_dot(cols[i][2 + a], ij[b])
-    jb = jnp.stack([jnp.stack([jnp.stack([col[k] for col in cols[i][2:]]) for k in range(6)])
-                    for i in range(model.n_bodies)])
+        ij = {b: inertia_times(col) for b, col in jcols.items()}
+        for a, col in jcols.items():
+            bias[a] = bias[a] + _t_dot(col, force)
+            for b in jcols:
+                mass[a][b] = mass[a][b] + _t_dot(col, ij[b])
+    jb = jnp.stack([jnp.stack([jnp.stack([cols[i][2][c][k] if c in cols[i][2] else zero for c in range(nq)])
+                               for k in range(6)]) for i in range(model.n_bodies)])
     return jnp.stack([jnp.stack(row) for row in mass]), jnp.stack(bias), (jb, rot, trans)
 
 

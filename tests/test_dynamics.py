@@ -285,8 +285,14 @@ def test_projected_route_equals_joint_space_crba_and_rnea(name):
 def test_small_models_take_the_unrolled_pass():
     """The static choice between the two forms of the projected pass (few coordinates
     and bodies: unrolled), on the models it was measured on."""
-    assert _dyn._unrolls(mb.models.andrews_squeezer()) and _dyn._unrolls(mb.models.three_link_arm())
-    assert not _dyn._unrolls(mb.models.planar_chain(4)) and not _dyn._unrolls(mb.models.planar_chain(7))
+    andrews = mb.models.andrews_squeezer()
+    assert _dyn._coordinate_pattern(andrews) == ((0,),) * 7  # every angle a function of the crank's
+    tree = mb.constraints.dae_vector_field(andrews).tree
+    assert sorted(map(len, _dyn._coordinate_pattern(tree))) == [1, 1, 1, 1, 2, 2, 2]  # f = q, depth 2
+    assert _dyn._coordinate_pattern(mb.models.planar_chain(4)) == ((0,), (0, 1), (0, 1, 2), (0, 1, 2, 3))
+    for model in (andrews, tree, mb.models.three_link_arm(), mb.models.planar_chain(4)):
+        assert _dyn._unrolls(model)
+    assert not _dyn._unrolls(mb.models.planar_chain(5)) and not _dyn._unrolls(mb.models.planar_chain(7))
 
 
 def _loads_by_jacobians(model, q):
