@@ -58,7 +58,10 @@ class AbstractJointFunction(eqx.Module):
 
     @abc.abstractmethod
     def coordinate_indices(self) -> tuple[int, ...]:
-        """Indices of the coordinates this function depends on (for validation)."""
+        """Indices of the coordinates this function depends on. A model checks them
+        against its coordinates, and the dynamics of small models skip the derivatives
+        with respect to the others (zero by this contract), so list every coordinate
+        the function reads."""
 
     def gradient(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
         """``∇f(q)``, shape (nq,)."""
