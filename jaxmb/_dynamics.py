@@ -292,10 +292,9 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
     zero = jnp.zeros((), dtype)
     s = motion_subspaces(model, dtype)
     minus_g = tuple(-model.gravity.astype(dtype)[k] for k in range(3))
-    pattern = _coordinate_pattern(model)
     # Per body: v, a and the Jacobian's columns {coordinate: column} for the coordinates
-    # in its pattern only (the others are zero by construction), each a 6-tuple (ω, v)
-    # in body axes.
+    # of its pattern only (its own joint's and its parent's; the others are zero by
+    # construction), each a 6-tuple (ω, v) in body axes.
     cols: list = [None] * model.n_bodies
     for level, (idx, par) in enumerate(tree_levels(model)):
         for i, parent in zip(idx.tolist(), par.tolist()):
