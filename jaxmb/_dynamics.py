@@ -176,15 +176,16 @@ def _unrolls(model: Model) -> bool:
     """Static choice of :func:`_projected_terms_unrolled` over
     :func:`_projected_terms_by_level`: at most 12 bodies, and Σ over bodies of
     (coordinates in the body's Jacobian)² at most 30 (the size of the unrolled
-    M = Σ JᵀIJ). Measured on CPU, float64, one right-hand side per call and 256
-    under vmap, level-wise against unrolled (µs per state): planar chains of 2, 3, 4
-    links (sizes 5, 14, 30) 1.50 / 1.43, 2.60 / 1.91, 3.13 / 2.46 single and 0.79 /
-    0.33, 1.37 / 0.75, 1.82 / 1.26 batched; of 5 links (55) 3.94 / 4.79 and 2.69 /
-    2.83; of 7 (140) 5.49 / 9.69. Andrews' squeezer pre-modeled (7) 2.81 / 2.16 and
-    1.57 / 0.68; its seven-angle tree, as the index-1 DAE integrates it (16), 5.10 /
-    2.89 and 4.90 / 1.38. Past that size the unrolled sums outgrow the few kernels
-    they were fused into; the body bound keeps the traced graph, and so compile time,
-    small."""
+    M = Σ JᵀIJ). Measured on CPU, float64, forward dynamics per state, level-wise
+    against unrolled, one state per call and 256 under vmap (µs;
+    ``scripts/check_unrolled_pass.py [--batch 256]``): planar chains of 2, 3, 4
+    links (sizes 5, 14, 30) 1.49 / 1.42, 2.57 / 1.87, 3.09 / 2.46 and 0.79 / 0.33,
+    1.40 / 0.74, 1.79 / 1.26; of 5 links (55) 3.77 / 4.73 and 2.63 / 2.82; of 7 (140)
+    5.47 / 9.86 and 4.62 / 7.66. The five-bar (13) 8.80 / 7.07 and 2.92 / 2.06;
+    Andrews' squeezer pre-modeled (7) 2.78 / 2.07 and 1.53 / 0.67; its seven-angle
+    tree, as the index-1 DAE integrates it (16), 4.93 / 2.83 and 4.80 / 1.38. Past that
+    size the unrolled sums outgrow the few kernels they were fused into; the body bound
+    keeps the traced graph, and so compile time, small."""
     return model.n_bodies <= 12 and sum(len(c) ** 2 for c in _coordinate_pattern(model)) <= 30
 
 
