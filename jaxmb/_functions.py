@@ -403,51 +403,20 @@ class FourierSeries(AbstractJointFunction):
     def _derivatives(self, xq):
         """``(f, df/dx, d²f/dx²)`` at the scalar ``x = xq``, of this series or of a stack
         of series of one `omega` (amplitudes (m, K), outputs (m,)): the harmonics
-        ``cos kωx, sin kωx`` once (:func:`_harmonics`), then the sums ``Σ a_k cos + b_k
-        sin``, ``Σ kω (b_k cos - a_k sin)`` and ``-Σ (kω)² (a_k cos + b_k sin)``.
-
-        Why: on CPU, elementwise harmonics that several reductions read are fused into
-        each of them and recomputed there, and a stack of series would compute its own
-        harmonics per series; one set is computed once and every sum reads it. Up to
-        :data:`_UNROLLED_TERMS` amplitudes the sums are written out term by term, which
-        XLA fuses with what consumes them; beyond, they are one matrix-vector product.
-        Andrews' squeezer's six order-24 series (144 amplitudes), pre-modeled right-hand
-        side: 2.01-2.12 -> 1.62-1.65 µs written out, 0.67-0.68 µs per state under vmap
-        either way; order 48 (288), on a prototype of this form: 2.53 -> 2.25 µs single
-        but 0.95 -> 1.07 µs batched (`benchmarks/andrews_rhs.py [--order 48] [--batch 256
-        --evals 100]`)."""
+        ``cos kωx, sin kωx`` once (:func:`_harmonics`), then every sum as one product
+        with them. Why: on
+        CPU, elementwise harmonics that several reductions read are fused into each of
+        them and recomputed there, and a stack of series would compute its own
+        harmonics per series; a matrix-vector product reads one set once."""
         n = self.a.shape[-1]
-        cos_k, sin_k = _harmonics(n, self.omega * xq)
-        if 0 < self.a.size <= _UNROLLED_TERMS:
-            sums = self._sums_written_out(cos_k, sin_k)
-        else:
-            kw = jnp.arange(1, n + 1, dtype=self.a.dtype) * self.omega
-            cos_sin = jnp.concatenate([self.a, self.b], axis=-1)
-            coef = jnp.stack([cos_sin,                                               # f
-                              jnp.concatenate([kw * self.b, -kw * self.a], axis=-1),  # df/dx
-                              -jnp.concatenate([kw, kw]) ** 2 * cos_sin])             # d²f/dx²
-            sums = coef @ jnp.concatenate([cos_k, sin_k])
+        kw = jnp.arange(1, n + 1, dtype=self.a.dtype) * self.omega
+        harmonics = jnp.concatenate(_harmonics(n, self.omega * xq))
+        cos_sin = jnp.concatenate([self.a, self.b], axis=-1)
+        coef = jnp.stack([cos_sin,                                               # f
+                          jnp.concatenate([kw * self.b, -kw * self.a], axis=-1),  # df/dx
+                          -jnp.concatenate([kw, kw]) ** 2 * cos_sin])             # d²f/dx²
+        sums = coef @ harmonics
         return self.a0 + self.slope * xq + sums[0], self.slope + sums[1], sums[2]
-
-    def _sums_written_out(self, cos_k, sin_k):
-        """The three sums of :meth:`_derivatives` term by term, each of the stack's shape."""
-        n = self.a.shape[-1]
-        a, b = jnp.reshape(self.a, (-1, n)), jnp.reshape(self.b, (-1, n))
-        cos_k, sin_k = [cos_k[k] for k in range(n)], [sin_k[k] for k in range(n)]
-        # Each sum on its own, and the three returned apart: sharing a_k cos + b_k sin
-        # between the value and the second derivative made XLA split the graph (67
-        # kernels, 2.7 µs), and one (3, m) array cost 40% more under vmap.
-        sums = ([], [], [])
-        for i in range(a.shape[0]):
-            value = d1 = d2 = 0.0
-            for k in range(n):
-                w = (k + 1) * self.omega
-                value = value + a[i, k] * cos_k[k] + b[i, k] * sin_k[k]
-                d1 = d1 + w * (b[i, k] * cos_k[k] - a[i, k] * sin_k[k])
-                d2 = d2 - w * w * (a[i, k] * cos_k[k] + b[i, k] * sin_k[k])
-            for out, x in zip(sums, (value, d1, d2)):
-                out.append(x)
-        return tuple(jnp.reshape(jnp.stack(out), self.a.shape[:-1]) for out in sums)
 
     @staticmethod
     def _outputs(method, derivatives, index, q, qd=None):
@@ -490,11 +459,6 @@ class FourierSeries(AbstractJointFunction):
         q = args[0]
         derivatives = stacked._derivatives(q[stacked.index])
         return jax.vmap(lambda d: cls._outputs(method, d, stacked.index, *args))(derivatives)
-
-
-# Amplitudes up to which FourierSeries writes its sums out term by term (see
-# FourierSeries._derivatives for the measurements).
-_UNROLLED_TERMS = 160
 
 
 def _harmonics(n: int, theta) -> tuple[Array, Array]:
