@@ -178,16 +178,23 @@ def main(argv=None):
                         "as a constant (one fixed model; XLA may fold its numbers)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_work_precision.json"))
     p.add_argument("--no-figure", action="store_true")
-    p.add_argument("--summarize", metavar="JSON",
-                   help="print the speed-up tables of a saved run at --targets (no timing)")
+    p.add_argument("--summarize", metavar="JSON[,JSON...]",
+                   help="print the speed-up tables of a saved run at --targets (no timing); with several "
+                        "runs, comma-separated, each route is charged its cheapest run in any of them")
     args = p.parse_args(argv)
     if args.summarize:
-        saved = json.loads(Path(args.summarize).read_text())
-        print(f"{args.summarize}: batch {saved['batch']}, best of {saved['repeat']}, "
-              f"model as {saved.get('model_as', 'argument')}")
-        print_summary(saved["rows"], [float(t) for t in args.targets.split(",")])
-        if not args.no_figure:
-            plot(saved["rows"], Path(args.summarize).stem)
+        paths = [Path(f) for f in args.summarize.split(",")]
+        rows = []
+        for path in paths:
+            saved = json.loads(path.read_text())
+            print(f"{path}: batch {saved['batch']}, best of {saved['repeat']}, "
+                  f"model as {saved.get('model_as', 'argument')}")
+            # Several runs (e.g. with and without an XLA flag): every route is charged its
+            # cheapest run in any of them, each run's routes named after its file.
+            rows += [dict(r, route=f"{r['route']} [{path.stem}]") if len(paths) > 1 else r for r in saved["rows"]]
+        print_summary(rows, [float(t) for t in args.targets.split(",")])
+        if not args.no_figure and len(paths) == 1:
+            plot(rows, paths[0].stem)
         return
     tols = [float(t) for t in args.tols.split(",")]
     model = C.andrews_squeezer(throw=False)

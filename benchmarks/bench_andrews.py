@@ -78,7 +78,8 @@ def model_as_vector(model):
     the model again (inside a jit: slices of the vector, nothing copied per call).
 
     Why: a compiled call with the model's ~90 arrays as separate arguments costs about
-    0.1 ms more in dispatch alone (84 against 12 µs for an empty function on this VM),
+    0.1 ms more in dispatch alone (83 against 12 µs for an empty function on this VM,
+    scripts/check_dispatch_cost.py),
     and ``eqx.filter_jit`` adds as much again in Python; that is JAX's runtime, paid per
     call by every route alike, not simulation."""
     params, static = eqx.partition(model, eqx.is_array)

@@ -40,7 +40,7 @@ from ._kinematics import (
     motion_subspaces,
     tree_levels,
 )
-from ._kinematics import _joint_rates_and_gradients, _local_frames, _stack_rows
+from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _stack_rows
 from ._model import AbstractJointSpaceLoad, AbstractLoad, Model, _PoseLoad
 from ._spatial import skew, small_matmul, small_matvec
 
@@ -349,15 +349,6 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
     jb = jnp.stack([jnp.stack([jnp.stack([cols[i][2][c][k] if c in cols[i][2] else zero for c in range(nq)])
                                for k in range(6)]) for i in range(model.n_bodies)])
     return jnp.stack([jnp.stack(row) for row in mass]), jnp.stack(bias), (jb, rot, trans)
-
-
-def _ground_frame(model: Model, rot, trans, b: int):
-    """Ground rotation and origin of body `b`, composed from the local frames
-    ``(R, p)`` (nj, 3, 3), (nj, 3) along its path (only the loaded bodies need it)."""
-    r = p = None
-    for k in (*model.ancestors(b), b):
-        r, p = (rot[k], trans[k]) if r is None else (small_matmul(r, rot[k]), small_matvec(r, trans[k]) + p)
-    return r, p
 
 
 def _cross_motion_batch(v, w):

@@ -200,6 +200,16 @@ def _poses_from_local(model: Model, local: Array) -> Array:
     return jnp.stack(poses)
 
 
+def _ground_frame(model: Model, rot, trans, b: int):
+    """Ground rotation and origin of body `b` alone, composed from the joints' local
+    frames ``(R, p)`` (nj, 3, 3), (nj, 3) along its path (:func:`_local_frames`):
+    cheaper than all poses when a few bodies are needed (those that carry loads)."""
+    r = p = None
+    for k in (*model.ancestors(b), b):
+        r, p = (rot[k], trans[k]) if r is None else (small_matmul(r, rot[k]), small_matvec(r, trans[k]) + p)
+    return r, p
+
+
 def _stack_rows(rows, idx):
     """``stack([rows[i] for i in idx])`` for a static index array; a plain slice when
     the indices are contiguous (rows may be an array or a list of arrays)."""

@@ -287,9 +287,11 @@ class AbstractJointSpaceLoad(AbstractLoad):
 
 
 def _body_pose_from_joints(model: "Model", f, body: str):
-    from ._kinematics import body_transforms_from_joints
+    """Ground-from-body transform (4x4) of `body` alone, along its path."""
+    from ._kinematics import _ground_frame, _local_frames
 
-    return body_transforms_from_joints(model, f)[model.body_index(body)]
+    rot, trans = _ground_frame(model, *_local_frames(model, f), model.body_index(body))
+    return homogeneous(rot, trans)
 
 
 class _PoseLoad(AbstractJointSpaceLoad):
