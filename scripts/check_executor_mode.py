@@ -15,8 +15,12 @@ benchmarks/andrews_rhs.py) and for each while loop of a Tsit5 and a Dopri8 simul
 (0..0.03 s, rtol = atol = 2e-5, the model as one flat vector as in the benchmarks): the
 kernels of the loop body and its largest buffer, and the CPU time per right-hand side
 or per step. The pre-modeled route is run at Fourier order 24 (the benchmarks'), and
-at orders 1 and 2 to isolate the mode: order 1's coefficients, (3, 6, 2), are 288
-bytes, order 2's 576, and nothing else differs. Times: best of `--repeat`.
+at orders 1 and 2: order 1's coefficients, (3, 6, 2), are 288 bytes, order 2's 576.
+Two things differ between those, the mode and the product: XLA emits a
+matrix-vector product of at most 2 columns inline and calls Eigen from 4. So the
+script first times each alone, in loops of their own: a dozen small kernels with one
+buffer of 64 float64 (sequential) against 65 (a graph); and matrix products of the
+shapes the routes use. Times: best of `--repeat`.
 
 Run: ``taskset -c 1 .venv/bin/python scripts/check_executor_mode.py`` (about a minute).
 docs/engine.md ("Cost on CPU") quotes it.
@@ -134,12 +138,47 @@ def _describe(hlo):
                      for _, k, b in sorted(rows, key=lambda r: -r[1])[:3])
 
 
+def _timed_loop(body, x0, n, repeat):
+    """``(seconds per iteration, kernels of the loop body)``."""
+    fn = jax.jit(lambda x: jax.lax.fori_loop(0, n, lambda i, c: body(c), x)).lower(x0).compile()
+    t, _ = best_time(fn, (x0,), repeat, calls=1)
+    return t / n, max(k for _, k, _ in loop_bodies(fn.as_text()))
+
+
+def kernel_costs(repeat, n=20000):
+    """Per-iteration CPU time of (a) 6 independent sine pairs, each kept a kernel of its
+    own by a product with the 2x2 identity, plus a sum reading one extra buffer of
+    64 or 65 float64; (b) one matrix product A @ B per iteration, B from the carry."""
+    print("kernel costs in a fori_loop: ns per iteration")
+    eye = jnp.eye(2)
+    for size in (64, 65):
+        big = jnp.linspace(0.0, 1.0, size)
+
+        def body(c, big=big):
+            outs = [eye @ jnp.stack([jnp.sin(c * (k + 1.0)), jnp.cos(c + k)]) for k in range(6)]
+            return c + 1e-9 * (sum(o[0] + o[1] for o in outs) + jnp.sum(big * c))
+
+        t, kernels = _timed_loop(body, jnp.asarray(0.3), n, repeat)
+        print(f"  {kernels} small kernels, one buffer of {size} float64 ({size * 8} B): {t * 1e9:6.1f} ns")
+    for sa, sb in [((18, 2), (2, 1)), ((18, 4), (4, 1)), ((18, 48), (48, 1)), ((2, 2), (2, 5)), ((6, 8), (8, 3))]:
+        a = jnp.asarray(np.random.default_rng(0).normal(size=sa))
+        scale = jnp.arange(1.0, np.prod(sb) + 1.0).reshape(sb)
+
+        def body(c, a=a, scale=scale):
+            return c + 1e-9 * jnp.sum(a @ (c * scale))
+
+        t, _ = _timed_loop(body, jnp.asarray(0.3), n, repeat)
+        print(f"  product {sa} @ {sb}: {t * 1e9:6.1f} ns")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--evals", type=int, default=2000)
     p.add_argument("--tol", type=float, default=2e-5)
     args = p.parse_args(argv)
+    kernel_costs(args.repeat)
+    print()
     model = C.andrews_squeezer(throw=False)
     perm = np.asarray([C.ANDREWS_ANGLES.index(name) for name in model.joint_names])
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
