@@ -50,19 +50,58 @@ from jaxmb import models as C  # noqa: E402
 _FREE = {"parameter", "get-tuple-element", "bitcast", "constant", "tuple"}
 
 
+def computations(hlo_text: str):
+    """``(name, header, body lines)`` of every computation of a compiled module that XLA
+    runs kernel by kernel: the fused computations (each one kernel) and the entry left out."""
+    for m in re.finditer(r"\n(%[^\n]*\{)\n(.*?)\n\}", hlo_text, re.S):
+        head, body = m.group(1), m.group(2)
+        name = head.split("(")[0].strip()
+        if head.startswith("%fused") or "fusion" in name or "computation" in name:
+            continue
+        yield name, head, body.split("\n")
+
+
 def kernel_count(hlo_text: str) -> int:
     """Operations XLA runs as kernels in the non-fused computations of a compiled
     module (the fused computations' insides are one kernel each), entry excluded."""
     total = 0
-    for m in re.finditer(r"\n(%[^\n]*\{)\n(.*?)\n\}", hlo_text, re.S):
-        head, body = m.group(1), m.group(2)
-        if head.startswith("%fused") or "fusion" in head.split("(")[0] or "computation" in head.split("(")[0]:
-            continue
-        for line in body.split("\n"):
+    for _, _, lines in computations(hlo_text):
+        for line in lines:
             op = re.search(r"= \S+ ([a-z\-]+)\(", line)
             if op and op.group(1) not in _FREE:
                 total += 1
     return total
+
+
+def rhs_loop(rhs, n: int, step: float = 1e-6):
+    """``jit(loop)`` with ``loop(params, x0)`` evaluating ``r = rhs(params, x)`` `n` times in
+    one ``lax.fori_loop``, the state moved by ``step * r`` each time (so that nothing
+    is hoisted out of the loop) and the results summed (so that none is dropped)."""
+    def loop(params, x0):
+        def body(i, c):
+            x, acc = c
+            r = rhs(params, x)
+            return x + step * r, acc + r
+
+        return jax.lax.fori_loop(0, n, body, (x0, jnp.zeros_like(x0)))
+
+    return jax.jit(loop)
+
+
+def best_times(runs: dict, repeat: int, calls: int = 1) -> dict:
+    """``{name: best CPU seconds}`` of ``fn(*args)`` for ``runs = {name: (fn, args)}``,
+    each called once first (compiling it), then `repeat` rounds over all of them
+    interleaved, `calls` back-to-back calls per run and round."""
+    for fn, args in runs.values():
+        jax.block_until_ready(fn(*args))
+    best = dict.fromkeys(runs, np.inf)
+    for _ in range(repeat):
+        for name, (fn, args) in runs.items():
+            for _ in range(calls):
+                t = time.process_time()
+                jax.block_until_ready(fn(*args))
+                best[name] = min(best[name], time.process_time() - t)
+    return best
 
 
 def main(argv=None):
@@ -90,54 +129,22 @@ def main(argv=None):
         z0 = z0 + jnp.zeros((args.batch, 1))
 
     def batched(fn):
-        return jax.vmap(fn) if args.batch > 0 else fn
+        return jax.vmap(fn, in_axes=(None, 0)) if args.batch > 0 else fn
 
     def embedded(m):
         params, static = eqx.partition(m, eqx.is_array)
-
-        def loop(params, q):
-            mm = eqx.combine(params, static)
-
-            rhs = batched(lambda x: mb.forward_dynamics(mm, x, jnp.full(1, 0.1)))
-
-            def body(i, c):
-                qq, acc = c
-                qdd = rhs(qq)
-                return qq + 1e-6 * qdd, acc + qdd
-
-            return jax.lax.fori_loop(0, n, body, (q, jnp.zeros_like(q)))
-
-        return jax.jit(loop), (params, q0)
+        rhs = batched(lambda p, x: mb.forward_dynamics(eqx.combine(p, static), x, jnp.full(1, 0.1)))
+        return rhs_loop(rhs, n), (params, q0)
 
     def dae():
         params, static = eqx.partition(field, eqx.is_array)
-
-        def loop(params, z):
-            f = eqx.combine(params, static)
-
-            rhs = batched(lambda x: f.accelerations(x, jnp.full(7, 0.1))[0])
-
-            def body(i, c):
-                zz, acc = c
-                zdd = rhs(zz)
-                return zz + 1e-6 * zdd, acc + zdd
-
-            return jax.lax.fori_loop(0, n, body, (z, jnp.zeros_like(z)))
-
-        return jax.jit(loop), (params, z0)
+        rhs = batched(lambda p, z: eqx.combine(p, static).accelerations(z, jnp.full(7, 0.1))[0])
+        return rhs_loop(rhs, n), (params, z0)
 
     routes = {"embedded, implicit": embedded(model), "embedded, pre-modeled": embedded(fourier),
               "index-1 DAE": dae()}
-    kernels = {}
-    for name, (fn, a) in routes.items():
-        jax.block_until_ready(fn(*a))
-        kernels[name] = kernel_count(fn.lower(*a).compile().as_text())
-    best = {name: np.inf for name in routes}
-    for _ in range(args.repeat):
-        for name, (fn, a) in routes.items():
-            t = time.process_time()
-            jax.block_until_ready(fn(*a))
-            best[name] = min(best[name], time.process_time() - t)
+    kernels = {name: kernel_count(fn.lower(*a).compile().as_text()) for name, (fn, a) in routes.items()}
+    best = best_times(routes, args.repeat)
     rows = [dict(route=name, us_per_rhs=best[name] / n / per * 1e6, kernels=kernels[name]) for name in routes]
     dae_us = best["index-1 DAE"] / n / per * 1e6
     if args.batch > 0:

@@ -21,7 +21,6 @@ quotes it. Run: ``taskset -c 1 .venv/bin/python scripts/check_rhs_parts.py``
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
@@ -39,7 +38,7 @@ from jaxmb import _dynamics, _kinematics  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from andrews_rhs import kernel_count  # noqa: E402
+from andrews_rhs import best_times, kernel_count, rhs_loop  # noqa: E402
 
 
 def parts(model, qd):
@@ -82,31 +81,12 @@ def main(argv=None):
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     params, static = eqx.partition(fourier, eqx.is_array)
 
-    def looped(name):
-        def loop(params, q):
-            fn = parts(eqx.combine(params, static), jnp.full(1, 0.1))[name]
-
-            def body(i, c):
-                qq, acc = c
-                r = fn(qq)
-                return qq + 1e-6 * r, acc + r
-
-            return jax.lax.fori_loop(0, args.evals, body, (q, jnp.zeros_like(q)))
-
-        return jax.jit(loop)
-
     names = list(parts(fourier, q0))
-    fns = {name: looped(name) for name in names}
-    kernels = {}
-    for name, fn in fns.items():
-        jax.block_until_ready(fn(params, q0))
-        kernels[name] = kernel_count(fn.lower(params, q0).compile().as_text())
-    best = dict.fromkeys(names, np.inf)
-    for _ in range(args.repeat):
-        for name, fn in fns.items():
-            t = time.process_time()
-            jax.block_until_ready(fn(params, q0))
-            best[name] = min(best[name], time.process_time() - t)
+    runs = {name: (rhs_loop(lambda p, q, name=name: parts(eqx.combine(p, static), jnp.full(1, 0.1))[name](q),
+                            args.evals), (params, q0))
+            for name in names}
+    kernels = {name: kernel_count(fn.lower(*a).compile().as_text()) for name, (fn, a) in runs.items()}
+    best = best_times(runs, args.repeat)
     print(f"pre-modeled Andrews (Fourier order {args.order}), float64, CPU time per evaluation")
     print(f"{'part':<18} {'µs':>7} {'kernels':>8}")
     for name in names:

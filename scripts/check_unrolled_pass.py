@@ -14,7 +14,8 @@ Run: ``taskset -c 1 .venv/bin/python scripts/check_unrolled_pass.py [--batch 256
 
 import argparse
 import os
-import time
+import sys
+from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
 
@@ -30,6 +31,9 @@ import jaxmb as mb  # noqa: E402
 from jaxmb import _dynamics  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from andrews_rhs import best_times, rhs_loop  # noqa: E402
+
 
 def models():
     andrews = C.andrews_squeezer(throw=False)
@@ -42,33 +46,17 @@ def models():
 
 
 def timed_loops(all_models, batch, n):
-    loops = {}
+    runs = {}
     for name, m in all_models.items():
         params, static = eqx.partition(m, eqx.is_array)
         q0 = jnp.full(m.nq, 0.3) + (jnp.linspace(0.0, 0.1, batch)[:, None] if batch else 0.0)
 
-        def loop(p, q, static=static, nq=m.nq):
-            mm = eqx.combine(p, static)
-            rhs = lambda x: mb.forward_dynamics(mm, x, jnp.full(nq, 0.1))  # noqa: E731
-            rhs = jax.vmap(rhs) if batch else rhs
+        def rhs(p, x, static=static, nq=m.nq):
+            return mb.forward_dynamics(eqx.combine(p, static), x, jnp.full(nq, 0.1))
 
-            def body(i, c):
-                qq, acc = c
-                r = rhs(qq)
-                return qq + 1e-7 * r, acc + r
-
-            return jax.lax.fori_loop(0, n, body, (q, jnp.zeros_like(q)))
-
-        fn = jax.jit(loop)
-        jax.block_until_ready(fn(params, q0))
-        loops[name] = (fn, params, q0)
-    best = {name: np.inf for name in loops}
-    for _ in range(7):
-        for name, (fn, params, q0) in loops.items():
-            t = time.process_time()
-            jax.block_until_ready(fn(params, q0))
-            best[name] = min(best[name], time.process_time() - t)
-    return {name: best[name] / n / max(batch, 1) * 1e6 for name in loops}
+        runs[name] = (rhs_loop(jax.vmap(rhs, in_axes=(None, 0)) if batch else rhs, n, step=1e-7), (params, q0))
+    best = best_times(runs, 7)
+    return {name: best[name] / n / max(batch, 1) * 1e6 for name in runs}
 
 
 def main():
