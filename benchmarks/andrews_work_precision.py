@@ -227,7 +227,9 @@ def main(argv=None):
         rows = matched(rows, args.accuracy)
         print_summary(rows, [float(t) for t in args.targets.split(",")])
         if not args.no_figure and len(paths) == 1:
-            plot(rows, paths[0].stem + ("_trajectory" if args.accuracy == "trajectory" else ""), args.accuracy)
+            # Named after the run, with the accuracy appended where it is not the run's own.
+            same = args.accuracy == saved.get("accuracy", "endpoint")
+            plot(rows, paths[0].stem if same else f"{paths[0].stem}_{args.accuracy}", args.accuracy)
         return
     tols = [float(t) for t in args.tols.split(",")]
     model = C.andrews_squeezer(throw=False)
@@ -336,7 +338,8 @@ def main(argv=None):
         for key in configs:
             ang, steps, drift = outs[key, tol]
             path, path_steps = paths[key](jnp.asarray(tol))
-            if int(path_steps) != int(steps):
+            # (A batch reports its members' most steps; the nominal member's are its own.)
+            if args.batch == 0 and int(path_steps) != int(steps):
                 raise RuntimeError(f"{key[1]}, tol {tol:g}: {int(path_steps)} steps saved densely, {int(steps)} timed")
             rows.append(dict(kind=key[0], route=key[1], tol=tol, cpu_s=best[key, tol], digits=digits(ang),
                              trajectory_digits=trajectory_digits(np.asarray(path), reference),
@@ -366,8 +369,7 @@ def main(argv=None):
                               indent=2))
     print(f"wrote {out}")
     if not args.no_figure:
-        plot(matched(rows, args.accuracy), Path(args.out).stem + ("_trajectory" if args.accuracy == "trajectory" else ""),
-             args.accuracy)
+        plot(matched(rows, args.accuracy), Path(args.out).stem, args.accuracy)
 
 if __name__ == "__main__":
     main()
