@@ -15,7 +15,8 @@ docs/engine.md ("Cost on CPU") quotes it.
 """
 
 import os
-import time
+import sys
+from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
 
@@ -32,17 +33,10 @@ import jaxmb as mb  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 from jaxmb._simulate import _Vector, _Zero  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from andrews_rhs import best_times, rhs_loop  # noqa: E402
+
 T1 = 0.03
-
-
-def best_of(fn, *args, repeat=15):
-    jax.block_until_ready(fn(*args))
-    best = np.inf
-    for _ in range(repeat):
-        t = time.process_time()
-        jax.block_until_ready(fn(*args))
-        best = min(best, time.process_time() - t)
-    return best
 
 
 def main():
@@ -68,12 +62,9 @@ def main():
     tol = jnp.asarray(1e-9)
     n = 2000
 
-    @eqx.filter_jit
-    def rhs_loop(m, y):
-        f = field(m)
-        return jax.lax.fori_loop(0, n, lambda i, yy: yy + 1e-9 * f(0.0, yy, None), y)
-
-    rhs_us = best_of(rhs_loop, fourier, y0, repeat=9) / n * 1e6
+    params, static = eqx.partition(fourier, eqx.is_array)
+    loop = rhs_loop(lambda p, y: field(eqx.combine(p, static))(0.0, y, None), n, step=1e-9)
+    rhs_us = best_times({"rhs": (loop, (params, y0))}, repeat=9)["rhs"] / n * 1e6
     print(f"one right-hand side: {rhs_us:.2f} µs; 13 per Dopri8 step: {13 * rhs_us:.1f} µs")
     variants = {
         "SaveAt(ts=[t1]), max_steps 1e6, RecursiveCheckpointAdjoint (as mb.simulate)":
@@ -87,8 +78,9 @@ def main():
         "SaveAt(t1=True), max_steps 4096, DirectAdjoint":
             solve(diffrax.SaveAt(t1=True), 4096, diffrax.DirectAdjoint()),
     }
+    seconds_of = best_times({name: (fn, (fourier, tol)) for name, fn in variants.items()}, repeat=15)
     for name, fn in variants.items():
-        seconds = best_of(fn, fourier, tol)
+        seconds = seconds_of[name]
         steps = int(fn(fourier, tol)[1])
         print(f"{name:<80} {seconds * 1e3:6.2f} ms  {steps} steps  {seconds / steps * 1e6:5.1f} µs/step")
 
