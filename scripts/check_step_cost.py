@@ -8,14 +8,20 @@ rtol = atol = 1e-9 over 0..0.03 s:
    as `mb.simulate` uses, ``SaveAt(t1=True)``, ``max_steps`` 4096, ``ForwardMode``,
    ``DirectAdjoint``), next to 13 x the cost of one right-hand side;
 2. accepted and rejected steps of the embedded ODE and of the index-1 DAE for a few
-   PID step-size controller settings, at 1e-6, 1e-8 and 1e-10.
+   PID step-size controller settings, at 1e-6, 1e-8 and 1e-10;
+3. with ``--unrolled``: compile time and CPU time per step of the pre-modeled route and
+   of the DAE (Baumgarte 100) with diffrax's Dopri8, whose 13 stages per step run in a
+   loop, against :class:`UnrolledDopri8`, the same method with its stages written out
+   at trace time (a prototype that was not kept; docs/engine.md, "Tried and not kept").
 
-Run: ``taskset -c 1 .venv/bin/python scripts/check_step_cost.py`` (about a minute).
-docs/engine.md ("Cost on CPU") quotes it.
+Run: ``taskset -c 1 .venv/bin/python scripts/check_step_cost.py [--unrolled]`` (about a
+minute; with ``--unrolled`` about 3). docs/engine.md ("Cost on CPU") quotes it.
 """
 
+import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
@@ -26,6 +32,7 @@ jax.config.update("jax_enable_x64", True)
 
 import diffrax  # noqa: E402
 import equinox as eqx  # noqa: E402
+import equinox.internal as eqxi  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -39,7 +46,37 @@ from andrews_rhs import best_times, rhs_loop  # noqa: E402
 T1 = 0.03
 
 
-def main():
+class UnrolledDopri8(diffrax.Dopri8):
+    """diffrax's Dopri8 (tableau, FSAL, error estimate, dense output) with the stage loop
+    written out at trace time: no loop over stages, the tableau's weights compiled in as
+    numbers, zero weights skipped. Explicit ODE terms only; a prototype for measuring."""
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        tab = self.tableau
+        first_step, f0 = solver_state
+        control = terms.contr(t0, t1)
+        redo = first_step | made_jump
+        # As diffrax: the first stage is evaluated only on the first step or after a jump
+        # (otherwise it is the last stage of the previous step), once for a whole batch.
+        f0 = jax.lax.cond(eqxi.unvmap_any(redo), lambda: jnp.where(redo, terms.vf(t0, y0, args), f0),
+                          lambda: f0)
+        ks = [terms.prod(f0, control)]
+        for c, a in zip(tab.c, tab.a_lower):
+            yi = y0
+            for weight, k in zip(np.asarray(a), ks):
+                if weight != 0:
+                    yi = yi + float(weight) * k
+            fi = terms.vf(t1 if c == 1 else t0 + float(c) * (t1 - t0), yi, args)
+            ks.append(terms.prod(fi, control))
+        # The last stage is the solution (FSAL and SSAL).
+        y_error = sum(float(w) * k for w, k in zip(tab.b_error, ks) if w != 0)
+        return yi, y_error, dict(y0=y0, y1=yi, k=jnp.stack(ks)), (jnp.array(False), fi), diffrax.RESULTS.successful
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--unrolled", action="store_true", help="also time the Dopri8 with its stages unrolled")
+    args = p.parse_args(argv)
     model = C.andrews_squeezer(throw=False)
     fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
@@ -111,6 +148,37 @@ def main():
             da, dr = dae(model, jnp.asarray(t))
             cells.append(f"{t:.0e}: {int(ea)}+{int(er)} / {int(da)}+{int(dr)}")
         print(f"{label:<28} embedded / DAE   " + "   ".join(cells))
+
+    if args.unrolled:
+        unrolled(fourier, model, y0, z0, field)
+
+
+def unrolled(fourier, model, y0, z0, field):
+    """Section 3: diffrax's Dopri8 against :class:`UnrolledDopri8`, per step."""
+    print("\nDopri8 stages in a loop (diffrax) / unrolled, rtol = atol = 1e-9")
+    runs, compile_s = {}, {}
+    for route, m, y, make in (("pre-modeled", fourier, y0, field),
+                              ("DAE, Baumgarte 100", model, jnp.concatenate([z0, jnp.zeros(7)]),
+                               lambda m: mb.constraints.dae_vector_field(m, alpha=100.0, beta=100.0))):
+        for solver in (diffrax.Dopri8, UnrolledDopri8):
+            params, static = eqx.partition(m, eqx.is_array)
+
+            def run(p, tol, static=static, y=y, make=make, solver=solver):
+                sol = diffrax.diffeqsolve(diffrax.ODETerm(make(eqx.combine(p, static))), solver(), 0.0, T1, None,
+                                          y, saveat=diffrax.SaveAt(ts=jnp.asarray([T1])), max_steps=1_000_000,
+                                          throw=False, stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol))
+                return sol.ys[-1], sol.stats["num_steps"]
+
+            t = time.perf_counter()
+            fn = jax.jit(run).lower(params, jnp.asarray(1e-9)).compile()
+            key = (route, solver.__name__)
+            compile_s[key] = time.perf_counter() - t
+            runs[key] = (fn, (params, jnp.asarray(1e-9)))
+    seconds = best_times(runs, repeat=9, calls=3)
+    for key, (fn, fargs) in runs.items():
+        steps = int(fn(*fargs)[1])
+        print(f"{key[0]:<20} {key[1]:<15} compile {compile_s[key]:5.1f} s  {seconds[key] * 1e3:6.2f} ms  "
+              f"{steps} steps  {seconds[key] / steps * 1e6:5.1f} µs/step")
 
 
 if __name__ == "__main__":
