@@ -41,3 +41,46 @@ def test_andrews_work_precision_runs(tmp_path):
             assert s[side]["digits"] >= 5.0
             kind = s[side]["kind"]
             assert s[side]["cpu_s"] == min(r["cpu_s"] for r in saved["rows"] if r["kind"] == kind and r["digits"] >= 5.0)
+    # Accuracy along the trajectory is measured for every run, from the same steps.
+    for r in saved["rows"]:
+        assert 4.0 < r["trajectory_digits"] < 8.0, r
+    assert abs(rows["embedded"]["trajectory_digits"] - rows["pre-modeled"]["trajectory_digits"]) < 0.01
+    # ... and it is a different number from the digits at t = 0.03 alone.
+    assert any(abs(r["trajectory_digits"] - r["digits"]) > 0.05 for r in saved["rows"])
+
+    # A saved run re-summarized on the trajectory digits charges runs that reach them.
+    summary = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "andrews_work_precision.py"), "--summarize", str(out), "--accuracy",
+         "trajectory", "--targets", "4.5", "--no-figure"], check=True, capture_output=True, text=True, timeout=300,
+    ).stdout
+    reaching = [r for r in saved["rows"] if r["trajectory_digits"] >= 4.5]
+    cheapest = min((r for r in reaching if r["kind"] == "DAE"), key=lambda r: r["cpu_s"])
+    assert f"{cheapest['route']}, tol {cheapest['tol']:.0e}" in summary
+    # A run saved before trajectory digits existed is refused, not summarized on endpoint digits.
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(dict(saved, rows=[{k: v for k, v in r.items() if k != "trajectory_digits"}
+                                                for r in saved["rows"]])))
+    refused = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "andrews_work_precision.py"), "--summarize", str(old), "--accuracy",
+         "trajectory", "--no-figure"], capture_output=True, text=True, timeout=300,
+    )
+    assert refused.returncode != 0 and "predates trajectory_digits" in refused.stderr
+
+
+def test_trajectory_digits_is_the_worst_angles_relative_rms_error():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from andrews_work_precision import trajectory_digits
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    import numpy as np
+
+    t = np.linspace(0.01, 1.0, 50)
+    reference = np.stack([np.sin(k * t) + 2.0 for k in range(1, 8)], axis=1)
+    path = reference.copy()
+    path[:, 3] *= 1.0 + 1e-6       # one angle off by 1e-6 relative everywhere
+    path[:, 5] += 1e-8             # another by far less
+    assert abs(trajectory_digits(path, reference) - 6.0) < 1e-9
+    path[-1, 0] += 1.0             # one bad point of 50 in a third angle now dominates
+    expected = -np.log10(np.sqrt(1.0 / 50) / np.sqrt(np.mean(reference[:, 0] ** 2)))
+    assert abs(trajectory_digits(path, reference) - expected) < 1e-9 and expected < 1.5
