@@ -45,8 +45,8 @@ instead of at t = 0.03: the seven angles at 1000 times against a reference run a
 rtol = atol = 1e-13 (RMS error over the times relative to the angle's RMS, worst angle;
 `trajectory_digits`, measured in every run, from the same runs saved densely). A single
 end time rewards a run whose errors happen to cancel there, which moves the digits by
-up to 0.7 between neighbouring tolerances; an RMS over the trajectory, the measure of
-the seed's own comparison, does not.
+up to 0.7 between neighbouring tolerances; an RMS over the trajectory (the seed reports
+the agreement of its two routes as an RMS over 1000 points) does not.
 """
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ N_TRAJECTORY = 1000
 
 def trajectory_digits(path, reference):
     """``-log10`` of the largest over the seven angles of the RMS error over the saved
-    times relative to the angle's RMS value: accuracy along the whole trajectory, as the
-    seed's comparison (an RMS over 1000 points), which a cancellation of errors at
-    t = 0.03 alone cannot flatter. `path`, `reference`: (N_TRAJECTORY, 7) angles."""
+    times relative to the angle's RMS value: accuracy along the whole trajectory, which a
+    cancellation of errors at t = 0.03 alone cannot flatter (the seed, too, compares its
+    routes by an RMS over 1000 points). `path`, `reference`: (N_TRAJECTORY, 7) angles."""
     rms = lambda x: np.sqrt(np.mean(x**2, axis=0))  # noqa: E731
     return float(-np.log10(np.max(rms(path - reference) / rms(reference))))
 
