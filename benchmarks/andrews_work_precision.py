@@ -322,6 +322,18 @@ def main(argv=None):
 
     outs = {(key, tol): jax.block_until_ready(fn(jnp.asarray(tol)))
             for tol in tols for key, fn in configs.items()}
+    # The densely saved runs, checked against the timed ones before any timing. They are
+    # separately compiled programs, so their rounding differs; near a step-size decision
+    # that can move a step (seen: 1364 against 1363 at 1e-11). Allowed: 1% of the steps
+    # (at least 2) and 0.05 digits at t = 0.03. (A batch reports its members' most steps,
+    # so there the steps are not compared.)
+    dense = {}
+    for (key, tol), (ang, steps, _) in outs.items():
+        path, path_steps = dense[key, tol] = jax.block_until_ready(paths[key](jnp.asarray(tol)))
+        far = abs(digits(np.asarray(path)[-1]) - digits(ang)) > 0.05
+        if far or (args.batch == 0 and abs(int(path_steps) - int(steps)) > max(2, 0.01 * int(steps))):
+            raise RuntimeError(f"{key[1]}, tol {tol:g}: saved densely, {int(path_steps)} steps and "
+                               f"{digits(np.asarray(path)[-1]):.2f} digits; timed, {int(steps)} and {digits(ang):.2f}")
     # Rounds over the whole sweep, best per run over the rounds: a slow spell of the
     # machine then spoils one round, not every run of one tolerance.
     best = {run: np.inf for run in outs}
@@ -337,10 +349,7 @@ def main(argv=None):
     for tol in tols:
         for key in configs:
             ang, steps, drift = outs[key, tol]
-            path, path_steps = paths[key](jnp.asarray(tol))
-            # (A batch reports its members' most steps; the nominal member's are its own.)
-            if args.batch == 0 and int(path_steps) != int(steps):
-                raise RuntimeError(f"{key[1]}, tol {tol:g}: {int(path_steps)} steps saved densely, {int(steps)} timed")
+            path, _ = dense[key, tol]
             rows.append(dict(kind=key[0], route=key[1], tol=tol, cpu_s=best[key, tol], digits=digits(ang),
                              trajectory_digits=trajectory_digits(np.asarray(path), reference),
                              steps=int(steps), drift=float(drift)))
