@@ -17,7 +17,7 @@ Routes: the embedded ODE in q = (β,) with implicit joint functions (Newton from
 closed-form guess, `mb.simulate`), the embedded ODE with the six dependent angles
 pre-modeled by Fourier series over one crank revolution (the seed's
 "empirically-based" method, which its 4x refers to; `mb.constraints.premodeled`,
-order 24, fit error 2e-15 rad) and the jaxmb index-1 DAE in the seven angles with Baumgarte α = β in {0, 100, 1000}
+order 24 by default, fit error 2e-15 rad; `--order` for others) and the jaxmb index-1 DAE in the seven angles with Baumgarte α = β in {0, 100, 1000}
 (`mb.constraints.simulate_dae`), each with diffrax Tsit5 (5th order, the default of
 `mb.simulate`) and Dopri8 (`--solvers`; Kvaerno5, implicit like the seed's TR-BDF2,
 on request), rtol = atol in `--tols`. The tolerance is a traced
@@ -291,7 +291,7 @@ def main(argv=None):
             configs[key] = batched(dae, model)
 
     # Trajectory accuracy: the same runs saved at N_TRAJECTORY times (diffrax's dense
-    # output; the steps do not depend on the save times, checked below), against a
+    # output; the steps do not depend on the save times, up to rounding: checked below), against a
     # reference of the embedded route at rtol = atol = 1e-13 that the DAE at 1e-13 and
     # the published values at t = 0.03 confirm.
     ts = jnp.linspace(0.0, T1, N_TRAJECTORY + 1)[1:]
@@ -368,9 +368,9 @@ def main(argv=None):
     print(f"\nAndrews' squeezer 0..{T1} s, float64, {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs; "
           f"CPU time per simulation, best of {args.repeat}"
           + (f"; vmap over {batch} spring stiffnesses" if args.batch > 0 else ""))
-    print(f"{'route':<42} {'tol':>7} {'digits':>6} {'traj.':>6} {'steps':>6} {'ms':>8} {'drift':>9}")
+    print(f"{'route':<55} {'tol':>7} {'digits':>6} {'traj.':>6} {'steps':>6} {'ms':>8} {'drift':>9}")
     for r in sorted(rows, key=lambda r: (r["route"], -r["tol"])):
-        print(f"{r['route']:<42} {r['tol']:7.0e} {r['digits']:6.2f} {r['trajectory_digits']:6.2f} {r['steps']:6d} {r['cpu_s'] * 1e3:8.2f} "
+        print(f"{r['route']:<55} {r['tol']:7.0e} {r['digits']:6.2f} {r['trajectory_digits']:6.2f} {r['steps']:6d} {r['cpu_s'] * 1e3:8.2f} "
               f"{r['drift']:9.1e}")
 
     print(f"digits matched: {args.accuracy}")
