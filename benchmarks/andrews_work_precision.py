@@ -162,10 +162,14 @@ def plot(rows, name, accuracy="endpoint"):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for route in dict.fromkeys(r["route"] for r in rows):
+    routes = list(dict.fromkeys(r["route"] for r in rows))
+    # One colour per route: matplotlib's default cycle repeats after ten.
+    colours = plt.cm.tab20(np.linspace(0.0, 1.0, 20))[: len(routes)] if len(routes) > 10 else [None] * len(routes)
+    for route, colour in zip(routes, colours):
         rr = sorted((r for r in rows if r["route"] == route), key=lambda r: r["digits"])
         style = {"embedded": "-o", "pre-modeled": "-^"}.get(rr[0]["kind"], "--s")
-        ax.semilogy([r["digits"] for r in rr], [r["cpu_s"] * 1e3 for r in rr], style, ms=4, label=route)
+        ax.semilogy([r["digits"] for r in rr], [r["cpu_s"] * 1e3 for r in rr], style, ms=4, label=route,
+                    color=colour)
     ax.set_xlabel("significant digits at t = 0.03 (Test Set reference)" if accuracy == "endpoint" else
                   f"significant digits along the trajectory (RMS over {N_TRAJECTORY} times)")
     ax.set_ylabel("CPU time per simulation [ms]")
