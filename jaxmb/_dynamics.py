@@ -194,8 +194,33 @@ def _projected_terms(model: Model, f, fd, fdd, jac):
     :func:`_projected_terms_unrolled` for small models (:func:`_unrolls`),
     :func:`_projected_terms_by_level` otherwise. The two compute the same sums."""
     if _unrolls(model):
-        return _projected_terms_unrolled(model, f, fd, fdd, jac)
+        return _unrolled_with_level_wise_derivatives(model, f, fd, fdd, jac)
     return _projected_terms_by_level(model, f, fd, fdd, jac)
+
+
+def _unrolled_with_level_wise_derivatives(model: Model, f, fd, fdd, jac):
+    """:func:`_projected_terms_unrolled`'s values, with the derivatives of
+    :func:`_projected_terms_by_level` (a ``jax.custom_jvp``; reverse mode transposes it).
+
+    Why: the two compute the same sums, but XLA fuses the unrolled scalar form into a
+    few kernels only as it stands; differentiated (a batch of tangents per scalar) it
+    becomes slow to run and to compile. Kvaerno5 on Andrews' squeezer (349 steps; its
+    Newton iterations take ``jax.jacfwd`` of the right-hand side), differentiating the
+    unrolled pass against this: pre-modeled 100.7 against 55.4 ms (compile 45.0 against
+    20.9 s), implicit joint functions 131.9 against 91.6 ms (59.0 against 33.2 s);
+    ``scripts/check_implicit_solver_cost.py [--derivatives unrolled]``. The values, and
+    so explicit solvers, are those of the unrolled pass."""
+    params, static = eqx.partition(model, eqx.is_array)
+
+    @jax.custom_jvp
+    def terms(params, f, fd, fdd, jac):
+        return _projected_terms_unrolled(eqx.combine(params, static), f, fd, fdd, jac)
+
+    @terms.defjvp
+    def _terms_jvp(primals, tangents):
+        return jax.jvp(lambda p, *rest: _projected_terms_by_level(eqx.combine(p, static), *rest), primals, tangents)
+
+    return terms(params, f, fd, fdd, jac)
 
 
 def _projected_terms_by_level(model: Model, f, fd, fdd, jac):

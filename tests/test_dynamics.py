@@ -296,6 +296,38 @@ def test_small_models_take_the_unrolled_pass():
     assert not _dyn._unrolls(mb.models.planar_chain(5)) and not _dyn._unrolls(mb.models.planar_chain(7))
 
 
+@pytest.mark.parametrize("name", ["three_link_arm", "andrews_squeezer"])
+def test_unrolled_pass_differentiates_as_itself(name, monkeypatch):
+    """Small models evaluate the unrolled pass but take its derivatives from the level-wise
+    one (a custom JVP, so that jacfwd in implicit solvers and reverse mode stay fast).
+    Those derivatives equal the unrolled pass's own: forward (the Jacobian of q'' in
+    (q, q')) and reverse (the gradient of q'' with respect to the model's parameters)."""
+    model = getattr(mb.models, name)()
+    assert _dyn._unrolls(model)
+    if name == "andrews_squeezer":
+        q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
+    else:
+        q, qd = jnp.asarray([0.3, -0.7, 1.1]), jnp.asarray([0.5, 2.0, -1.5])
+    params, static = eqx.partition(model, eqx.is_array)
+    tau = jnp.linspace(0.5, 1.5, model.nq)
+
+    def derivatives():
+        # The library's function, not this file's jitted one, whose cached trace would
+        # keep the first derivatives.
+        qdd = lambda p, x, xd: mb.forward_dynamics(eqx.combine(p, static), x, xd, tau)  # noqa: E731
+        jac = jax.jit(jax.jacfwd(qdd, argnums=(1, 2)))(params, q, qd)
+        grad = jax.jit(jax.grad(lambda p: jnp.sum(qdd(p, q, qd) ** 2)))(params)
+        return jac, grad
+
+    level_wise = derivatives()
+    monkeypatch.setattr(_dyn, "_unrolled_with_level_wise_derivatives", _dyn._projected_terms_unrolled)
+    own = derivatives()
+    leaves = jax.tree.leaves(level_wise)
+    assert any(float(jnp.max(jnp.abs(x))) > 0.0 for x in leaves)
+    for a, b in zip(leaves, jax.tree.leaves(own)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * max(1.0, float(jnp.max(jnp.abs(b)))))
+
+
 def _loads_by_jacobians(model, q):
     """The loads' generalized forces by point/angular Jacobians in q (an independent route)."""
     total = jnp.zeros_like(q)

@@ -1,0 +1,72 @@
+#!/usr/bin/env python
+"""What an implicit solver's Jacobians cost through the unrolled projected pass.
+
+Times Andrews' squeezer 0..0.03 s with diffrax Kvaerno5 at rtol = atol = 1e-4 (349
+steps; its Newton iterations take ``jax.jacfwd`` of the right-hand side), embedded
+ODE with implicit and with pre-modeled (order 24) joint functions, CPU time best of 5
+and compile time, with the unrolled pass's derivatives taken:
+
+- ``--derivatives level-wise`` (default, the library): from the level-wise pass
+  (``jaxmb._dynamics._unrolled_with_level_wise_derivatives``);
+- ``--derivatives unrolled``: by differentiating the unrolled scalar pass itself, as
+  before that custom JVP (patched over the library for the run).
+
+Run: ``taskset -c 1 .venv/bin/python scripts/check_implicit_solver_cost.py
+[--derivatives unrolled]`` (about 1.5 min). jaxmb/_dynamics.py quotes it.
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import diffrax  # noqa: E402
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.flatten_util import ravel_pytree  # noqa: E402
+
+import jaxmb as mb  # noqa: E402
+from jaxmb import _dynamics  # noqa: E402
+from jaxmb import models as C  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--derivatives", choices=("level-wise", "unrolled"), default="level-wise")
+    args = p.parse_args(argv)
+    if args.derivatives == "unrolled":
+        _dynamics._unrolled_with_level_wise_derivatives = _dynamics._projected_terms_unrolled
+    model = C.andrews_squeezer(throw=False)
+    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
+    q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+    print(f"Kvaerno5, rtol = atol = 1e-4, derivatives of the unrolled pass: {args.derivatives}")
+    for name, m in (("implicit", model), ("pre-modeled", fourier)):
+        params, static = eqx.partition(m, eqx.is_array)
+        flat, unravel = ravel_pytree(params)
+
+        def run(vector, tol, static=static, unravel=unravel):
+            sol = mb.simulate(eqx.combine(unravel(vector), static), q0, jnp.zeros(1), 0.03, rtol=tol, atol=tol,
+                              solver=diffrax.Kvaerno5(), throw=False)
+            return sol.q[-1], sol.stats["num_steps"]
+
+        t = time.perf_counter()
+        fn = jax.jit(run).lower(flat, 1e-4).compile()
+        compile_s = time.perf_counter() - t
+        jax.block_until_ready(fn(flat, 1e-4))
+        best = np.inf
+        for _ in range(5):
+            t = time.process_time()
+            q, steps = jax.block_until_ready(fn(flat, 1e-4))
+            best = min(best, time.process_time() - t)
+        print(f"{name:<12} {best * 1e3:7.1f} ms  {int(steps)} steps  compile {compile_s:5.1f} s  "
+              f"beta(0.03) = {float(q[0]):.12f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
