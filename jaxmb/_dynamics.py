@@ -206,8 +206,8 @@ def _unrolled_with_level_wise_derivatives(model: Model, f, fd, fdd, jac):
     few kernels only as it stands; differentiated (a batch of tangents per scalar) it
     becomes slow to run and to compile. Kvaerno5 on Andrews' squeezer (349 steps; its
     Newton iterations take ``jax.jacfwd`` of the right-hand side), differentiating the
-    unrolled pass against this: pre-modeled 100.7 against 55.4 ms (compile 45.0 against
-    20.9 s), implicit joint functions 131.9 against 91.6 ms (59.0 against 33.2 s);
+    unrolled pass against this: pre-modeled 99.4 against 50.1 ms (compile 40.6 against
+    18.0 s), implicit joint functions 133.4 against 87.6 ms (49.5 against 29.4 s);
     ``scripts/check_implicit_solver_cost.py [--derivatives unrolled]``. The values, and
     so explicit solvers, are those of the unrolled pass."""
     params, static = eqx.partition(model, eqx.is_array)

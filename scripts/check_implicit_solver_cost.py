@@ -17,7 +17,8 @@ Run: ``taskset -c 1 .venv/bin/python scripts/check_implicit_solver_cost.py
 
 import argparse
 import os
-import time
+import sys
+from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
 
@@ -26,14 +27,16 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 import diffrax  # noqa: E402
-import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.flatten_util import ravel_pytree  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
 from jaxmb import _dynamics  # noqa: E402
 from jaxmb import models as C  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from andrews_rhs import best_times  # noqa: E402
+from bench_andrews import compiled  # noqa: E402
 
 
 def main(argv=None):
@@ -46,27 +49,19 @@ def main(argv=None):
     fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     print(f"Kvaerno5, rtol = atol = 1e-4, derivatives of the unrolled pass: {args.derivatives}")
+    def run(m):
+        sol = mb.simulate(m, q0, jnp.zeros(1), 0.03, rtol=1e-4, atol=1e-4, solver=diffrax.Kvaerno5(), throw=False)
+        return sol.q[-1], sol.stats["num_steps"]
+
+    runs, compile_s = {}, {}
     for name, m in (("implicit", model), ("pre-modeled", fourier)):
-        params, static = eqx.partition(m, eqx.is_array)
-        flat, unravel = ravel_pytree(params)
-
-        def run(vector, tol, static=static, unravel=unravel):
-            sol = mb.simulate(eqx.combine(unravel(vector), static), q0, jnp.zeros(1), 0.03, rtol=tol, atol=tol,
-                              solver=diffrax.Kvaerno5(), throw=False)
-            return sol.q[-1], sol.stats["num_steps"]
-
-        t = time.perf_counter()
-        fn = jax.jit(run).lower(flat, 1e-4).compile()
-        compile_s = time.perf_counter() - t
-        jax.block_until_ready(fn(flat, 1e-4))
-        best = np.inf
-        for _ in range(5):
-            t = time.process_time()
-            q, steps = jax.block_until_ready(fn(flat, 1e-4))
-            best = min(best, time.process_time() - t)
-        print(f"{name:<12} {best * 1e3:7.1f} ms  {int(steps)} steps  compile {compile_s:5.1f} s  "
+        fn, compile_s[name] = compiled(run, m)
+        runs[name] = (fn, ())
+    seconds = best_times(runs, repeat=5)
+    for name, (fn, _) in runs.items():
+        q, steps = fn()
+        print(f"{name:<12} {seconds[name] * 1e3:7.1f} ms  {int(steps)} steps  compile {compile_s[name]:5.1f} s  "
               f"beta(0.03) = {float(q[0]):.12f}", flush=True)
-
 
 if __name__ == "__main__":
     main()

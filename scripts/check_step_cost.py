@@ -21,7 +21,6 @@ minute; with ``--unrolled`` about 3). docs/engine.md ("Cost on CPU") quotes it.
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
@@ -42,6 +41,7 @@ from jaxmb._simulate import _Vector, _Zero  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from andrews_rhs import best_times, rhs_loop  # noqa: E402
+from bench_andrews import compiled  # noqa: E402
 
 T1 = 0.03
 
@@ -161,22 +161,18 @@ def unrolled(fourier, model, y0, z0, field):
                               ("DAE, Baumgarte 100", model, jnp.concatenate([z0, jnp.zeros(7)]),
                                lambda m: mb.constraints.dae_vector_field(m, alpha=100.0, beta=100.0))):
         for solver in (diffrax.Dopri8, UnrolledDopri8):
-            params, static = eqx.partition(m, eqx.is_array)
-
-            def run(p, tol, static=static, y=y, make=make, solver=solver):
-                sol = diffrax.diffeqsolve(diffrax.ODETerm(make(eqx.combine(p, static))), solver(), 0.0, T1, None,
-                                          y, saveat=diffrax.SaveAt(ts=jnp.asarray([T1])), max_steps=1_000_000,
+            def run(m, tol, y=y, make=make, solver=solver):
+                sol = diffrax.diffeqsolve(diffrax.ODETerm(make(m)), solver(), 0.0, T1, None, y,
+                                          saveat=diffrax.SaveAt(ts=jnp.asarray([T1])), max_steps=1_000_000,
                                           throw=False, stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol))
                 return sol.ys[-1], sol.stats["num_steps"]
 
-            t = time.perf_counter()
-            fn = jax.jit(run).lower(params, jnp.asarray(1e-9)).compile()
             key = (route, solver.__name__)
-            compile_s[key] = time.perf_counter() - t
-            runs[key] = (fn, (params, jnp.asarray(1e-9)))
+            fn, compile_s[key] = compiled(run, m, jnp.asarray(1e-9))
+            runs[key] = (fn, ())
     seconds = best_times(runs, repeat=9, calls=3)
-    for key, (fn, fargs) in runs.items():
-        steps = int(fn(*fargs)[1])
+    for key, (fn, _) in runs.items():
+        steps = int(fn()[1])
         print(f"{key[0]:<20} {key[1]:<15} compile {compile_s[key]:5.1f} s  {seconds[key] * 1e3:6.2f} ms  "
               f"{steps} steps  {seconds[key] / steps * 1e6:5.1f} µs/step")
 
