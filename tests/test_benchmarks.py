@@ -79,6 +79,47 @@ def test_andrews_work_precision_runs(tmp_path):
     assert refused.returncode != 0 and "predates trajectory_digits" in refused.stderr
 
 
+def test_andrews_work_precision_runs_the_seeds_own_experiment(tmp_path):
+    # --case dissertation: 0..0.05 s from beta = -0.0620 rad at rest, the run the seed's
+    # 4x was measured on. The script itself refuses to time anything unless the DAE,
+    # started from the loop's assembly at that beta, agrees with the embedded reference
+    # to 1e-9 rad over the whole run.
+    out = tmp_path / "wp.json"
+    subprocess.run(
+        [sys.executable, str(BENCHMARKS / "andrews_work_precision.py"), "--case", "dissertation", "--solvers",
+         "Dopri8", "--baumgarte", "100", "--tols", "1e-6", "--repeat", "1", "--calls", "1", "--targets", "5",
+         "--accuracy", "trajectory", "--no-figure", "--out", str(out)],
+        check=True, capture_output=True, text=True, timeout=900,
+    )
+    saved = json.loads(out.read_text())
+    assert saved["case"] == "dissertation" and saved["t1"] == 0.05 and saved["beta0"] == -0.0620
+    rows = {r["kind"]: r for r in saved["rows"]}
+    assert set(rows) == {"embedded", "pre-modeled", "DAE"}
+    for r in rows.values():
+        # Digits at t = 0.05 against the reference run's end point, and along the run.
+        assert 4.5 < r["digits"] < 8.0 and 4.5 < r["trajectory_digits"] < 8.0, r
+        # A longer run than the Test Set's 0.03 s: more steps than its 43-55 at 1e-6.
+        assert 60 < r["steps"] < 300, r
+    assert abs(rows["embedded"]["trajectory_digits"] - rows["pre-modeled"]["trajectory_digits"]) < 0.01
+    assert 0.0 < rows["DAE"]["drift"] < 1e-6
+
+
+def test_endpoint_digits_is_the_worst_angles_relative_error():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from andrews_work_precision import endpoint_digits
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    import numpy as np
+
+    reference = np.arange(1.0, 8.0)
+    angles = reference.copy()
+    angles[2] *= 1.0 + 1e-5
+    angles[6] *= 1.0 - 1e-7
+    assert abs(endpoint_digits(angles, reference) - 5.0) < 1e-9
+    assert endpoint_digits(reference, reference) == 17.0
+
+
 def test_trajectory_digits_is_the_worst_angles_relative_rms_error():
     sys.path.insert(0, str(BENCHMARKS))
     try:

@@ -1,0 +1,110 @@
+#!/usr/bin/env python
+"""What reverse mode (``jax.grad`` through a simulation) costs, and what the unrolled
+projected pass's custom JVP does to it.
+
+Andrews' squeezer 0..0.03 s, embedded ODE with implicit and with pre-modeled (order
+24) joint functions, diffrax Dopri8 at rtol = atol = 1e-8 (about 130 steps), diffrax's
+default adjoint (recursive checkpointing, ``max_steps`` 4096). The loss is β(0.03);
+its gradient is taken with respect to a scale s of the spring's stiffness alone (one
+parameter, as an identification of a few parameters) and with respect to s and every
+array of the model (some 90: masses, inertias, geometry, the fitted series). Printed
+per route: CPU time of the simulation alone and of value-and-gradient (best of 5,
+interleaved), their ratio, compile times, and dβ/ds next to a central difference of
+two simulations at rtol = atol = 1e-12 (step 1e-6), so that a wrong gradient shows.
+
+- ``--derivatives level-wise`` (default, the library): the unrolled pass's derivatives
+  come from the level-wise pass (``jaxmb._dynamics._unrolled_with_level_wise_derivatives``);
+- ``--derivatives unrolled``: by differentiating the unrolled scalar pass itself, as
+  before that custom JVP (patched over the library for the run);
+- ``--derivatives no-unrolling``: no unrolled pass at all, values and derivatives from
+  the level-wise pass (``jaxmb._dynamics._unrolls`` patched to refuse every model).
+
+Run: ``taskset -c 1 .venv/bin/python scripts/check_gradient_cost.py [--derivatives
+unrolled|no-unrolling]`` (about 2 min; 6 with ``unrolled``). docs/engine.md quotes it.
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import diffrax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxmb as mb  # noqa: E402
+from jaxmb import _dynamics  # noqa: E402
+from jaxmb import models as C  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from andrews_rhs import best_times  # noqa: E402
+from bench_andrews import compiled, scaled_stiffness  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--derivatives", choices=("level-wise", "unrolled", "no-unrolling"), default="level-wise")
+    p.add_argument("--tol", type=float, default=1e-8)
+    p.add_argument("--checkpoints", type=int, default=None,
+                   help="checkpoints of diffrax.RecursiveCheckpointAdjoint (default: diffrax's choice for "
+                        "max_steps 4096; 4096 stores every step and recomputes none)")
+    args = p.parse_args(argv)
+    if args.derivatives == "unrolled":
+        _dynamics._unrolled_with_level_wise_derivatives = _dynamics._projected_terms_unrolled
+    elif args.derivatives == "no-unrolling":
+        _dynamics._unrolls = lambda model: False
+    model = C.andrews_squeezer(throw=False)
+    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
+    q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+    adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=args.checkpoints)
+
+    def beta(m, s, tol):
+        sol = mb.simulate(scaled_stiffness(m, s), q0, jnp.zeros(1), 0.03, rtol=tol, atol=tol, solver="dopri8",
+                          max_steps=4096, throw=False, adjoint=adjoint)
+        return sol.q[-1, 0], sol.stats["num_steps"]
+
+    def gradient_stiffness(m, s, tol):
+        (b, steps), ds = jax.value_and_grad(beta, argnums=1, has_aux=True)(m, s, tol)
+        return b, steps, ds
+
+    def gradient_model(m, s, tol):
+        # The model enters as a pytree, so jax.grad gives one cotangent per array.
+        (b, steps), (dm, ds) = jax.value_and_grad(beta, argnums=(0, 1), has_aux=True)(m, s, tol)
+        leaves = jax.tree_util.tree_leaves(dm)
+        return b, steps, ds, jnp.sqrt(sum(jnp.sum(x**2) for x in leaves))
+
+    kinds = {"simulation": beta, "gradient in s": gradient_stiffness, "gradient in s and model": gradient_model}
+
+    print(f"Dopri8, rtol = atol = {args.tol:g}, checkpoints {args.checkpoints or 'diffrax default'}, "
+          f"derivatives of the unrolled pass: {args.derivatives}")
+    runs, compile_s = {}, {}
+    one, tol = jnp.asarray(1.0), jnp.asarray(args.tol)
+    for name, m in (("implicit", model), ("pre-modeled", fourier)):
+        for what, fn in kinds.items():
+            runs[name, what], compile_s[name, what] = compiled(fn, m, one, tol)
+            runs[name, what] = (runs[name, what], ())
+    seconds = best_times(runs, repeat=5)
+    fine = jax.jit(beta)
+    for name, m in (("implicit", model), ("pre-modeled", fourier)):
+        b, steps = runs[name, "simulation"][0]()
+        _, _, ds_alone = runs[name, "gradient in s"][0]()
+        _, _, ds, norm = runs[name, "gradient in s and model"][0]()
+        h = 1e-6
+        fd = (fine(m, 1.0 + h, 1e-12)[0] - fine(m, 1.0 - h, 1e-12)[0]) / (2 * h)
+        print(f"{name}: {int(steps)} steps, beta(0.03) = {float(b):.12f}")
+        for what in kinds:
+            t = seconds[name, what]
+            print(f"  {what:<24} {t * 1e3:7.2f} ms  ({t / seconds[name, 'simulation']:4.1f}x the simulation; "
+                  f"compile {compile_s[name, what]:5.1f} s)")
+        print(f"  d beta / d s = {float(ds_alone):.10e} (alone), {float(ds):.10e} (with the model), "
+              f"central difference at 1e-12: {float(fd):.10e}; |d beta / d model| = {float(norm):.6e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
