@@ -6,7 +6,8 @@ Andrews' squeezer 0..0.03 s, embedded ODE with implicit and with pre-modeled (or
 24) joint functions, diffrax Dopri8 at rtol = atol = 1e-8 (about 130 steps), diffrax's
 default adjoint (recursive checkpointing, ``max_steps`` 4096). The loss is β(0.03);
 its gradient is taken with respect to a scale s of the spring's stiffness alone (one
-parameter, as an identification of a few parameters) and with respect to s and every
+parameter, as an identification of a few parameters; in reverse mode, and in forward
+mode with ``diffrax.ForwardMode``) and with respect to s and every
 array of the model (some 90: masses, inertias, geometry, the fitted series). Printed
 per route: CPU time of the simulation alone and of value-and-gradient (best of 5,
 interleaved), their ratio, compile times, and dβ/ds next to a central difference of
@@ -64,10 +65,17 @@ def main(argv=None):
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=args.checkpoints)
 
-    def beta(m, s, tol):
+    def beta(m, s, tol, adjoint=adjoint):
         sol = mb.simulate(scaled_stiffness(m, s), q0, jnp.zeros(1), 0.03, rtol=tol, atol=tol, solver="dopri8",
                           max_steps=4096, throw=False, adjoint=adjoint)
         return sol.q[-1, 0], sol.stats["num_steps"]
+
+    def forward_mode_stiffness(m, s, tol):
+        # One parameter: a forward-mode derivative (one tangent carried with the
+        # simulation) needs no backward pass; diffrax.ForwardMode is the adjoint for it.
+        b, ds, steps = jax.jvp(lambda s: beta(m, s, tol, diffrax.ForwardMode()), (s,), (jnp.ones_like(s),),
+                               has_aux=True)
+        return b, steps, ds
 
     def gradient_stiffness(m, s, tol):
         (b, steps), ds = jax.value_and_grad(beta, argnums=1, has_aux=True)(m, s, tol)
@@ -79,7 +87,8 @@ def main(argv=None):
         leaves = jax.tree_util.tree_leaves(dm)
         return b, steps, ds, jnp.sqrt(sum(jnp.sum(x**2) for x in leaves))
 
-    kinds = {"simulation": beta, "gradient in s": gradient_stiffness, "gradient in s and model": gradient_model}
+    kinds = {"simulation": beta, "gradient in s": gradient_stiffness, "forward mode in s": forward_mode_stiffness,
+             "gradient in s and model": gradient_model}
 
     print(f"Dopri8, rtol = atol = {args.tol:g}, checkpoints {args.checkpoints or 'diffrax default'}, "
           f"derivatives of the unrolled pass: {args.derivatives}")
@@ -94,6 +103,7 @@ def main(argv=None):
     for name, m in (("implicit", model), ("pre-modeled", fourier)):
         b, steps = runs[name, "simulation"][0]()
         _, _, ds_alone = runs[name, "gradient in s"][0]()
+        _, _, ds_forward = runs[name, "forward mode in s"][0]()
         _, _, ds, norm = runs[name, "gradient in s and model"][0]()
         h = 1e-6
         fd = (fine(m, 1.0 + h, 1e-12)[0] - fine(m, 1.0 - h, 1e-12)[0]) / (2 * h)
@@ -102,7 +112,8 @@ def main(argv=None):
             t = seconds[name, what]
             print(f"  {what:<24} {t * 1e3:7.2f} ms  ({t / seconds[name, 'simulation']:4.1f}x the simulation; "
                   f"compile {compile_s[name, what]:5.1f} s)")
-        print(f"  d beta / d s = {float(ds_alone):.10e} (alone), {float(ds):.10e} (with the model), "
+        print(f"  d beta / d s = {float(ds_alone):.10e} (alone), {float(ds_forward):.10e} (forward mode), "
+              f"{float(ds):.10e} (with the model), "
               f"central difference at 1e-12: {float(fd):.10e}; |d beta / d model| = {float(norm):.6e}", flush=True)
 
 

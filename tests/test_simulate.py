@@ -127,6 +127,26 @@ def test_gradient_through_simulation_matches_finite_differences():
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
 
 
+def test_forward_mode_derivative_equals_reverse_mode():
+    """For a few parameters, ``jax.jacfwd`` with ``adjoint=diffrax.ForwardMode()`` carries
+    the tangents along the simulation (no backward pass, about 2-3x a simulation against
+    6-7x for ``jax.grad``: scripts/check_gradient_cost.py). Both differentiate the same
+    discrete solution, so they agree to rounding, and with the finite differences above."""
+    import diffrax
+
+    def final(m2, adjoint):
+        model = eqx.tree_at(lambda m: m.bodies[1].mass, PENDULUM, m2)
+        return mb.simulate(model, Q0, jnp.zeros(2), 1.5, rtol=1e-10, atol=1e-10, adjoint=adjoint).q[-1]
+
+    forward = jax.jit(jax.jacfwd(lambda m2: final(m2, diffrax.ForwardMode())))(1.3)
+    reverse = jax.jit(jax.jacrev(lambda m2: final(m2, None)))(1.3)
+    assert float(jnp.max(jnp.abs(forward))) > 1e-2
+    np.testing.assert_allclose(forward, reverse, rtol=1e-10, atol=1e-12)
+    h = 1e-5
+    f = jax.jit(lambda m2: final(m2, None))
+    np.testing.assert_allclose(forward, (f(1.3 + h) - f(1.3 - h)) / (2 * h), rtol=1e-5)
+
+
 def test_failure_is_reported_not_hidden():
     run = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 20.0, max_steps=10, throw=False))
     sol = run(PENDULUM)
