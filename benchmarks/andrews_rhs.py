@@ -46,6 +46,7 @@ import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
 from jaxmb import models as C  # noqa: E402
+from bench_andrews import premodeled_andrews  # noqa: E402
 
 _FREE = {"parameter", "get-tuple-element", "bitcast", "constant", "tuple"}
 
@@ -116,8 +117,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     n = args.evals
     model = C.andrews_squeezer(throw=False)
-    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier",
-                                           order=args.order)
+    fourier, _ = premodeled_andrews(model, args.order)
     perm = np.asarray([C.ANDREWS_ANGLES.index(name) for name in model.joint_names])
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     z0 = jnp.asarray(C.ANDREWS_Y0)[perm]

@@ -74,8 +74,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
-from bench_andrews import T1, model_as_vector, scaled_stiffness  # noqa: E402
-from bench_andrews import digits as bench_digits  # noqa: E402  (same accuracy measure as the single-tolerance table)
+from bench_andrews import REF, T1, endpoint_digits, model_as_vector, premodeled_andrews, scaled_stiffness  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
 SOLVERS = {"Tsit5": diffrax.Tsit5, "Dopri8": diffrax.Dopri8, "Kvaerno5": diffrax.Kvaerno5}
@@ -84,13 +83,6 @@ SOLVERS = {"Tsit5": diffrax.Tsit5, "Dopri8": diffrax.Dopri8, "Kvaerno5": diffrax
 N_TRAJECTORY = 1000
 # The seed's own run (001, section B): 0..0.05 s from beta = -0.0620 rad at rest.
 DISSERTATION_T1, DISSERTATION_BETA0 = 0.05, -0.0620
-
-
-def endpoint_digits(angles, reference):
-    """Significant digits of the seven angles against `reference` (worst angle's relative
-    error), the measure `bench_andrews.digits` applies against the published values."""
-    rel = np.abs(np.asarray(angles) - reference) / np.abs(reference)
-    return float(-np.log10(max(rel.max(), 1e-17)))
 
 
 def trajectory_digits(path, reference):
@@ -114,6 +106,32 @@ def best_time_at(rows, route_kind, target):
     return min(ok, key=lambda r: r["cpu_s"]) if ok else None
 
 
+def _at_target(runs, target, value, log=False):
+    """`value` of a configuration's tolerance sweep `runs` (loosest first) at exactly
+    `target` digits: interpolated linearly in digits (in log value with `log`) between
+    the last run below the target and the next; the loosest run if it already reaches
+    the target; None if no run does."""
+    for k, r in enumerate(runs):
+        if r["digits"] < target:
+            continue
+        if k == 0:
+            return float(value(r))
+        a = runs[k - 1]
+        w = (target - a["digits"]) / (r["digits"] - a["digits"])
+        va, vr = (np.log(value(a)), np.log(value(r))) if log else (value(a), value(r))
+        v = va + w * (vr - va)
+        return float(np.exp(v) if log else v)
+    return None
+
+
+def _sweeps(rows, route_kind, solver=None):
+    """``{route: its runs, loosest tolerance first}`` for the configurations of `route_kind`
+    (with `solver`, only those that use it)."""
+    routes = dict.fromkeys(r["route"] for r in rows if r["kind"] == route_kind
+                           and (solver is None or r["route"].endswith(f", {solver}")))
+    return {route: sorted((r for r in rows if r["route"] == route), key=lambda r: -r["tol"]) for route in routes}
+
+
 def interpolated_time_at(rows, route_kind, target):
     """``(time, route)``: the time at exactly `target` digits of the cheapest
     configuration of `route_kind`, each configuration's time interpolated (log time
@@ -124,23 +142,34 @@ def interpolated_time_at(rows, route_kind, target):
     Why: "cheapest run reaching the target" on a grid of decades charges a route for
     up to a decade of accuracy it was not asked for, so the speed-up moves with where
     the grid happens to fall; the interpolated time does not."""
-    best = (None, None)
-    for route in dict.fromkeys(r["route"] for r in rows if r["kind"] == route_kind):
-        runs = sorted((r for r in rows if r["route"] == route), key=lambda r: -r["tol"])
-        t = None
-        for k, r in enumerate(runs):
-            if r["digits"] < target:
-                continue
-            if k == 0:
-                t = r["cpu_s"]
-            else:
-                a = runs[k - 1]
-                w = (target - a["digits"]) / (r["digits"] - a["digits"])
-                t = float(np.exp(np.log(a["cpu_s"]) + w * (np.log(r["cpu_s"]) - np.log(a["cpu_s"]))))
-            break
-        if t is not None and (best[0] is None or t < best[0]):
-            best = (t, route)
-    return best
+    times = {route: _at_target(runs, target, lambda r: r["cpu_s"], log=True)
+             for route, runs in _sweeps(rows, route_kind).items()}
+    times = {route: t for route, t in times.items() if t is not None}
+    if not times:
+        return None, None
+    route = min(times, key=times.get)
+    return times[route], route
+
+
+def print_steps(rows, targets, solvers):
+    """Print, per solver and target, the fewest steps (interpolated linearly in digits) of
+    a pre-modeled configuration and of a DAE one, and their time per step (interpolated
+    time / steps): the two factors of the speed-up."""
+    print(f"\n{'solver':<8} {'digits':>6} {'pre-modeled steps':>17} {'µs/step':>8} {'DAE steps':>10} {'µs/step':>8} "
+          f"{'DAE route':<32} {'steps':>6} {'per step':>8}")
+    for solver in solvers:
+        for target in targets:
+            best = {}
+            for kind in ("pre-modeled", "DAE"):
+                for route, runs in _sweeps(rows, kind, solver).items():
+                    n = _at_target(runs, target, lambda r: r["steps"])
+                    if n is not None and (kind not in best or n < best[kind][0]):
+                        t = _at_target(runs, target, lambda r: r["cpu_s"], log=True)
+                        best[kind] = (n, t / n * 1e6, route)
+            if len(best) == 2:
+                (ne, ue, _), (nd, ud, rd) = best["pre-modeled"], best["DAE"]
+                print(f"{solver:<8} {target:6.1f} {ne:17.0f} {ue:8.1f} {nd:10.0f} {ud:8.1f} "
+                      f"{rd.rsplit(',', 1)[0]:<32} {nd / ne:5.2f}x {ud / ue:7.2f}x")
 
 
 def print_summary(rows, targets):
@@ -252,7 +281,9 @@ def main(argv=None):
         if args.accuracy == "trajectory" and any("trajectory_digits" not in r for r in rows):
             raise SystemExit("--accuracy trajectory: a saved run predates trajectory_digits; re-run it")
         rows = matched(rows, args.accuracy)
-        print_summary(rows, [float(t) for t in args.targets.split(",")])
+        targets = [float(t) for t in args.targets.split(",")]
+        print_summary(rows, targets)
+        print_steps(rows, targets, dict.fromkeys(r["route"].rsplit(", ", 1)[-1].split(" [")[0] for r in rows))
         if not args.no_figure and len(paths) == 1:
             # Named after the run, with the accuracy appended where it is not the run's own.
             same = args.accuracy == saved.get("accuracy", "endpoint")
@@ -275,8 +306,7 @@ def main(argv=None):
     orders = [int(o) for o in args.order.split(",")]
     routes, fit_errors = [("embedded", "embedded ODE", model)], {}
     for order in orders:
-        fourier, fit_error = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier",
-                                                       order=order)
+        fourier, fit_error = premodeled_andrews(model, order)
         fit_errors[order] = float(jnp.max(fit_error))
         label = "embedded ODE, pre-modeled" + (f" (order {order})" if len(orders) > 1 else "")
         routes.append(("pre-modeled", label, fourier))
@@ -344,13 +374,11 @@ def main(argv=None):
             paths[key] = jax.jit(functools.partial(dae_path, model, ab=ab, solver=solver))
     reference = np.asarray(jax.jit(embedded_path, static_argnums=2)(model, 1e-13, diffrax.Dopri8)[0])
     check = np.asarray(jax.jit(dae_path, static_argnums=(2, 3))(model, 1e-13, 0.0, diffrax.Dopri8)[0])
-    if args.case == "testset":
-        digits = bench_digits
-        published = f"{digits(reference[-1]):.2f} digits at t = {t1}"
-    else:
-        # No published solution at t = 0.05: the reference's end point stands in for it.
-        digits = functools.partial(endpoint_digits, reference=reference[-1])
-        published = "no published values"
+    # Digits at t1 against the published solution; the seed's run has none, and there
+    # the reference's end point stands in for it.
+    end = REF if args.case == "testset" else reference[-1]
+    digits = functools.partial(endpoint_digits, reference=end)
+    published = f"{digits(reference[-1]):.2f} digits at t = {t1}" if args.case == "testset" else "no published values"
     print(f"trajectory reference (embedded, Dopri8, 1e-13): {published}; "
           f"max |difference| to the DAE at 1e-13 over {N_TRAJECTORY} times: {np.abs(reference - check).max():.1e} rad",
           flush=True)
@@ -414,7 +442,9 @@ def main(argv=None):
               f"{r['drift']:9.1e}")
 
     print(f"digits matched: {args.accuracy}")
-    summary = print_summary(matched(rows, args.accuracy), [float(t) for t in args.targets.split(",")])
+    targets = [float(t) for t in args.targets.split(",")]
+    summary = print_summary(matched(rows, args.accuracy), targets)
+    print_steps(matched(rows, args.accuracy), targets, args.solvers.split(","))
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ import jaxmb as mb  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from bench_andrews import model_as_vector  # noqa: E402
+from bench_andrews import model_as_vector, premodeled_andrews  # noqa: E402
 
 
 def best_us(fn, repeat=300):
@@ -47,7 +47,7 @@ def best_us(fn, repeat=300):
 
 def main():
     model = C.andrews_squeezer(throw=False)
-    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
+    fourier, _ = premodeled_andrews(model)
     params, static = eqx.partition(fourier, eqx.is_array)
     flat, rebuild = model_as_vector(fourier)
     tol = jnp.asarray(2e-5)

@@ -3,7 +3,7 @@
 projected pass's custom JVP does to it.
 
 Andrews' squeezer 0..0.03 s, embedded ODE with implicit and with pre-modeled (order
-24) joint functions, diffrax Dopri8 at rtol = atol = 1e-8 (about 130 steps), diffrax's
+24) joint functions, diffrax Dopri8 at rtol = atol = 1e-8 (73 steps), diffrax's
 default adjoint (recursive checkpointing, ``max_steps`` 4096). The loss is β(0.03);
 its gradient is taken with respect to a scale s of the spring's stiffness alone (one
 parameter, as an identification of a few parameters; in reverse mode, and in forward
@@ -13,12 +13,9 @@ per route: CPU time of the simulation alone and of value-and-gradient (best of 5
 interleaved), their ratio, compile times, and dβ/ds next to a central difference of
 two simulations at rtol = atol = 1e-12 (step 1e-6), so that a wrong gradient shows.
 
-- ``--derivatives level-wise`` (default, the library): the unrolled pass's derivatives
-  come from the level-wise pass (``jaxmb._dynamics._unrolled_with_level_wise_derivatives``);
-- ``--derivatives unrolled``: by differentiating the unrolled scalar pass itself, as
-  before that custom JVP (patched over the library for the run);
-- ``--derivatives no-unrolling``: no unrolled pass at all, values and derivatives from
-  the level-wise pass (``jaxmb._dynamics._unrolls`` patched to refuse every model).
+``--derivatives level-wise`` (default, the library), ``unrolled`` (differentiating the
+unrolled scalar pass itself, as before its custom JVP) or ``no-unrolling`` (the
+level-wise pass for values too), as in scripts/check_implicit_solver_cost.py.
 
 Run: ``taskset -c 1 .venv/bin/python scripts/check_gradient_cost.py [--derivatives
 unrolled|no-unrolling]`` (about 2 min; 6 with ``unrolled``). docs/engine.md quotes it.
@@ -37,31 +34,27 @@ jax.config.update("jax_enable_x64", True)
 
 import diffrax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
-from jaxmb import _dynamics  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from andrews_rhs import best_times  # noqa: E402
-from bench_andrews import compiled, scaled_stiffness  # noqa: E402
+from check_implicit_solver_cost import DERIVATIVES, use_derivatives  # noqa: E402
+from bench_andrews import compiled, premodeled_andrews, scaled_stiffness  # noqa: E402
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--derivatives", choices=("level-wise", "unrolled", "no-unrolling"), default="level-wise")
+    p.add_argument("--derivatives", choices=DERIVATIVES, default="level-wise")
     p.add_argument("--tol", type=float, default=1e-8)
     p.add_argument("--checkpoints", type=int, default=None,
                    help="checkpoints of diffrax.RecursiveCheckpointAdjoint (default: diffrax's choice for "
                         "max_steps 4096; 4096 stores every step and recomputes none)")
     args = p.parse_args(argv)
-    if args.derivatives == "unrolled":
-        _dynamics._unrolled_with_level_wise_derivatives = _dynamics._projected_terms_unrolled
-    elif args.derivatives == "no-unrolling":
-        _dynamics._unrolls = lambda model: False
+    use_derivatives(args.derivatives)
     model = C.andrews_squeezer(throw=False)
-    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
+    fourier, _ = premodeled_andrews(model)
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=args.checkpoints)
 

@@ -9,10 +9,12 @@ and compile time, with the unrolled pass's derivatives taken:
 - ``--derivatives level-wise`` (default, the library): from the level-wise pass
   (``jaxmb._dynamics._unrolled_with_level_wise_derivatives``);
 - ``--derivatives unrolled``: by differentiating the unrolled scalar pass itself, as
-  before that custom JVP (patched over the library for the run).
+  before that custom JVP (patched over the library for the run);
+- ``--derivatives no-unrolling``: no unrolled pass at all, values and derivatives from
+  the level-wise pass (``jaxmb._dynamics._unrolls`` patched to refuse every model).
 
 Run: ``taskset -c 1 .venv/bin/python scripts/check_implicit_solver_cost.py
-[--derivatives unrolled]`` (about 1.5 min). jaxmb/_dynamics.py quotes it.
+[--derivatives unrolled|no-unrolling]`` (about 1.5 min). jaxmb/_dynamics.py quotes it.
 """
 
 import argparse
@@ -36,17 +38,28 @@ from jaxmb import models as C  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from andrews_rhs import best_times  # noqa: E402
-from bench_andrews import compiled  # noqa: E402
+from bench_andrews import compiled, premodeled_andrews  # noqa: E402
+
+
+DERIVATIVES = ("level-wise", "unrolled", "no-unrolling")
+
+
+def use_derivatives(choice):
+    """Patch the library, for this process, to take the projected pass's values and
+    derivatives as `choice` in :data:`DERIVATIVES` says (the module docstring)."""
+    if choice == "unrolled":
+        _dynamics._unrolled_with_level_wise_derivatives = _dynamics._projected_terms_unrolled
+    elif choice == "no-unrolling":
+        _dynamics._unrolls = lambda model: False
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--derivatives", choices=("level-wise", "unrolled"), default="level-wise")
+    p.add_argument("--derivatives", choices=DERIVATIVES, default="level-wise")
     args = p.parse_args(argv)
-    if args.derivatives == "unrolled":
-        _dynamics._unrolled_with_level_wise_derivatives = _dynamics._projected_terms_unrolled
+    use_derivatives(args.derivatives)
     model = C.andrews_squeezer(throw=False)
-    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
+    fourier, _ = premodeled_andrews(model)
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     print(f"Kvaerno5, rtol = atol = 1e-4, derivatives of the unrolled pass: {args.derivatives}")
     def run(m):

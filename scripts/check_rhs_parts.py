@@ -38,6 +38,7 @@ from jaxmb import _dynamics, _kinematics  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_andrews import premodeled_andrews  # noqa: E402
 from andrews_rhs import best_times, kernel_count, rhs_loop  # noqa: E402
 
 
@@ -76,8 +77,7 @@ def main(argv=None):
     p.add_argument("--order", type=int, default=24)
     args = p.parse_args(argv)
     model = C.andrews_squeezer(throw=False)
-    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier",
-                                           order=args.order)
+    fourier, _ = premodeled_andrews(model, args.order)
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     params, static = eqx.partition(fourier, eqx.is_array)
 

@@ -41,7 +41,7 @@ from jaxmb._simulate import _Vector, _Zero  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from andrews_rhs import best_times, rhs_loop  # noqa: E402
-from bench_andrews import compiled  # noqa: E402
+from bench_andrews import compiled, premodeled_andrews  # noqa: E402
 
 T1 = 0.03
 
@@ -78,7 +78,7 @@ def main(argv=None):
     p.add_argument("--unrolled", action="store_true", help="also time the Dopri8 with its stages unrolled")
     args = p.parse_args(argv)
     model = C.andrews_squeezer(throw=False)
-    fourier, _ = mb.constraints.premodeled(model, 0.0, 2 * np.pi, 2 * np.pi / 512, kind="fourier", order=24)
+    fourier, _ = premodeled_andrews(model)
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     y0 = jnp.concatenate([q0, jnp.zeros(1)])
     perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in model.joint_names])

@@ -68,6 +68,21 @@ def test_andrews_work_precision_runs(tmp_path):
     reaching = [r for r in saved["rows"] if r["trajectory_digits"] >= 4.5]
     cheapest = min((r for r in reaching if r["kind"] == "DAE"), key=lambda r: r["cpu_s"])
     assert f"{cheapest['route']}, tol {cheapest['tol']:.0e}" in summary
+    # ... and splits the speed-up into its two factors: the fewest steps of each side at
+    # exactly 4.5 digits (linear in digits between its two tolerances), and their ratio.
+    def steps_at(route):
+        lo, hi = sorted((r for r in saved["rows"] if r["route"] == route), key=lambda r: -r["tol"])
+        if lo["trajectory_digits"] >= 4.5:
+            return lo["steps"]
+        w = (4.5 - lo["trajectory_digits"]) / (hi["trajectory_digits"] - lo["trajectory_digits"])
+        return lo["steps"] + w * (hi["steps"] - lo["steps"])
+
+    fewest = {kind: min(steps_at(r["route"]) for r in saved["rows"] if r["kind"] == kind)
+              for kind in ("pre-modeled", "DAE")}
+    line = next(ln for ln in summary.splitlines() if ln.startswith("Dopri8") and ln.split()[1] == "4.5")
+    cells = line.split()
+    assert float(cells[2]) == round(fewest["pre-modeled"]) and float(cells[4]) == round(fewest["DAE"])
+    assert abs(float(cells[-2].rstrip("x")) - fewest["DAE"] / fewest["pre-modeled"]) < 0.006
     # A run saved before trajectory digits existed is refused, not summarized on endpoint digits.
     old = tmp_path / "old.json"
     old.write_text(json.dumps(dict(saved, rows=[{k: v for k, v in r.items() if k != "trajectory_digits"}
@@ -107,7 +122,7 @@ def test_andrews_work_precision_runs_the_seeds_own_experiment(tmp_path):
 def test_endpoint_digits_is_the_worst_angles_relative_error():
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        from andrews_work_precision import endpoint_digits
+        from bench_andrews import endpoint_digits
     finally:
         sys.path.remove(str(BENCHMARKS))
     import numpy as np
