@@ -17,8 +17,17 @@ two simulations at rtol = atol = 1e-12 (step 1e-6), so that a wrong gradient sho
 unrolled scalar pass itself, as before its custom JVP) or ``no-unrolling`` (the
 level-wise pass for values too), as in scripts/check_implicit_solver_cost.py.
 
+With ``--crossover K1,K2,...``: where forward and reverse mode cross. For each k the
+loss is β(0.03) of the model with its first k floating-point arrays (in pytree order:
+masses, inertias, geometry, loads, fitted series) each scaled by its own factor
+``1 + p_i``, and the derivative is the k-vector dβ/dp at p = 0, by ``jax.jacfwd`` with
+``diffrax.ForwardMode`` (k tangents carried with the simulation) and by ``jax.grad``
+(one backward pass). Printed per route and k: both times, their ratio to the
+simulation, compile times, and the largest difference between the two derivatives.
+
 Run: ``taskset -c 1 .venv/bin/python scripts/check_gradient_cost.py [--derivatives
-unrolled|no-unrolling]`` (about 2 min; 6 with ``unrolled``). docs/engine.md quotes it.
+unrolled|no-unrolling] [--crossover 1,2,4,8,16,32,64]`` (about 2 min; 6 with
+``unrolled``, 8 with ``--crossover``). docs/engine.md quotes it.
 """
 
 import argparse
@@ -33,6 +42,7 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 import diffrax  # noqa: E402
+import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
@@ -44,6 +54,48 @@ from check_implicit_solver_cost import DERIVATIVES, use_derivatives  # noqa: E40
 from bench_andrews import compiled, premodeled_andrews, scaled_stiffness  # noqa: E402
 
 
+def scaled_arrays(model, p):
+    """`model` with its first ``len(p)`` floating-point arrays (pytree order) each scaled
+    by ``1 + p_i``: k scalar parameters that touch k different parts of the model."""
+    arrays, static = eqx.partition(model, eqx.is_inexact_array)
+    leaves, tree = jax.tree_util.tree_flatten(arrays)
+    if p.shape[0] > len(leaves):
+        raise ValueError(f"the model has {len(leaves)} floating-point arrays, fewer than the {p.shape[0]} asked for")
+    leaves = [x * (1 + p[i]) if i < p.shape[0] else x for i, x in enumerate(leaves)]
+    return eqx.combine(jax.tree_util.tree_unflatten(tree, leaves), static)
+
+
+def crossover(models, counts, tol, beta):
+    """Time forward mode (``jax.jacfwd``) against reverse mode (``jax.grad``) for k = each
+    of `counts` parameters (:func:`scaled_arrays`) and print the table."""
+
+    def forward(m, p):
+        return jax.jacfwd(lambda p: beta(scaled_arrays(m, p), 1.0, tol, diffrax.ForwardMode())[0])(p)
+
+    def reverse(m, p):
+        return jax.grad(lambda p: beta(scaled_arrays(m, p), 1.0, tol)[0])(p)
+
+    runs, compile_s = {}, {}
+    for name, m in models.items():
+        runs[name, 0], compile_s[name, 0] = compiled(lambda m: beta(m, 1.0, tol)[0], m)
+        runs[name, 0] = (runs[name, 0], ())
+        for k in counts:
+            for mode, fn in (("forward", forward), ("reverse", reverse)):
+                run, compile_s[name, mode, k] = compiled(fn, m, jnp.zeros(k))
+                runs[name, mode, k] = (run, ())
+    seconds = best_times(runs, repeat=5)
+    for name in models:
+        sim = seconds[name, 0]
+        print(f"{name}: simulation {sim * 1e3:.2f} ms")
+        print(f"  {'k':>3}  {'jax.jacfwd, ForwardMode':>30}  {'jax.grad':>30}  {'max |difference|':>16}")
+        for k in counts:
+            f, r = seconds[name, "forward", k], seconds[name, "reverse", k]
+            diff = float(jnp.max(jnp.abs(runs[name, "forward", k][0]() - runs[name, "reverse", k][0]())))
+            print(f"  {k:>3}  {f * 1e3:8.2f} ms ({f / sim:5.1f}x, {compile_s[name, 'forward', k]:4.1f} s)  "
+                  f"{r * 1e3:8.2f} ms ({r / sim:5.1f}x, {compile_s[name, 'reverse', k]:4.1f} s)  {diff:16.2e}",
+                  flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--derivatives", choices=DERIVATIVES, default="level-wise")
@@ -51,6 +103,8 @@ def main(argv=None):
     p.add_argument("--checkpoints", type=int, default=None,
                    help="checkpoints of diffrax.RecursiveCheckpointAdjoint (default: diffrax's choice for "
                         "max_steps 4096; 4096 stores every step and recomputes none)")
+    p.add_argument("--crossover", default=None, metavar="K1,K2,...",
+                   help="time forward against reverse mode for these numbers of parameters instead")
     args = p.parse_args(argv)
     use_derivatives(args.derivatives)
     model = C.andrews_squeezer(throw=False)
@@ -79,6 +133,13 @@ def main(argv=None):
         (b, steps), (dm, ds) = jax.value_and_grad(beta, argnums=(0, 1), has_aux=True)(m, s, tol)
         leaves = jax.tree_util.tree_leaves(dm)
         return b, steps, ds, jnp.sqrt(sum(jnp.sum(x**2) for x in leaves))
+
+    if args.crossover:
+        counts = [int(k) for k in args.crossover.split(",")]
+        print(f"Dopri8, rtol = atol = {args.tol:g}: forward against reverse mode in k parameters "
+              "(times best of 5; in brackets the ratio to the simulation and the compile time)")
+        crossover({"implicit": model, "pre-modeled": fourier}, counts, jnp.asarray(args.tol), beta)
+        return
 
     kinds = {"simulation": beta, "gradient in s": gradient_stiffness, "forward mode in s": forward_mode_stiffness,
              "gradient in s and model": gradient_model}

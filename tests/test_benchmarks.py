@@ -152,3 +152,33 @@ def test_trajectory_digits_is_the_worst_angles_relative_rms_error():
     path[-1, 0] += 1.0             # one bad point of 50 in a third angle now dominates
     expected = -np.log10(np.sqrt(1.0 / 50) / np.sqrt(np.mean(reference[:, 0] ** 2)))
     assert abs(trajectory_digits(path, reference) - expected) < 1e-9 and expected < 1.5
+
+
+def test_gradient_crossover_scales_the_first_k_arrays_each_by_its_own_factor():
+    # scripts/check_gradient_cost.py --crossover times derivatives in k parameters, each
+    # a factor on one array of the model; a wrong mapping would time the wrong problem.
+    scripts = str(BENCHMARKS.parent / "scripts")
+    sys.path[:0] = [scripts, str(BENCHMARKS)]
+    try:
+        from check_gradient_cost import scaled_arrays
+    finally:
+        sys.path.remove(scripts)
+        sys.path.remove(str(BENCHMARKS))
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import pytest
+
+    from jaxmb import models
+
+    model = models.double_pendulum()
+    before = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    after = jax.tree_util.tree_leaves(eqx.filter(scaled_arrays(model, jnp.array([0.5, 0.0, 2.0])),
+                                                 eqx.is_inexact_array))
+    factors = [1.5, 1.0, 3.0] + [1.0] * (len(before) - 3)
+    assert len(after) == len(before) > 3
+    for x, y, c in zip(before, after, factors):
+        np.testing.assert_array_equal(y, x * c)
+    with pytest.raises(ValueError, match="floating-point arrays"):
+        scaled_arrays(model, jnp.zeros(len(before) + 1))
