@@ -23,7 +23,8 @@ masses, inertias, geometry, loads, fitted series) each scaled by its own factor
 ``1 + p_i``, and the derivative is the k-vector dβ/dp at p = 0, by ``jax.jacfwd`` with
 ``diffrax.ForwardMode`` (k tangents carried with the simulation) and by ``jax.grad``
 (one backward pass). Printed per route and k: both times, their ratio to the
-simulation, compile times, and the largest difference between the two derivatives.
+simulation, compile times, the largest absolute difference between the two
+derivatives and the largest |dβ/dp|.
 
 Run: ``taskset -c 1 .venv/bin/python scripts/check_gradient_cost.py [--derivatives
 unrolled|no-unrolling] [--crossover 1,2,4,8,16,32,64]`` (about 2 min; 6 with
@@ -77,23 +78,23 @@ def crossover(models, counts, tol, beta):
 
     runs, compile_s = {}, {}
     for name, m in models.items():
-        runs[name, 0], compile_s[name, 0] = compiled(lambda m: beta(m, 1.0, tol)[0], m)
-        runs[name, 0] = (runs[name, 0], ())
-        for k in counts:
-            for mode, fn in (("forward", forward), ("reverse", reverse)):
-                run, compile_s[name, mode, k] = compiled(fn, m, jnp.zeros(k))
-                runs[name, mode, k] = (run, ())
+        for key, fn, args in [((name, 0), lambda m: beta(m, 1.0, tol)[0], ())] + [
+                ((name, mode, k), fn, (jnp.zeros(k),)) for k in counts
+                for mode, fn in (("forward", forward), ("reverse", reverse))]:
+            run, compile_s[key] = compiled(fn, m, *args)
+            runs[key] = (run, ())
     seconds = best_times(runs, repeat=5)
     for name in models:
         sim = seconds[name, 0]
         print(f"{name}: simulation {sim * 1e3:.2f} ms")
-        print(f"  {'k':>3}  {'jax.jacfwd, ForwardMode':>30}  {'jax.grad':>30}  {'max |difference|':>16}")
+        print(f"  {'k':>3}  {'jax.jacfwd, ForwardMode':>30}  {'jax.grad':>30}  {'max |difference|':>16}  "
+              f"{'max |d beta / d p|':>18}")
         for k in counts:
             f, r = seconds[name, "forward", k], seconds[name, "reverse", k]
-            diff = float(jnp.max(jnp.abs(runs[name, "forward", k][0]() - runs[name, "reverse", k][0]())))
+            df, dr = runs[name, "forward", k][0](), runs[name, "reverse", k][0]()
             print(f"  {k:>3}  {f * 1e3:8.2f} ms ({f / sim:5.1f}x, {compile_s[name, 'forward', k]:4.1f} s)  "
-                  f"{r * 1e3:8.2f} ms ({r / sim:5.1f}x, {compile_s[name, 'reverse', k]:4.1f} s)  {diff:16.2e}",
-                  flush=True)
+                  f"{r * 1e3:8.2f} ms ({r / sim:5.1f}x, {compile_s[name, 'reverse', k]:4.1f} s)  "
+                  f"{float(jnp.max(jnp.abs(df - dr))):16.2e}  {float(jnp.max(jnp.abs(dr))):18.2e}", flush=True)
 
 
 def main(argv=None):

@@ -119,12 +119,9 @@ def test_andrews_work_precision_runs_the_seeds_own_experiment(tmp_path):
     assert 0.0 < rows["DAE"]["drift"] < 1e-6
 
 
-def test_endpoint_digits_is_the_worst_angles_relative_error():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        from bench_andrews import endpoint_digits
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def test_endpoint_digits_is_the_worst_angles_relative_error(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from bench_andrews import endpoint_digits
     import numpy as np
 
     reference = np.arange(1.0, 8.0)
@@ -135,12 +132,9 @@ def test_endpoint_digits_is_the_worst_angles_relative_error():
     assert endpoint_digits(reference, reference) == 17.0
 
 
-def test_trajectory_digits_is_the_worst_angles_relative_rms_error():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        from andrews_work_precision import trajectory_digits
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def test_trajectory_digits_is_the_worst_angles_relative_rms_error(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from andrews_work_precision import trajectory_digits
     import numpy as np
 
     t = np.linspace(0.01, 1.0, 50)
@@ -154,16 +148,12 @@ def test_trajectory_digits_is_the_worst_angles_relative_rms_error():
     assert abs(trajectory_digits(path, reference) - expected) < 1e-9 and expected < 1.5
 
 
-def test_gradient_crossover_scales_the_first_k_arrays_each_by_its_own_factor():
+def test_gradient_crossover_scales_the_first_k_arrays_each_by_its_own_factor(monkeypatch):
     # scripts/check_gradient_cost.py --crossover times derivatives in k parameters, each
     # a factor on one array of the model; a wrong mapping would time the wrong problem.
-    scripts = str(BENCHMARKS.parent / "scripts")
-    sys.path[:0] = [scripts, str(BENCHMARKS)]
-    try:
-        from check_gradient_cost import scaled_arrays
-    finally:
-        sys.path.remove(scripts)
-        sys.path.remove(str(BENCHMARKS))
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.syspath_prepend(str(BENCHMARKS.parent / "scripts"))
+    from check_gradient_cost import scaled_arrays
     import equinox as eqx
     import jax
     import jax.numpy as jnp
