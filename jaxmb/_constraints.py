@@ -50,7 +50,10 @@ RESULT_MESSAGES = {
     "or q outside the range of motion)",
     SINGULAR: "singular configuration: dg/df is rank-deficient (reciprocal condition number "
     "below rcond_min); the dependent joint variables are not smooth functions of q here",
-    WRONG_BRANCH: "the solve converged to another assembly branch than the chosen one",
+    WRONG_BRANCH: "the solve converged to another assembly branch than the chosen one (the sign "
+    "of branch_fn, or of det dg/df without one, differs from the reference's); give the "
+    "LoopClosure a guess(q, params) on the chosen branch (a closed form or a pre-modeled fit), "
+    "more continuation steps (n_continuation) or a q_ref nearer the motion",
 }
 
 
@@ -115,7 +118,12 @@ class LoopClosure(eqx.Module):
       path must stay inside the range of motion).
     - `branch_fn`: optional static ``branch_fn(f_dep, q, params) -> scalar`` whose
       sign identifies the branch; a solution whose sign differs from that at the
-      reference is flagged WRONG_BRANCH.
+      reference is flagged WRONG_BRANCH. Without it, the sign of ``det ∂g/∂f``
+      serves: it cannot change along a branch without passing a singular
+      configuration, so a solution where it differs from the reference's lies on
+      another assembly (the mirror image of a four-bar or slider-crank, say). The
+      converse does not hold: assemblies with the same sign are not told apart,
+      and a `branch_fn` or a `guess` on the branch is then the way to keep it.
     - `name`: the mechanism's name (appears in error messages).
     - `rtol`, `atol`, `max_steps`: Newton's tolerances (optimistix) and step limit.
     - `rcond_min`: below this reciprocal condition number of ``∂g/∂f`` the
@@ -179,11 +187,19 @@ class LoopClosure(eqx.Module):
                     f"LoopClosure {name!r}: no assembly near f_ref = {np.asarray(self.f_ref)} at "
                     f"q_ref = {np.asarray(self.q_ref)}; give a better reference.")
             self.f_ref = sol.value
-            if branch_fn is not None:
-                s = float(branch_fn(self.f_ref, self.q_ref, params))
-                if s == 0.0:
-                    raise LoopClosureError(f"LoopClosure {name!r}: the reference lies on a branch boundary.")
-                self.branch = 1 if s > 0 else -1
+            _, _, rcond = self._result(self.f_ref, self.q_ref, True)
+            if not float(rcond) >= self.rcond_min:
+                raise LoopClosureError(
+                    f"LoopClosure {name!r}: the reference assembly at q_ref = {np.asarray(self.q_ref)} is "
+                    f"singular (reciprocal condition number of dg/df {float(rcond):.2e} < rcond_min = "
+                    f"{self.rcond_min:g}), so it names no branch; choose a q_ref inside the range of motion.")
+            s = float(self._branch_sign(self.f_ref, self.q_ref))
+            if s == 0.0:
+                raise LoopClosureError(
+                    f"LoopClosure {name!r}: the reference lies on a branch boundary ("
+                    + ("branch_fn" if branch_fn is not None else "det dg/df, a singular configuration")
+                    + " is 0 there); choose another q_ref/f_ref.")
+            self.branch = 1 if s > 0 else -1
 
     # -- sizes -------------------------------------------------------------
     @property
@@ -242,6 +258,12 @@ class LoopClosure(eqx.Module):
             f = self._check(f, code, q)
         return LoopSolution(f=f, result=code, residual=residual, rcond=rcond, num_steps=sol.stats["num_steps"])
 
+    def _branch_sign(self, f, q):
+        """The scalar whose sign names the assembly branch: `branch_fn`, else ``det ∂g/∂f``."""
+        if self.branch_fn is not None:
+            return self.branch_fn(f, q, self.params)
+        return jnp.linalg.det(jax.jacfwd(self.residual)(f, q))
+
     def _result(self, f, q, converged):
         """``(code, max |g|, rcond)`` of a solution `f` at `q` (values only)."""
         fs, qs = jax.lax.stop_gradient(f), jax.lax.stop_gradient(q)
@@ -253,10 +275,7 @@ class LoopClosure(eqx.Module):
         finite = jnp.all(jnp.isfinite(fs)) & jnp.isfinite(residual)
         converged = converged & finite
         singular = ~(rcond >= self.rcond_min)  # NaN counts as singular
-        if self.branch_fn is not None and self.branch != 0:
-            wrong = jnp.sign(self.branch_fn(fs, qs, self.params)) != self.branch
-        else:
-            wrong = jnp.asarray(False)
+        wrong = (jnp.sign(self._branch_sign(fs, qs)) != self.branch) if self.branch != 0 else jnp.asarray(False)
         code = jnp.where(~converged, NOT_CONVERGED,
                          jnp.where(singular, SINGULAR, jnp.where(wrong, WRONG_BRANCH, SUCCESS)))
         return code.astype(jnp.int32), residual, rcond

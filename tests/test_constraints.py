@@ -52,6 +52,55 @@ def test_wrong_branch_is_flagged(five):
         closure.solve(q, f_other)
 
 
+def _slider_crank(f, q, p):
+    r, length = p
+    return jnp.stack([r * jnp.cos(q[0]) + length * jnp.cos(q[0] + f[0]) - f[1],
+                      r * jnp.sin(q[0]) + length * jnp.sin(q[0] + f[0])])
+
+
+def _slider_crank_mirror(q, r=0.1, length=0.3):
+    """The other assembly at q, in closed form: the piston on the crank's far side."""
+    phi = jnp.pi + jnp.arcsin(r * jnp.sin(q) / length)   # the rod's absolute angle
+    return jnp.stack([phi - q, r * jnp.cos(q) + length * jnp.cos(phi)])
+
+
+def test_without_branch_fn_the_sign_of_det_dg_df_keeps_the_branch():
+    """No guess and no branch_fn: a solution on the mirror assembly is a root of g
+    (|g| at round-off) but det dg/df has the other sign, so it is flagged, eagerly
+    and inside a jitted simulation (which before ran on, jumping between assemblies,
+    until diffrax's step limit)."""
+    loop = mb.LoopClosure(_slider_crank, [0.0], [0.0, 0.4], jnp.array([0.1, 0.3]), name="slider_crank")
+    assert loop.branch == 1
+    q = jnp.array([0.7])
+    mirror = _slider_crank_mirror(q[0])
+    assert float(jnp.abs(_slider_crank(mirror, q, loop.params)).max()) < 1e-15
+    ours = loop.solve(q)
+    assert int(ours.result) == SUCCESS and float(ours.f[1]) > 0
+    assert int(loop.solve(q, mirror, throw=False).result) == WRONG_BRANCH
+    with pytest.raises(mb.LoopClosureError, match="slider_crank.*another assembly branch.*guess"):
+        loop.solve(q, mirror)
+    # The continuation from q_ref = 0 lands on the mirror assembly at q = 7.25.
+    assert int(loop.solve(jnp.array([7.25]), throw=False).result) == WRONG_BRANCH
+
+    # A singular reference (r = L, q = pi/2: the rod straight down, det dg/df = 0) names
+    # no branch.
+    with pytest.raises(mb.LoopClosureError, match="slider_crank.*reference assembly.*singular"):
+        mb.LoopClosure(_slider_crank, [jnp.pi / 2], [-jnp.pi, 0.0], jnp.array([0.3, 0.3]), name="slider_crank")
+
+    b = mb.ModelBuilder("engine")
+    crank = b.add_coordinate("crank")
+    inertia = jnp.diag(jnp.array([1e-6, 1e-3, 1e-3]))
+    for name in ("crank", "rod", "piston"):
+        b.add_body(mb.Body(name, 1.0, (0.0, 0.0, 0.0), inertia))
+    rod, piston = mb.implicit_joint_functions(loop)
+    b.add_joint(mb.revolute("main_bearing", "ground", "crank", (0, 0, 1), mb.Coordinate(crank)))
+    b.add_joint(mb.revolute("crank_pin", "crank", "rod", (0, 0, 1), rod, offset=(0.1, 0, 0)))
+    b.add_joint(mb.prismatic("cylinder", "ground", "piston", (1, 0, 0), piston))
+    engine = b.build()
+    with pytest.raises(Exception, match="slider_crank.*another assembly branch"):
+        mb.simulate(engine, jnp.array([0.5]), jnp.array([20.0]), t1=1.0, max_steps=4096)
+
+
 @pytest.mark.parametrize("k", range(len(FIVE_BAR_QS)))
 def test_derivative_routes_agree(five, k):
     _, model, closure = five
