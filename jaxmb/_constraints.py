@@ -275,7 +275,9 @@ class LoopClosure(eqx.Module):
         finite = jnp.all(jnp.isfinite(fs)) & jnp.isfinite(residual)
         converged = converged & finite
         singular = ~(rcond >= self.rcond_min)  # NaN counts as singular
-        wrong = (jnp.sign(self._branch_sign(fs, qs)) != self.branch) if self.branch != 0 else jnp.asarray(False)
+        wrong = jnp.asarray(False)
+        if self.branch != 0:
+            wrong = jnp.sign(self._branch_sign(fs, qs)) != self.branch
         code = jnp.where(~converged, NOT_CONVERGED,
                          jnp.where(singular, SINGULAR, jnp.where(wrong, WRONG_BRANCH, SUCCESS)))
         return code.astype(jnp.int32), residual, rcond
