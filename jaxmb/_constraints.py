@@ -133,6 +133,11 @@ class LoopClosure(eqx.Module):
     - `variable_names`: names of the m dependent variables (documentation).
     - `share`: share one solve per ``q`` between the joints of this loop within a
       trace (see :meth:`value`).
+
+    A copy made by :meth:`warm_started` holds a `start`, Newton's first iterate at
+    every ``q`` in place of the guess or the continuation: :func:`jaxmb.simulate`
+    carries the dependent variables along the motion and starts each solve from
+    them.
     """
 
     fn: Callable = eqx.field(static=True)
@@ -151,6 +156,7 @@ class LoopClosure(eqx.Module):
     throw: bool = eqx.field(static=True)
     variable_names: tuple[str, ...] = eqx.field(static=True)
     share: bool = eqx.field(static=True)
+    start: Float[Array, " m"] | None
 
     def __init__(self, fn: Callable, q_ref: ArrayLike, f_ref: ArrayLike, params: Any = None, *,
                  guess: Callable | None = None, branch_fn: Callable | None = None,
@@ -163,6 +169,7 @@ class LoopClosure(eqx.Module):
         self.q_ref = jnp.atleast_1d(_as_float_array(q_ref))
         self.f_ref = jnp.atleast_1d(_as_float_array(f_ref))
         self.guess = guess
+        self.start = None
         self.branch_fn = branch_fn
         self.name = str(name)
         self.rtol, self.atol = float(rtol), float(atol)
@@ -228,9 +235,19 @@ class LoopClosure(eqx.Module):
                               args=(q, self.params), max_steps=self.max_steps if max_steps is None else max_steps,
                               adjoint=optx.ImplicitAdjoint(), throw=False)
 
+    def warm_started(self, start: ArrayLike) -> "LoopClosure":
+        """This loop with Newton started from `start` (m,) at every ``q``: a solution
+        at a nearby ``q`` (the previous state of a simulation), so that a solve takes
+        one or two iterations and stays on its branch however far ``q`` is from
+        `q_ref`. The branch is still checked against the reference."""
+        return eqx.tree_at(lambda c: c.start, self, jnp.asarray(start), is_leaf=lambda x: x is None)
+
     def initial_guess(self, q):
-        """The first Newton iterate at ``q`` (no gradient flows through it)."""
+        """The first Newton iterate at ``q`` (no gradient flows through it): the
+        `start` of a :meth:`warm_started` copy, else `guess`, else the continuation."""
         q = jax.lax.stop_gradient(q)
+        if self.start is not None:
+            return jax.lax.stop_gradient(self.start.astype(q.dtype))
         if self.guess is not None:
             return jax.lax.stop_gradient(jnp.asarray(self.guess(q, self.params), dtype=q.dtype))
         f = jax.lax.stop_gradient(self.f_ref.astype(q.dtype))
@@ -532,7 +549,7 @@ def _shared(tag, closure, q, compute, extra=None):
         return compute()
     key = _key(tag, closure, q)
     hit = _SHARE.get(key)
-    if hit is not None and hit[0] is q and hit[3] is extra and _params_match(hit[1], closure.params):
+    if hit is not None and hit[0] is q and hit[3] is extra and _params_match(hit[1], (closure.params, closure.start)):
         return hit[2]
     out = compute()
     _remember(tag, closure, q, out, extra)
@@ -544,7 +561,7 @@ def _remember(tag, closure, q, out, extra=None):
         return
     if len(_SHARE) >= _SHARE_MAX:
         _SHARE.pop(next(iter(_SHARE)))
-    _SHARE[_key(tag, closure, q)] = (q, closure.params, out, extra)
+    _SHARE[_key(tag, closure, q)] = (q, (closure.params, closure.start), out, extra)
 
 
 # ---------------------------------------------------------------------------
@@ -877,9 +894,9 @@ def _static_key(c: LoopClosure):
     return (c.fn, c.name, c.guess, c.branch, c.m, c.nq)
 
 
-def _closures(model: Model):
-    """The distinct loop closures of a model with, for each, the joint indices of its
-    dependent variables (ordered by the closure's index)."""
+def _closure_joints(model: Model) -> list[tuple[LoopClosure, dict[int, int]]]:
+    """The distinct loop closures of a model, each with ``{variable index: joint
+    index}`` for those of its dependent variables that are joints of the model."""
     found: list[tuple[LoopClosure, dict[int, int]]] = []
     for i, j in enumerate(model.joints):
         fn = j.function
@@ -890,8 +907,14 @@ def _closures(model: Model):
                     break
             else:
                 found.append((fn.closure, {fn.index: i}))
+    return found
+
+
+def _closures(model: Model):
+    """The distinct loop closures of a model with, for each, the joint indices of its
+    dependent variables (ordered by the closure's index); all must be joints."""
     out = []
-    for c, idx in found:
+    for c, idx in _closure_joints(model):
         if sorted(idx) != list(range(c.m)):
             raise LoopClosureError(f"Loop {c.name!r}: not all of its {c.m} dependent variables are joints "
                                    "of the model; the traditional route needs them all.")

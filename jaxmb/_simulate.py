@@ -12,10 +12,12 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optimistix as optx
 from jaxtyping import Array, Bool, Float
 
 from ._typing import RealLike
 
+from ._constraints import _closure_joints
 from ._control import AbstractController
 from ._dynamics import Method, forward_dynamics
 from ._model import Model
@@ -59,25 +61,59 @@ class _Zero(eqx.Module):
 
 
 class _Vector(eqx.Module):
-    """``y' = (q', q'', z')`` on the flat state ``y = (q, q', z)`` (2 nq + nz,): one
-    array rather than a tuple, so that each Runge-Kutta stage's combinations are one
-    kernel, not three."""
+    """``y' = (q', q'', z', w')`` on the flat state ``y = (q, q', z, w)``: one array
+    rather than a tuple, so that each Runge-Kutta stage's combinations are one
+    kernel, not four.
+
+    ``w`` holds the dependent variables of the loops in `warm` (joint indices per
+    loop), integrated as ``w' = J q'``. They only start each loop's Newton solve
+    (:meth:`~jaxmb.LoopClosure.warm_started`): the dynamics use the solved ``f(q)``,
+    so ``w`` adds no unknowns to the ODE in q, and the step-size control leaves it
+    out."""
 
     model: Model
     torque: Any
     controller: AbstractController | None
     method: str = eqx.field(static=True)
+    warm: tuple = eqx.field(static=True, default=())
+    nz: int = eqx.field(static=True, default=0)
 
     def __call__(self, t, y, args):
         nq = self.model.nq
-        q, qd, z = y[:nq], y[nq:2 * nq], y[2 * nq:]
+        nqz = 2 * nq + self.nz
+        q, qd, z, w = y[:nq], y[nq:2 * nq], y[2 * nq:nqz], y[nqz:]
+        model, closures = _warm_started(self.model, self.warm, w)
         tau = self.torque(t, q, qd)
         dz = jnp.zeros_like(z)
         if self.controller is not None:
             tau = tau + self.controller.torque(t, q, qd, z)
             dz = self.controller.state_derivative(t, q, qd, z)
-        qdd = forward_dynamics(self.model, q, qd, tau, method=self.method)
-        return jnp.concatenate([qd, qdd, dz])
+        qdd = forward_dynamics(model, q, qd, tau, method=self.method)
+        # The loops' rates: shared with forward_dynamics's solve of the same (q, q').
+        dw = [jax.lax.stop_gradient(c.rates(q, qd)[2]) for c in closures]
+        return jnp.concatenate([qd, qdd, dz, *dw])
+
+
+def _warm_loops(model: Model) -> tuple:
+    """For each loop without a `guess` (whose solves would otherwise start from a
+    continuation from ``q_ref``, which fails far from it), the indices of the joints
+    that are its variables."""
+    return tuple(tuple(idx.values()) for closure, idx in _closure_joints(model) if closure.guess is None)
+
+
+def _warm_started(model: Model, warm: tuple, w):
+    """`model` with the loops in `warm` started from their slices of `w`, and those loops."""
+    if not warm:
+        return model, []
+    joints, closures, k = list(model.joints), [], 0
+    for idx in warm:
+        closure = joints[idx[0]].function.closure
+        closure = closure.warm_started(w[k:k + closure.m])
+        for i in idx:
+            joints[i] = eqx.tree_at(lambda j: j.function.closure, joints[i], closure)
+        closures.append(closure)
+        k += closure.m
+    return eqx.tree_at(lambda m: m.joints, model, tuple(joints)), closures
 
 
 def _torque_function(tau, tau_ts, dtype):
@@ -129,6 +165,12 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: float, *, t0: float 
 
     Works under ``jax.jit`` and ``jax.vmap`` (over initial conditions or over model
     parameters) and is differentiable.
+
+    Loops without a `guess` (:class:`~jaxmb.LoopClosure`) are solved at every
+    right-hand side by Newton's method started from their variables carried along
+    the motion (``w' = J q'``, appended to the state and left out of the step-size
+    control), not from a continuation from ``q_ref``: a solve takes one or two
+    iterations and stays on its branch through full turns of a crank.
     """
     q0 = jnp.asarray(q0)
     if not jnp.issubdtype(q0.dtype, jnp.floating):
@@ -145,23 +187,27 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: float, *, t0: float 
         except KeyError:
             raise ValueError(f"simulate: unknown solver {solver!r}; choose from {sorted(_SOLVERS)}.") from None
     z0 = jnp.zeros((0,), q0.dtype) if controller is None else jnp.asarray(controller.init(q0, qd0), q0.dtype)
-    vector = _Vector(model, _torque_function(tau, tau_ts, q0.dtype), controller, method)
+    warm = _warm_loops(model)
+    w0 = [model.joints[idx[0]].function.closure.solve(q0).f.astype(q0.dtype) for idx in warm]
+    vector = _Vector(model, _torque_function(tau, tau_ts, q0.dtype), controller, method, warm, z0.shape[0])
     saveat = diffrax.SaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=q0.dtype))
+    n_controlled = 2 * model.nq + z0.shape[0]
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vector),
         solver,
         t0=t0,
         t1=t1,
         dt0=dt0,
-        y0=jnp.concatenate([q0, qd0, z0]),
+        y0=jnp.concatenate([q0, qd0, z0, *w0]),
         saveat=saveat,
-        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        stepsize_controller=diffrax.PIDController(
+            rtol=rtol, atol=atol, norm=optx.rms_norm if not warm else lambda e: optx.rms_norm(e[:n_controlled])),
         max_steps=max_steps,
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
         throw=throw,
     )
     nq = model.nq
-    q, qd, z = sol.ys[:, :nq], sol.ys[:, nq:2 * nq], sol.ys[:, 2 * nq:]
+    q, qd, z = sol.ys[:, :nq], sol.ys[:, nq:2 * nq], sol.ys[:, 2 * nq:n_controlled]
     return Solution(ts=sol.ts, q=q, qd=qd, z=z, success=sol.result == diffrax.RESULTS.successful,
                     result=sol.result, stats=sol.stats)

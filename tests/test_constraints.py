@@ -64,12 +64,30 @@ def _slider_crank_mirror(q, r=0.1, length=0.3):
     return jnp.stack([phi - q, r * jnp.cos(q) + length * jnp.cos(phi)])
 
 
+def _slider_crank_loop():
+    return mb.LoopClosure(_slider_crank, [0.0], [0.0, 0.4], jnp.array([0.1, 0.3]), name="slider_crank")
+
+
+def _engine(loop):
+    """A slider-crank under gravity whose rod angle and piston position are `loop`'s."""
+    b = mb.ModelBuilder("engine", gravity=(0.0, -9.81, 0.0))
+    crank = b.add_coordinate("crank")
+    inertia = jnp.diag(jnp.array([1e-6, 1e-3, 1e-3]))
+    b.add_body(mb.Body("crank", 1.0, (0.05, 0.0, 0.0), inertia))
+    b.add_body(mb.Body("rod", 2.0, (0.15, 0.0, 0.0), inertia))
+    b.add_body(mb.Body("piston", 0.5, (0.0, 0.0, 0.0), inertia))
+    rod, piston = mb.implicit_joint_functions(loop)
+    b.add_joint(mb.revolute("main_bearing", "ground", "crank", (0, 0, 1), mb.Coordinate(crank)))
+    b.add_joint(mb.revolute("crank_pin", "crank", "rod", (0, 0, 1), rod, offset=(0.1, 0, 0)))
+    b.add_joint(mb.prismatic("cylinder", "ground", "piston", (1, 0, 0), piston))
+    return b.build()
+
+
 def test_without_branch_fn_the_sign_of_det_dg_df_keeps_the_branch():
     """No guess and no branch_fn: a solution on the mirror assembly is a root of g
-    (|g| at round-off) but det dg/df has the other sign, so it is flagged, eagerly
-    and inside a jitted simulation (which before ran on, jumping between assemblies,
-    until diffrax's step limit)."""
-    loop = mb.LoopClosure(_slider_crank, [0.0], [0.0, 0.4], jnp.array([0.1, 0.3]), name="slider_crank")
+    (|g| at round-off) but det dg/df has the other sign, so it is flagged, not
+    returned as if it were the loop's."""
+    loop = _slider_crank_loop()
     assert loop.branch == 1
     q = jnp.array([0.7])
     mirror = _slider_crank_mirror(q[0])
@@ -81,24 +99,44 @@ def test_without_branch_fn_the_sign_of_det_dg_df_keeps_the_branch():
         loop.solve(q, mirror)
     # The continuation from q_ref = 0 lands on the mirror assembly at q = 7.25.
     assert int(loop.solve(jnp.array([7.25]), throw=False).result) == WRONG_BRANCH
-
-    # A singular reference (r = L, q = pi/2: the rod straight down, det dg/df = 0) names
-    # no branch.
+    with pytest.raises(mb.LoopClosureError, match="slider_crank.*another assembly branch"):
+        mb.joint_values(_engine(loop), jnp.array([7.25]))
+    # A singular reference (r = L, q = pi/2: the rod straight down, det dg/df = 0)
+    # names no branch.
     with pytest.raises(mb.LoopClosureError, match="slider_crank.*reference assembly.*singular"):
         mb.LoopClosure(_slider_crank, [jnp.pi / 2], [-jnp.pi, 0.0], jnp.array([0.3, 0.3]), name="slider_crank")
 
-    b = mb.ModelBuilder("engine")
-    crank = b.add_coordinate("crank")
-    inertia = jnp.diag(jnp.array([1e-6, 1e-3, 1e-3]))
-    for name in ("crank", "rod", "piston"):
-        b.add_body(mb.Body(name, 1.0, (0.0, 0.0, 0.0), inertia))
-    rod, piston = mb.implicit_joint_functions(loop)
-    b.add_joint(mb.revolute("main_bearing", "ground", "crank", (0, 0, 1), mb.Coordinate(crank)))
-    b.add_joint(mb.revolute("crank_pin", "crank", "rod", (0, 0, 1), rod, offset=(0.1, 0, 0)))
-    b.add_joint(mb.prismatic("cylinder", "ground", "piston", (1, 0, 0), piston))
-    engine = b.build()
-    with pytest.raises(Exception, match="slider_crank.*another assembly branch"):
-        mb.simulate(engine, jnp.array([0.5]), jnp.array([20.0]), t1=1.0, max_steps=4096)
+
+def test_simulate_starts_each_solve_from_the_loop_variables_carried_along():
+    """A loop without a guess, over three turns of the crank: the continuation from
+    q_ref alone lands on the mirror assembly after about one (above), but simulate
+    carries w' = J q' and starts Newton from w. The motion equals that of the loop
+    pre-modeled by Fourier series (no solves) to the tolerance's order, in as many
+    steps (w is outside the step-size control), and its derivative with respect to
+    the loop's parameters equals a central difference."""
+    loop = _slider_crank_loop()
+    engine = _engine(loop)
+    q0, qd0, ts = jnp.array([0.5]), jnp.array([20.0]), jnp.linspace(0.0, 1.0, 11)
+    run = eqx.filter_jit(lambda m: mb.simulate(m, q0, qd0, 1.0, ts=ts, solver="dopri8", rtol=1e-10, atol=1e-10))
+    sol = run(engine)
+    assert float(sol.q[-1, 0]) > 6 * np.pi
+    fast, fit_error = mb.constraints.premodeled(engine, -np.pi, np.pi, np.pi / 128, kind="fourier", order=24)
+    assert float(fit_error.max()) < 1e-13
+    ref = run(fast)
+    np.testing.assert_allclose(sol.q, ref.q, rtol=0, atol=1e-9)
+    assert int(sol.stats["num_steps"]) == int(ref.stats["num_steps"])
+
+    def final_angle(params):
+        m = eqx.tree_at(lambda e: e.joints[1].function.closure.params, engine, params)
+        m = eqx.tree_at(lambda e: e.joints[2].function.closure.params, m, params)
+        return mb.simulate(m, q0, qd0, 0.2, solver="dopri8", rtol=1e-12, atol=1e-12).q[-1, 0]
+
+    p = loop.params
+    grad = jax.jit(jax.grad(final_angle))(p)
+    h = 1e-6
+    fd = [(final_angle(p.at[k].add(h)) - final_angle(p.at[k].add(-h))) / (2 * h) for k in range(2)]
+    np.testing.assert_allclose(grad, jnp.stack(fd), rtol=1e-5)
+    assert float(jnp.abs(grad).min()) > 1e-2   # both parameters matter
 
 
 @pytest.mark.parametrize("k", range(len(FIVE_BAR_QS)))
