@@ -275,11 +275,12 @@ class LoopClosure(eqx.Module):
             f = self._check(f, code, q)
         return LoopSolution(f=f, result=code, residual=residual, rcond=rcond, num_steps=sol.stats["num_steps"])
 
-    def _branch_sign(self, f, q):
-        """The scalar whose sign names the assembly branch: `branch_fn`, else ``det ∂g/∂f``."""
+    def _branch_sign(self, f, q, gf=None):
+        """The scalar whose sign names the assembly branch: `branch_fn`, else ``det ∂g/∂f``
+        (`gf`, when the caller has it)."""
         if self.branch_fn is not None:
             return self.branch_fn(f, q, self.params)
-        return jnp.linalg.det(jax.jacfwd(self.residual)(f, q))
+        return jnp.linalg.det(jax.jacfwd(self.residual)(f, q) if gf is None else gf)
 
     def _result(self, f, q, converged):
         """``(code, max |g|, rcond)`` of a solution `f` at `q` (values only)."""
@@ -294,7 +295,7 @@ class LoopClosure(eqx.Module):
         singular = ~(rcond >= self.rcond_min)  # NaN counts as singular
         wrong = jnp.asarray(False)
         if self.branch != 0:
-            wrong = jnp.sign(self._branch_sign(fs, qs)) != self.branch
+            wrong = jnp.sign(self._branch_sign(fs, qs, gf)) != self.branch
         code = jnp.where(~converged, NOT_CONVERGED,
                          jnp.where(singular, SINGULAR, jnp.where(wrong, WRONG_BRANCH, SUCCESS)))
         return code.astype(jnp.int32), residual, rcond
