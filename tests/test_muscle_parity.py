@@ -41,7 +41,8 @@ def _load(name, file, shared_dir=None):
 
 
 def _parity(model, d, stride, exact_muscles=None):
-    f = jax.jit(lambda qs: jax.lax.map(lambda q: (M.muscle_lengths(model, q), M.moment_arms(model, q)), qs))
+    # L and R from one resolution of the paths (test_muscles.py checks it equals each alone).
+    f = jax.jit(lambda qs: jax.lax.map(lambda q: mb.muscle_lengths_and_moment_arms(model, q), qs))
     idx = np.arange(0, len(d["sweep_q_ind"]), stride)
     length, r = (np.asarray(a) for a in f(jnp.asarray(d["sweep_q_ind"][idx])))
     c = d["sweep_coordinate"][idx]
@@ -172,13 +173,16 @@ def test_mobl_ecrb_torus_moment_arm_is_the_iterates_derivative(shared_dir, state
     k, c, h = list(d["muscle_names"]).index("ECRB"), int(d["sweep_coordinate"][state]), float(d["fd_step"])
     q = jnp.asarray(d["sweep_q_ind"][state])
     e = jnp.zeros_like(q).at[c].set(1.0)
-    length = jax.jit(lambda q: M.muscle_lengths(model, q)[0])
-    fd = -(length(q + h * e) - length(q - h * e)) / (2 * h)
-    r = M.moment_arms(model, q)[c, 0]
+    # One compilation (the suite is compile-bound): L at q and q ± h e, both R at q.
+    length, r, r_autodiff = jax.jit(lambda qs: (
+        jax.vmap(lambda x: M.muscle_lengths(model, x)[0])(qs),
+        M.moment_arms(model, qs[0])[c, 0], M.moment_arms(model, qs[0], method="autodiff")[c, 0]))(
+        jnp.stack([q, q + h * e, q - h * e]))
+    fd = -(length[1] - length[2]) / (2 * h)
     assert d["sweep_fd_smooth"][state, k]
-    np.testing.assert_allclose(length(q), d["sweep_muscle_lengths"][state, k], atol=TOL_LENGTH)
+    np.testing.assert_allclose(length[0], d["sweep_muscle_lengths"][state, k], atol=TOL_LENGTH)
     np.testing.assert_allclose(fd, d["sweep_moment_arms_fd"][state, k], atol=5e-7)
-    np.testing.assert_allclose(r, M.moment_arms(model, q, method="autodiff")[c, 0], atol=TOL_CLOSED_VS_AUTODIFF)
+    np.testing.assert_allclose(r, r_autodiff, atol=TOL_CLOSED_VS_AUTODIFF)
     np.testing.assert_allclose(r, d["sweep_moment_arms_fd"][state, k], atol=TOL_R)
 
 

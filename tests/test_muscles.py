@@ -58,14 +58,19 @@ STATES = jnp.array([(0.1, 0.3), (0.23, 1.5), (-0.3, 1.9)])
 
 
 def test_closed_form_equals_autodiff_hand_models():
-    """Every wrap kind (one muscle each, compiled together) plus a two-wrap muscle; one jit."""
+    """Every wrap kind (one muscle each, compiled together) plus a two-wrap muscle; one jit.
+    (The suite is compile-bound: L and the closed-form R come from one resolution of the
+    paths, muscle_lengths_and_moment_arms, which test_lengthening_speed_is_minus_R_
+    transpose_qd checks against muscle_lengths and moment_arms.)"""
     model = _arm(WRAPS_MULTI)
     h = 1e-6
     shifts = jnp.concatenate([jnp.zeros((1, 2)), h * jnp.eye(2), -h * jnp.eye(2)])  # (5, 2)
     f = jax.jit(lambda qs: (
-        jax.lax.map(lambda q: (M.moment_arms(model, q), M.moment_arms(model, q, method="autodiff")), qs),
-        jax.lax.map(lambda q: M.muscle_lengths(model, q), (qs[None] + shifts[:, None]).reshape(-1, 2))))
-    (rc, ra), lengths = f(STATES)
+        jax.lax.map(lambda q: M.moment_arms(model, q, method="autodiff"), qs),
+        jax.lax.map(lambda q: mb.muscle_lengths_and_moment_arms(model, q),
+                    (qs[None] + shifts[:, None]).reshape(-1, 2))))
+    ra, (lengths, rc) = f(STATES)
+    rc = np.asarray(rc)[:len(STATES)]  # at the unshifted states
     lengths = np.asarray(lengths).reshape(5, len(STATES), -1)
     assert np.all(np.isfinite(np.asarray(rc))) and np.all(np.isfinite(lengths))
     np.testing.assert_allclose(rc, ra, atol=TOL_CLOSED_VS_AUTODIFF, rtol=0)
@@ -107,14 +112,9 @@ def test_closed_form_equals_autodiff_chained_wraps():
 
     def one(q):
         r = M._resolve_all(lay, q, mb.body_transforms(model, q))
-        return (M.moment_arms(model, q), M.moment_arms(model, q, method="autodiff"), r.history,
-                mb.muscle_lengths_and_moment_arms(model, q), M.muscle_lengths(model, q))
+        return M.moment_arms(model, q), M.moment_arms(model, q, method="autodiff"), r.history
 
-    rc, ra, (applied, engaged, node_a, node_b, _, _), (l_both, r_both), lengths = jax.jit(
-        lambda qs: jax.lax.map(one, qs))(states)
-    # muscle_lengths_and_moment_arms (one resolution of the paths) == each alone
-    np.testing.assert_allclose(np.asarray(l_both), np.asarray(lengths), rtol=1e-14, atol=1e-16)
-    np.testing.assert_allclose(np.asarray(r_both), np.asarray(rc), rtol=1e-14, atol=1e-16)
+    rc, ra, (applied, engaged, node_a, node_b, _, _) = jax.jit(lambda qs: jax.lax.map(one, qs))(states)
     rc, ra = np.asarray(rc), np.asarray(ra)
     # the chain happens: in the second pass the cylinder (slot 0) wraps the segment that
     # ends at the second wrap's r1 (node P + 2) and the second wrap starts at the
@@ -135,10 +135,18 @@ def test_no_nan_gradients_at_degenerate_states():
 
 
 def test_lengthening_speed_is_minus_R_transpose_qd():
-    model = _arm(WRAPS["cylinder"])
+    """v = dL/dt = -Rᵀq'; and muscle_lengths_and_moment_arms, which resolves the paths
+    once, gives muscle_lengths and the closed-form moment_arms (the tests above use it
+    for both), here on a one-wrap and a two-wrap muscle (the multi-pass loop)."""
+    model = _arm({"one": WRAPS["cylinder"], "two": WRAPS_MULTI["sphere_cylinder"]})
     q, qd = jnp.array([-0.3, 1.9]), jnp.array([0.7, -1.1])
-    v = M.muscle_lengthening_speeds(model, q, qd)
-    np.testing.assert_allclose(v, -M.moment_arms(model, q).T @ qd, atol=1e-12)
+    (l_both, r_both), lengths, r, v = jax.jit(lambda q, qd: (
+        mb.muscle_lengths_and_moment_arms(model, q), M.muscle_lengths(model, q), M.moment_arms(model, q),
+        M.muscle_lengthening_speeds(model, q, qd)))(q, qd)
+    np.testing.assert_allclose(v, -r.T @ qd, atol=1e-12)
+    assert np.all(np.abs(np.asarray(v)) > 1e-3)
+    np.testing.assert_allclose(np.asarray(l_both), np.asarray(lengths), rtol=1e-14, atol=1e-16)
+    np.testing.assert_allclose(np.asarray(r_both), np.asarray(r), rtol=1e-14, atol=1e-16)
 
 
 def test_conditional_point_switch_is_reported():
