@@ -53,8 +53,12 @@ RESULT_MESSAGES = {
     WRONG_BRANCH: "the solve converged to another assembly branch than the chosen one (the sign "
     "of branch_fn, or of det dg/df without one, differs from the reference's); give the "
     "LoopClosure a guess(q, params) on the chosen branch (a closed form or a pre-modeled fit), "
-    "more continuation steps (n_continuation) or a q_ref nearer the motion",
+    "shorter continuation steps (continuation_step, n_continuation) or a q_ref nearer the motion",
 }
+
+
+# The most steps a continuation takes, whatever the distance from q_ref.
+_MAX_CONTINUATION = 100_000
 
 
 class LoopClosureError(ValueError):
@@ -113,9 +117,12 @@ class LoopClosure(eqx.Module):
     - `params`: pytree of array leaves (lengths, ...), differentiable.
     - `guess`: optional static ``guess(q, params) -> (m,)``: the initial Newton
       iterate at ``q`` (e.g. a closed-form approximation on the chosen branch or a
-      pre-modeled fit). Without it, Newton starts from a continuation of
-      `n_continuation` steps along the straight path from `q_ref` to ``q`` (the
-      path must stay inside the range of motion).
+      pre-modeled fit). Without it, Newton starts from a continuation along the
+      straight path from `q_ref` to ``q`` (the path must stay inside the range of
+      motion): at least `n_continuation` steps, and steps of at most
+      `continuation_step` in every coordinate of ``q`` (its units; None: exactly
+      `n_continuation` steps), so that a ``q`` several turns of a crank away stays
+      on the branch.
     - `branch_fn`: optional static ``branch_fn(f_dep, q, params) -> scalar`` whose
       sign identifies the branch; a solution whose sign differs from that at the
       reference is flagged WRONG_BRANCH. Without it, the sign of ``det ∂g/∂f``
@@ -152,6 +159,7 @@ class LoopClosure(eqx.Module):
     atol: float = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
     n_continuation: int = eqx.field(static=True)
+    continuation_step: float | None = eqx.field(static=True)
     rcond_min: float = eqx.field(static=True)
     throw: bool = eqx.field(static=True)
     variable_names: tuple[str, ...] = eqx.field(static=True)
@@ -161,7 +169,8 @@ class LoopClosure(eqx.Module):
     def __init__(self, fn: Callable, q_ref: ArrayLike, f_ref: ArrayLike, params: Any = None, *,
                  guess: Callable | None = None, branch_fn: Callable | None = None,
                  name: str = "loop", rtol: float = 1e-12, atol: float = 1e-12, max_steps: int = 50,
-                 n_continuation: int = 8, rcond_min: float = 1e-9, throw: bool = True,
+                 n_continuation: int = 8, continuation_step: float | None = 0.25,
+                 rcond_min: float = 1e-9, throw: bool = True,
                  variable_names: Sequence[str] | None = None, share: bool = True):
         self.fn = fn
         self.share = bool(share)
@@ -175,6 +184,10 @@ class LoopClosure(eqx.Module):
         self.rtol, self.atol = float(rtol), float(atol)
         self.max_steps = int(max_steps)
         self.n_continuation = max(int(n_continuation), 1)
+        if continuation_step is not None and not float(continuation_step) > 0.0:
+            raise LoopClosureError(f"LoopClosure {name!r}: continuation_step must be positive (or None for "
+                                   f"exactly n_continuation steps), got {continuation_step!r}.")
+        self.continuation_step = None if continuation_step is None else float(continuation_step)
         self.rcond_min = float(rcond_min)
         self.throw = bool(throw)
         m = self.f_ref.shape[0]
@@ -250,12 +263,21 @@ class LoopClosure(eqx.Module):
             return jax.lax.stop_gradient(self.start.astype(q.dtype))
         if self.guess is not None:
             return jax.lax.stop_gradient(jnp.asarray(self.guess(q, self.params), dtype=q.dtype))
-        f = jax.lax.stop_gradient(self.f_ref.astype(q.dtype))
-        q_ref = jax.lax.stop_gradient(self.q_ref.astype(q.dtype))
-        for s in range(1, self.n_continuation):
-            qs = q_ref + (s / self.n_continuation) * (q - q_ref)
-            f = jax.lax.stop_gradient(self._newton(qs, f, rtol=1e-8, atol=1e-8, max_steps=20).value)
-        return f
+        # No derivative flows through the continuation (that of the solution comes from
+        # the implicit function theorem), so the loop sees no tangents, params' included.
+        loop = jax.lax.stop_gradient(self)
+        f, q_ref = loop.f_ref.astype(q.dtype), loop.q_ref.astype(q.dtype)
+        n = self.n_continuation
+        if self.continuation_step is not None:
+            far = jnp.max(jnp.abs(q - q_ref)) / self.continuation_step
+            # A non-finite q fails in Newton below, with its message, not in an endless loop.
+            n = jnp.where(jnp.isfinite(far), jnp.clip(jnp.ceil(far), n, _MAX_CONTINUATION), n).astype(int)
+
+        def step(s, f):
+            qs = (q_ref + (s / n) * (q - q_ref)).astype(q.dtype)
+            return loop._newton(qs, f, rtol=1e-8, atol=1e-8, max_steps=20).value
+
+        return jax.lax.fori_loop(1, n, step, f)
 
     def solve(self, q: ArrayLike, f0: ArrayLike | None = None, *, throw: bool | None = None) -> LoopSolution:
         """Solve ``g(f, q) = 0`` for ``f`` by Newton's method, warm-started at `f0`

@@ -97,20 +97,53 @@ def test_without_branch_fn_the_sign_of_det_dg_df_keeps_the_branch():
     assert int(loop.solve(q, mirror, throw=False).result) == WRONG_BRANCH
     with pytest.raises(mb.LoopClosureError, match="slider_crank.*another assembly branch.*guess"):
         loop.solve(q, mirror)
-    # The continuation from q_ref = 0 lands on the mirror assembly at q = 7.25.
-    assert int(loop.solve(jnp.array([7.25]), throw=False).result) == WRONG_BRANCH
-    with pytest.raises(mb.LoopClosureError, match="slider_crank.*another assembly branch"):
-        mb.joint_values(_engine(loop), jnp.array([7.25]))
+    # A continuation of 8 fixed steps from q_ref = 0 lands on the mirror assembly at q = 7.25.
+    coarse = mb.LoopClosure(_slider_crank, [0.0], [0.0, 0.4], loop.params, name="slider_crank",
+                            continuation_step=None)
+    assert int(coarse.solve(jnp.array([7.25]), throw=False).result) == WRONG_BRANCH
+    with pytest.raises(mb.LoopClosureError, match="slider_crank.*another assembly branch.*continuation_step"):
+        mb.joint_values(_engine(coarse), jnp.array([7.25]))
     # A singular reference (r = L, q = pi/2: the rod straight down, det dg/df = 0)
     # names no branch.
     with pytest.raises(mb.LoopClosureError, match="slider_crank.*reference assembly.*singular"):
         mb.LoopClosure(_slider_crank, [jnp.pi / 2], [-jnp.pi, 0.0], jnp.array([0.3, 0.3]), name="slider_crank")
 
 
+def _slider_crank_branch(q, r=0.1, length=0.3):
+    """The loop's own assembly in closed form (the piston on the crank's side, the rod's
+    relative angle continuous from 0 at q = 0)."""
+    phi = jnp.arcsin(-r * jnp.sin(q) / length)   # the rod's absolute angle
+    return jnp.stack([phi - q, r * jnp.cos(q) + length * jnp.cos(phi)], axis=-1)
+
+
+def test_continuation_steps_grow_with_the_distance_from_q_ref():
+    """Without a guess, a solve far from q_ref (turns of the crank away) takes continuation
+    steps of at most continuation_step and stays on the branch: eager, under jit and vmap
+    (each state its own number of steps), and differentiable in the loop's parameters."""
+    loop = _slider_crank_loop()
+    qs = jnp.array([7.25, -7.25, 40.0, 0.3])
+    for q in qs:
+        np.testing.assert_allclose(loop.solve(q[None]).f, _slider_crank_branch(q), atol=1e-12)
+    np.testing.assert_allclose(jax.jit(jax.vmap(lambda q: loop.solve(q).f))(qs[:, None]),
+                               _slider_crank_branch(qs), atol=1e-12)
+    np.testing.assert_allclose(mb.joint_values(_engine(loop), qs[2:3])[1:], _slider_crank_branch(qs[2]),
+                               atol=1e-12)
+
+    def piston(p, q):
+        return eqx.tree_at(lambda c: c.params, loop, p).solve(q).f[1]
+
+    q = jnp.array([40.0])
+    grad = jax.jit(jax.grad(piston))(loop.params, q)
+    exact = jax.grad(lambda p: _slider_crank_branch(q[0], *p)[1])(loop.params)
+    np.testing.assert_allclose(grad, exact, rtol=1e-10)
+    with pytest.raises(mb.LoopClosureError, match="continuation_step must be positive"):
+        mb.LoopClosure(_slider_crank, [0.0], [0.0, 0.4], loop.params, continuation_step=0.0)
+
+
 def test_simulate_starts_each_solve_from_the_loop_variables_carried_along():
-    """A loop without a guess, over three turns of the crank: the continuation from
-    q_ref alone lands on the mirror assembly after about one (above), but simulate
-    carries w' = J q' and starts Newton from w. The motion equals that of the loop
+    """A loop without a guess, over three turns of the crank: instead of a continuation
+    from q_ref at every right-hand side, ever longer as the crank turns (above),
+    simulate carries w' = J q' and starts Newton from w. The motion equals that of the loop
     pre-modeled by Fourier series (no solves) to the tolerance's order, in as many
     steps (w is outside the step-size control), and its derivative with respect to
     the loop's parameters equals a central difference."""
