@@ -137,9 +137,9 @@ def test_no_nan_gradients_at_degenerate_states():
 def test_lengthening_speed_is_minus_R_transpose_qd():
     """v = dL/dt = -Rᵀq'; and muscle_lengths_and_moment_arms, which resolves the paths
     once, gives muscle_lengths and the closed-form moment_arms (tests above and the
-    OpenSim parity use it for both), here on a one-wrap and a two-wrap muscle (the
+    OpenSim parity use it for both), here on a muscle over a sphere and a cylinder (the
     multi-pass loop)."""
-    model = _arm({"one": WRAPS["cylinder"], "two": WRAPS_MULTI["sphere_cylinder"]})
+    model = _arm(WRAPS_MULTI["sphere_cylinder"])
     q, qd = jnp.array([-0.3, 1.9]), jnp.array([0.7, -1.1])
     (l_both, r_both), lengths, r, v = jax.jit(lambda q, qd: (
         mb.muscle_lengths_and_moment_arms(model, q), M.muscle_lengths(model, q), M.moment_arms(model, q),
