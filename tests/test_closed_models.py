@@ -224,3 +224,25 @@ def test_loop_rates_from_a_poor_guess_and_their_parameter_derivatives(andrews):
         for a, b in zip(got, want):
             scale = max(float(jnp.max(jnp.abs(b))), 1.0)
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10 * scale)
+
+
+def test_four_bar_falling_freely_stops_at_the_turning_point_of_its_coordinate():
+    """The four-bar's q (body 2's centre-of-mass height) has a minimum, about -2.522 m
+    with the default lengths, where dg/df is singular: q is not a coordinate of the
+    mechanism across it. Released at rest from q = 0, the linkage conserves energy to
+    1e-7 (relative) on the way down and reaches it at about t = 1.25 s; there simulate
+    stops with the loop's error naming the mechanism (docs/closed_chains.md: with
+    throw=False it would step over it silently)."""
+    model = mb.models.four_bar()
+    run = eqx.filter_jit(lambda m, t1: mb.simulate(m, jnp.array([0.0]), jnp.zeros(1), t1,
+                                                   ts=jnp.linspace(0.0, t1, 21), solver="dopri8",
+                                                   rtol=1e-10, atol=1e-10))
+    down = run(model, 1.2)
+    energy = jax.vmap(lambda q, qd: mb.kinetic_energy(model, q, qd) + mb.potential_energy(model, q))(
+        down.q, down.qd)
+    assert float(jnp.abs(energy - energy[0]).max()) < 1e-7 * float(jnp.abs(energy[0]))  # 6e-9 measured
+    assert -2.522 < float(down.q[-1, 0]) < -2.5   # nearly at the turning point
+    closure = model.joints[0].function.closure
+    assert float(closure.solve(down.q[-1]).rcond) < 0.05
+    with pytest.raises(eqx.EquinoxRuntimeError, match="LoopClosure 'four_bar'"):
+        run(model, 1.3)
