@@ -231,8 +231,8 @@ def test_four_bar_falling_freely_stops_at_the_turning_point_of_its_coordinate():
     with the default lengths, where dg/df is singular: q is not a coordinate of the
     mechanism across it. Released at rest from q = 0, the linkage conserves energy to
     1e-7 (relative) on the way down and reaches it at about t = 1.25 s; there simulate
-    stops with the loop's error naming the mechanism (docs/closed_chains.md: with
-    throw=False it would step over it silently)."""
+    stops with the loop's error naming the mechanism. With throw=False it steps over
+    it silently (docs/closed_chains.md names the hazard and the remedy)."""
     model = mb.models.four_bar()
     run = eqx.filter_jit(lambda m, t1: mb.simulate(m, jnp.array([0.0]), jnp.zeros(1), t1,
                                                    ts=jnp.linspace(0.0, t1, 21), solver="dopri8",
@@ -246,3 +246,10 @@ def test_four_bar_falling_freely_stops_at_the_turning_point_of_its_coordinate():
     assert float(closure.solve(down.q[-1]).rcond) < 0.05
     with pytest.raises(eqx.EquinoxRuntimeError, match="LoopClosure 'four_bar'"):
         run(model, 1.3)
+    # The hazard that docs/closed_chains.md names: without the check, the run steps over
+    # the turning point and reports success with its energy far off.
+    loose = mb.models.four_bar(throw=False)
+    over = run(loose, 1.3)
+    assert bool(over.success)
+    end = mb.kinetic_energy(loose, over.q[-1], over.qd[-1]) + mb.potential_energy(loose, over.q[-1])
+    assert abs(float(end - energy[0])) > abs(float(energy[0]))
