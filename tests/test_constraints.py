@@ -58,14 +58,18 @@ def _slider_crank(f, q, p):
                       r * jnp.sin(q[0]) + length * jnp.sin(q[0] + f[0])])
 
 
-def _slider_crank_mirror(q, r=0.1, length=0.3):
-    """The other assembly at q, in closed form: the piston on the crank's far side."""
-    phi = jnp.pi + jnp.arcsin(r * jnp.sin(q) / length)   # the rod's absolute angle
-    return jnp.stack([phi - q, r * jnp.cos(q) + length * jnp.cos(phi)])
+def _slider_crank_assembly(q, r=0.1, length=0.3, mirror=False):
+    """An assembly of the slider-crank at q in closed form: the loop's own (the piston on
+    the crank's side, the rod's relative angle continuous from 0 at q = 0) or the mirror
+    image (the piston on the far side)."""
+    s = jnp.arcsin(r * jnp.sin(q) / length)
+    phi = jnp.pi + s if mirror else -s   # the rod's absolute angle
+    return jnp.stack([phi - q, r * jnp.cos(q) + length * jnp.cos(phi)], axis=-1)
 
 
-def _slider_crank_loop():
-    return mb.LoopClosure(_slider_crank, [0.0], [0.0, 0.4], jnp.array([0.1, 0.3]), name="slider_crank")
+def _slider_crank_loop(**options):
+    return mb.LoopClosure(_slider_crank, [0.0], [0.0, 0.4], jnp.array([0.1, 0.3]), name="slider_crank",
+                          **options)
 
 
 def _engine(loop):
@@ -90,7 +94,7 @@ def test_without_branch_fn_the_sign_of_det_dg_df_keeps_the_branch():
     loop = _slider_crank_loop()
     assert loop.branch == 1
     q = jnp.array([0.7])
-    mirror = _slider_crank_mirror(q[0])
+    mirror = _slider_crank_assembly(q[0], mirror=True)
     assert float(jnp.abs(_slider_crank(mirror, q, loop.params)).max()) < 1e-15
     ours = loop.solve(q)
     assert int(ours.result) == SUCCESS and float(ours.f[1]) > 0
@@ -98,8 +102,7 @@ def test_without_branch_fn_the_sign_of_det_dg_df_keeps_the_branch():
     with pytest.raises(mb.LoopClosureError, match="slider_crank.*another assembly branch.*guess"):
         loop.solve(q, mirror)
     # A continuation of 8 fixed steps from q_ref = 0 lands on the mirror assembly at q = 7.25.
-    coarse = mb.LoopClosure(_slider_crank, [0.0], [0.0, 0.4], loop.params, name="slider_crank",
-                            continuation_step=None)
+    coarse = _slider_crank_loop(continuation_step=None)
     assert int(coarse.solve(jnp.array([7.25]), throw=False).result) == WRONG_BRANCH
     with pytest.raises(mb.LoopClosureError, match="slider_crank.*another assembly branch.*continuation_step"):
         mb.joint_values(_engine(coarse), jnp.array([7.25]))
@@ -109,13 +112,6 @@ def test_without_branch_fn_the_sign_of_det_dg_df_keeps_the_branch():
         mb.LoopClosure(_slider_crank, [jnp.pi / 2], [-jnp.pi, 0.0], jnp.array([0.3, 0.3]), name="slider_crank")
 
 
-def _slider_crank_branch(q, r=0.1, length=0.3):
-    """The loop's own assembly in closed form (the piston on the crank's side, the rod's
-    relative angle continuous from 0 at q = 0)."""
-    phi = jnp.arcsin(-r * jnp.sin(q) / length)   # the rod's absolute angle
-    return jnp.stack([phi - q, r * jnp.cos(q) + length * jnp.cos(phi)], axis=-1)
-
-
 def test_continuation_steps_grow_with_the_distance_from_q_ref():
     """Without a guess, a solve far from q_ref (turns of the crank away) takes continuation
     steps of at most continuation_step and stays on the branch: eager, under jit and vmap
@@ -123,10 +119,10 @@ def test_continuation_steps_grow_with_the_distance_from_q_ref():
     loop = _slider_crank_loop()
     qs = jnp.array([7.25, -7.25, 40.0, 0.3])
     for q in qs:
-        np.testing.assert_allclose(loop.solve(q[None]).f, _slider_crank_branch(q), atol=1e-12)
+        np.testing.assert_allclose(loop.solve(q[None]).f, _slider_crank_assembly(q), atol=1e-12)
     np.testing.assert_allclose(jax.jit(jax.vmap(lambda q: loop.solve(q).f))(qs[:, None]),
-                               _slider_crank_branch(qs), atol=1e-12)
-    np.testing.assert_allclose(mb.joint_values(_engine(loop), qs[2:3])[1:], _slider_crank_branch(qs[2]),
+                               _slider_crank_assembly(qs), atol=1e-12)
+    np.testing.assert_allclose(mb.joint_values(_engine(loop), qs[2:3])[1:], _slider_crank_assembly(qs[2]),
                                atol=1e-12)
 
     def piston(p, q):
@@ -134,10 +130,10 @@ def test_continuation_steps_grow_with_the_distance_from_q_ref():
 
     q = jnp.array([40.0])
     grad = jax.jit(jax.grad(piston))(loop.params, q)
-    exact = jax.grad(lambda p: _slider_crank_branch(q[0], *p)[1])(loop.params)
+    exact = jax.grad(lambda p: _slider_crank_assembly(q[0], *p)[1])(loop.params)
     np.testing.assert_allclose(grad, exact, rtol=1e-10)
     with pytest.raises(mb.LoopClosureError, match="continuation_step must be positive"):
-        mb.LoopClosure(_slider_crank, [0.0], [0.0, 0.4], loop.params, continuation_step=0.0)
+        _slider_crank_loop(continuation_step=0.0)
 
 
 def test_simulate_starts_each_solve_from_the_loop_variables_carried_along():

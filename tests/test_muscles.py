@@ -60,8 +60,9 @@ STATES = jnp.array([(0.1, 0.3), (0.23, 1.5), (-0.3, 1.9)])
 def test_closed_form_equals_autodiff_hand_models():
     """Every wrap kind (one muscle each, compiled together) plus a two-wrap muscle; one jit.
     (The suite is compile-bound: L and the closed-form R come from one resolution of the
-    paths, muscle_lengths_and_moment_arms, which test_lengthening_speed_is_minus_R_
-    transpose_qd checks against muscle_lengths and moment_arms.)"""
+    paths, muscle_lengths_and_moment_arms, which
+    test_lengthening_speed_is_minus_R_transpose_qd checks against muscle_lengths and
+    moment_arms.)"""
     model = _arm(WRAPS_MULTI)
     h = 1e-6
     shifts = jnp.concatenate([jnp.zeros((1, 2)), h * jnp.eye(2), -h * jnp.eye(2)])  # (5, 2)
