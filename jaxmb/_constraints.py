@@ -136,7 +136,9 @@ class LoopClosure(eqx.Module):
     - `rcond_min`: below this reciprocal condition number of ``∂g/∂f`` the
       configuration counts as singular.
     - `throw`: raise (:class:`LoopClosureError` eagerly, ``eqx.error_if`` under
-      jit) when a solve fails; with ``throw=False`` check ``solve(q).result``.
+      jit) when a solve fails; with ``throw=False`` check ``solve(q).result``
+      (:func:`~jaxmb.simulate` then checks the solve at the end of every step rather
+      than in every right-hand side: ``Solution.loop_results``).
     - `variable_names`: names of the m dependent variables (documentation).
     - `share`: share one solve per ``q`` between the joints of this loop within a
       trace (see :meth:`value`).
@@ -356,6 +358,12 @@ class LoopClosure(eqx.Module):
 
         f, inverse, d, _ = jax.lax.while_loop(cond, body, (*step(self.initial_guess(q)), 1))
         return f, inverse, small(f, d)
+
+    def _status(self, q):
+        """The result code (:attr:`LoopSolution.result`) of the solve that :meth:`rates`
+        makes at ``q``, which is what it checks with ``throw=True``. Values only."""
+        f, _, converged = self._factored_newton(q)
+        return self._result(f, jax.lax.stop_gradient(q), converged)[0]
 
     def _message(self, code: int, q=None) -> str:
         where = "" if q is None else f" at q = {np.array2string(np.asarray(q), precision=17)}"

@@ -12,12 +12,13 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optimistix as optx
-from jaxtyping import Array, Bool, Float
+from jaxtyping import Array, Bool, Float, Int
 
 from ._typing import RealLike
 
-from ._constraints import _closure_joints
+from ._constraints import RESULT_MESSAGES, SUCCESS, LoopClosureError, _closure_joints, _is_concrete
 from ._control import AbstractController
 from ._dynamics import Method, forward_dynamics
 from ._model import Model
@@ -27,9 +28,18 @@ class Solution(eqx.Module):
     """Result of :func:`simulate`.
 
     - `ts`: (T,) save times; `q`, `qd`: (T, nq); `z`: (T, nz) controller state.
-    - `success`: scalar bool, False when the solver failed (with ``throw=False``).
-    - `result`: the diffrax result code; `stats`: solver statistics
-      (``num_steps``, ``num_accepted_steps``, ``num_rejected_steps``).
+    - `success`: scalar bool, False when the solver failed or a loop closure failed
+      to solve (both only with ``throw=False``).
+    - `result`: the diffrax result code (``diffrax.RESULTS.event_occurred`` when a
+      loop failed); `stats`: solver statistics (``num_steps``,
+      ``num_accepted_steps``, ``num_rejected_steps``).
+    - `t_end`, `q_end`, `qd_end`: where the integration stopped: ``t1`` and the
+      final state, or the end of the step at which it failed. Save times after
+      ``t_end`` hold ``inf``.
+    - `loop_results`: ``{loop name: code}`` for every :class:`~jaxmb.LoopClosure`
+      built with ``throw=False`` (which check nothing inside the right-hand side):
+      its :attr:`~jaxmb.LoopSolution.result` at ``(t_end, q_end)``, 0 when it solved
+      at the end of every step.
     """
 
     ts: Float[Array, " T"]
@@ -39,6 +49,10 @@ class Solution(eqx.Module):
     success: Bool[Array, ""]
     result: Any
     stats: dict
+    t_end: Float[Array, ""]
+    q_end: Float[Array, " nq"]
+    qd_end: Float[Array, " nq"]
+    loop_results: dict[str, Int[Array, ""]]
 
 
 class _TimeSeriesTorque(eqx.Module):
@@ -94,11 +108,35 @@ class _Vector(eqx.Module):
         return jnp.concatenate([qd, qdd, dz, *dw])
 
 
+class _LeadingRMSNorm(eqx.Module):
+    """The RMS norm of the first `n` components: the step-size control's norm when the
+    state carries loop variables ``w`` after them. A Module rather than a lambda, so
+    that calls of :func:`simulate` with equal arguments hit diffrax's compilation cache."""
+
+    n: int = eqx.field(static=True)
+
+    def __call__(self, e):
+        return optx.rms_norm(e[:self.n])
+
+
 def _warm_loops(model: Model) -> tuple:
     """For each loop without a `guess` (whose solves would otherwise start from a
     continuation from ``q_ref``, which fails far from it), the indices of the joints
     that are its variables."""
     return tuple(tuple(idx.values()) for closure, idx in _closure_joints(model) if closure.guess is None)
+
+
+# Jitted (and so cached) because simulate calls them outside its solve: run eagerly,
+# their Newton and continuation loops would compile anew on every call.
+@eqx.filter_jit
+def _loop_starts(model: Model, warm: tuple, q0) -> list:
+    """The loop variables ``w`` at ``q0`` of the loops in `warm`."""
+    return [model.joints[idx[0]].function.closure.solve(q0).f.astype(q0.dtype) for idx in warm]
+
+
+@eqx.filter_jit
+def _loop_codes_at(check: "_LoopCheck", y) -> dict:
+    return check.codes(y)
 
 
 def _warm_started(model: Model, warm: tuple, w):
@@ -114,6 +152,65 @@ def _warm_started(model: Model, warm: tuple, w):
         closures.append(closure)
         k += closure.m
     return eqx.tree_at(lambda m: m.joints, model, tuple(joints)), closures
+
+
+def _unchecked_loops(model: Model) -> tuple[str, ...]:
+    """Names (made unique) of the loops built with ``throw=False``: nothing inside the
+    right-hand side checks their solves, so :func:`simulate` checks them at the end of
+    every step."""
+    names: list[str] = []
+    for closure, _ in _closure_joints(model):
+        if not closure.throw:
+            name, k = closure.name, 1
+            while name in names:
+                name, k = f"{closure.name}#{k}", k + 1
+            names.append(name)
+    return tuple(names)
+
+
+class _LoopCheck(eqx.Module):
+    """Whether a loop built with ``throw=False`` fails to solve at a state ``y`` of
+    :class:`_Vector`, each solved as the right-hand side solves it (from its slice of
+    the carried ``w`` when it has no `guess`): diffrax's event condition, called at
+    the end of every step. A Module, not a closure, so that the model's arrays stay
+    arguments of the compiled solve."""
+
+    model: Model
+    names: tuple = eqx.field(static=True)
+    n_controlled: int = eqx.field(static=True)
+
+    def codes(self, y) -> dict:
+        """``{name: LoopSolution.result}`` at ``y``."""
+        q, w = y[:self.model.nq], y[self.n_controlled:]
+        codes, k = [], 0
+        for closure, _ in _closure_joints(self.model):
+            loop = closure
+            if closure.guess is None:
+                loop, k = closure.warm_started(w[k:k + closure.m]), k + closure.m
+            if not closure.throw:
+                codes.append(loop._status(q))
+        return dict(zip(self.names, codes))
+
+    def __call__(self, t, y, args, **kwargs):
+        return jnp.any(jnp.stack(list(self.codes(y).values())) != SUCCESS)
+
+
+def _raise_loop_failures(codes: dict, t_end, q_end, outputs):
+    """Raise (eagerly, or through ``eqx.branched_error_if`` under jit, on every array of
+    `outputs`, so that whichever the caller uses carries the check) when a loop failed."""
+    def message(name, code, where=""):
+        return (f"simulate: LoopClosure {name!r}{where}: {RESULT_MESSAGES[code]}. Pass throw=False to "
+                "simulate to get the result flags instead (Solution.loop_results, .t_end, .q_end).")
+
+    for name, code in codes.items():
+        if _is_concrete(code) and _is_concrete(q_end):
+            if int(code) != SUCCESS:
+                where = f" failed at t = {float(t_end)!r}, q = {np.asarray(q_end).tolist()}"
+                raise LoopClosureError(message(name, int(code), where))
+        else:
+            msgs = [message(name, c, " failed at the end of a step") for c in sorted(RESULT_MESSAGES)]
+            outputs = eqx.branched_error_if(outputs, code != SUCCESS, code, msgs)
+    return outputs
 
 
 def _torque_function(tau, tau_ts, dtype):
@@ -139,7 +236,7 @@ _SOLVERS = {
 }
 
 
-def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: float, *, t0: float = 0.0,
+def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: RealLike = 0.0,
              ts: RealLike | None = None, tau: RealLike | Callable | None = None,
              tau_ts: RealLike | None = None, controller: AbstractController | None = None,
              rtol: float = 1e-8, atol: float = 1e-8, solver: str | diffrax.AbstractSolver = "tsit5",
@@ -188,10 +285,20 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: float, *, t0: float 
             raise ValueError(f"simulate: unknown solver {solver!r}; choose from {sorted(_SOLVERS)}.") from None
     z0 = jnp.zeros((0,), q0.dtype) if controller is None else jnp.asarray(controller.init(q0, qd0), q0.dtype)
     warm = _warm_loops(model)
-    w0 = [model.joints[idx[0]].function.closure.solve(q0).f.astype(q0.dtype) for idx in warm]
+    w0 = _loop_starts(model, warm, q0)
     vector = _Vector(model, _torque_function(tau, tau_ts, q0.dtype), controller, method, warm, z0.shape[0])
-    saveat = diffrax.SaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=q0.dtype))
-    n_controlled = 2 * model.nq + z0.shape[0]
+    # A second output holds the state where the integration stopped (t_end, q_end): a
+    # t1 save in the same output would land in the first unused slot of `ts` instead.
+    saveat = diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=q0.dtype)),
+                                  diffrax.SubSaveAt(t1=True)))
+    nq, n_controlled = model.nq, 2 * model.nq + z0.shape[0]
+    check = _LoopCheck(model, _unchecked_loops(model), n_controlled)
+    # A loop built with throw=False raises nothing inside the right-hand side (no host
+    # check per solve), so a solve that fails there (a singular configuration, q past
+    # the end of its range) would go unseen and the carried w could jump to another
+    # assembly. Checking its solve at the end of every step stops the run there instead,
+    # as a result flag (diffrax's event_occurred).
+    event = diffrax.Event(check) if check.names else None
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vector),
         solver,
@@ -201,13 +308,21 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: float, *, t0: float 
         y0=jnp.concatenate([q0, qd0, z0, *w0]),
         saveat=saveat,
         stepsize_controller=diffrax.PIDController(
-            rtol=rtol, atol=atol, norm=optx.rms_norm if not warm else lambda e: optx.rms_norm(e[:n_controlled])),
+            rtol=rtol, atol=atol, norm=optx.rms_norm if not warm else _LeadingRMSNorm(n_controlled)),
         max_steps=max_steps,
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
         throw=throw,
+        event=event,
     )
-    nq = model.nq
-    q, qd, z = sol.ys[:, :nq], sol.ys[:, nq:2 * nq], sol.ys[:, 2 * nq:n_controlled]
-    return Solution(ts=sol.ts, q=q, qd=qd, z=z, success=sol.result == diffrax.RESULTS.successful,
-                    result=sol.result, stats=sol.stats)
+    (ts, t_end), (ys, end) = sol.ts, sol.ys
+    t_end, end = t_end[0], end[0]
+    q, qd, z = ys[:, :nq], ys[:, nq:2 * nq], ys[:, 2 * nq:n_controlled]
+    q_end, qd_end = end[:nq], end[nq:2 * nq]
+    codes = _loop_codes_at(check, end) if check.names else {}
+    if throw:
+        ts, q, qd, z, t_end, q_end, qd_end = _raise_loop_failures(codes, t_end, q_end,
+                                                                   (ts, q, qd, z, t_end, q_end, qd_end))
+    return Solution(ts=ts, q=q, qd=qd, z=z, success=sol.result == diffrax.RESULTS.successful,
+                    result=sol.result, stats=sol.stats, t_end=t_end, q_end=q_end, qd_end=qd_end,
+                    loop_results=codes)

@@ -2,6 +2,7 @@
 H&W's closed-form mass matrix and initial accelerations, energy balance, constraint
 drift (embedded: none; DAE baseline: reported)."""
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -71,6 +72,8 @@ def test_andrews_reference_at_003(andrews_run):
     rel = np.abs(np.asarray(angles[-1]) - ref) / np.abs(ref)
     assert rel.max() < 10.0 ** (-REFERENCE_DIGITS), rel
     np.testing.assert_allclose(sol.qd[-1, 0], C.ANDREWS_REFERENCE_VELOCITY_T003[0], rtol=1e-8)
+    # The loop (throw=False) was checked at the end of every step and solved there.
+    assert bool(sol.success) and float(sol.t_end) == 0.03 and {**sol.loop_results} == {"andrews_squeezer": 0}
 
 
 def test_andrews_embedded_has_no_drift(andrews_run):
@@ -230,26 +233,42 @@ def test_four_bar_falling_freely_stops_at_the_turning_point_of_its_coordinate():
     """The four-bar's q (body 2's centre-of-mass height) has a minimum, about -2.522 m
     with the default lengths, where dg/df is singular: q is not a coordinate of the
     mechanism across it. Released at rest from q = 0, the linkage conserves energy to
-    1e-7 (relative) on the way down and reaches it at about t = 1.25 s; there simulate
-    stops with the loop's error naming the mechanism. With throw=False it steps over
-    it silently (docs/closed_chains.md names the hazard and the remedy)."""
-    model = mb.models.four_bar()
-    run = eqx.filter_jit(lambda m, t1: mb.simulate(m, jnp.array([0.0]), jnp.zeros(1), t1,
-                                                   ts=jnp.linspace(0.0, t1, 21), solver="dopri8",
-                                                   rtol=1e-10, atol=1e-10))
-    down = run(model, 1.2)
+    1e-7 (relative) on the way down and reaches it at about t = 1.23 s. There simulate
+    stops with the loop's error naming the mechanism, whether the loop checks its own
+    solves (throw=True) or not (then simulate checks them at the end of every step);
+    with simulate(throw=False) it stops with a result flag and where it stopped."""
+    run = eqx.filter_jit(lambda m, t1, throw: mb.simulate(
+        m, jnp.array([0.0]), jnp.zeros(1), t1, ts=jnp.linspace(0.0, t1, 21), solver="dopri8",
+        rtol=1e-10, atol=1e-10, throw=throw))
+    model, loose = mb.models.four_bar(), mb.models.four_bar(throw=False)
+    down = run(model, jnp.asarray(1.2), True)
     energy = jax.vmap(lambda q, qd: mb.kinetic_energy(model, q, qd) + mb.potential_energy(model, q))(
         down.q, down.qd)
     assert float(jnp.abs(energy - energy[0]).max()) < 1e-7 * float(jnp.abs(energy[0]))
     assert -2.522 < float(down.q[-1, 0]) < -2.5   # nearly at the turning point
+    assert float(down.t_end) == 1.2 and down.loop_results == {}
+    np.testing.assert_allclose(down.q_end, down.q[-1], rtol=1e-12)  # the save at t1, interpolated
     closure = model.joints[0].function.closure
     assert float(closure.solve(down.q[-1]).rcond) < 0.05
     with pytest.raises(eqx.EquinoxRuntimeError, match="LoopClosure 'four_bar'"):
-        run(model, 1.3)
-    # The hazard that docs/closed_chains.md names: without the check, the run steps over
-    # the turning point and reports success with its energy far off.
-    loose = mb.models.four_bar(throw=False)
-    over = run(loose, 1.3)
-    assert bool(over.success)
-    end = mb.kinetic_energy(loose, over.q[-1], over.qd[-1]) + mb.potential_energy(loose, over.q[-1])
-    assert abs(float(end - energy[0])) > abs(float(energy[0]))
+        run(model, jnp.asarray(1.3), True)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="simulate: LoopClosure 'four_bar' failed at the end of a step"):
+        eqx.filter_jit(lambda m: run.__wrapped__(m, jnp.asarray(1.3), True).q)(loose)  # whatever is used raises
+    at_the_turning_point = r"simulate: LoopClosure 'four_bar' failed at t = 1\.22\d+, q = \[-2\.52"
+    with pytest.raises(mb.LoopClosureError, match=at_the_turning_point):
+        mb.simulate(loose, jnp.array([0.0]), jnp.zeros(1), 1.3, solver="dopri8", rtol=1e-10, atol=1e-10)
+    # Unchecked inside the right-hand side, the solves would fail over the turning point
+    # and the run would go on past it and report success with its energy far off (as
+    # it did before simulate checked them at the ends of steps).
+    # Under vmap each run stops on its own.
+    both = eqx.filter_jit(jax.vmap(lambda t1: run.__wrapped__(loose, t1, False)))(jnp.asarray([1.2, 1.3]))
+    ok, over = (jax.tree.map(lambda x: x[k], both) for k in range(2))
+    assert bool(ok.success) and int(ok.loop_results["four_bar"]) == 0
+    # The same motion to the integrator's accuracy: under vmap a Newton loop iterates
+    # until every member has converged, so the steps differ at round-off.
+    np.testing.assert_allclose(ok.q, down.q, rtol=1e-8)
+    assert not bool(over.success) and over.result == diffrax.RESULTS.event_occurred
+    assert int(over.loop_results["four_bar"]) != 0
+    assert 1.2 < float(over.t_end) < 1.25 and -2.5222 < float(over.q_end[0]) < -2.5217
+    saved = np.asarray(over.ts) <= float(over.t_end)
+    assert np.all(np.isinf(np.asarray(over.q)[~saved])) and np.all(np.isfinite(np.asarray(over.q)[saved]))

@@ -1,5 +1,7 @@
 """simulate(): energy conservation, torque inputs, controllers, vmap and gradients."""
 
+import logging
+
 import diffrax
 import equinox as eqx
 import jax
@@ -151,6 +153,7 @@ def test_failure_is_reported_not_hidden():
     run = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 20.0, max_steps=10, throw=False))
     sol = run(PENDULUM)
     assert not bool(sol.success)
+    assert 0.0 < float(sol.t_end) < 20.0 and np.all(np.isfinite(sol.q_end))  # where it stopped
     with pytest.raises(Exception, match="max_steps|maximum number of solver steps"):
         jax.block_until_ready(jax.jit(lambda m: mb.simulate(m, Q0, QD0, 20.0, max_steps=10).q)(PENDULUM))
 
@@ -169,3 +172,19 @@ def test_solution_fields():
     assert sol.ts.shape == (4,) and sol.q.shape == (4, 2) and sol.qd.shape == (4, 2)
     np.testing.assert_allclose(sol.q[0], Q0)
     assert isinstance(sol.result, diffrax.RESULTS)
+    assert float(sol.t_end) == 0.5 and sol.loop_results == {}
+    np.testing.assert_allclose(sol.q_end, sol.q[-1], rtol=1e-12)
+    np.testing.assert_allclose(sol.qd_end, sol.qd[-1], rtol=1e-12)
+
+
+def test_calling_simulate_again_compiles_nothing(caplog):
+    """Outside jit too: a second call with equal arguments reuses the compiled solve,
+    also for a model whose loop variables ride along in the state (four-bar) and are
+    checked at step ends (throw=False)."""
+    model = mb.models.four_bar(throw=False)
+    run = lambda: mb.simulate(model, jnp.array([0.0]), jnp.zeros(1), 0.2, solver="dopri8")  # noqa: E731
+    run()
+    caplog.clear()
+    with jax.log_compiles(), caplog.at_level(logging.WARNING):
+        assert bool(run().success)
+    assert [r.getMessage()[:80] for r in caplog.records if "Compiling" in r.getMessage()] == []
