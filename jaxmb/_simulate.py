@@ -268,6 +268,13 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     the motion (``w' = J q'``, appended to the state and left out of the step-size
     control), not from a continuation from ``q_ref``: a solve takes one or two
     iterations and stays on its branch through full turns of a crank.
+
+    Loops built with ``throw=False`` check nothing inside the right-hand side; their
+    solves are checked at the end of every step instead (a diffrax event), and a
+    failure there (not converged, singular, another branch) stops the integration:
+    with `throw` it raises :class:`~jaxmb.LoopClosureError` naming the loop, otherwise
+    ``.success`` is False and ``.loop_results``, ``.t_end``, ``.q_end`` say which loop
+    and where.
     """
     q0 = jnp.asarray(q0)
     if not jnp.issubdtype(q0.dtype, jnp.floating):
