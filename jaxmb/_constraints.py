@@ -244,11 +244,18 @@ class LoopClosure(eqx.Module):
 
     # -- solving -------------------------------------------------------------
     def _newton(self, q, y0, rtol=None, atol=None, max_steps=None):
-        solver = optx.Newton(rtol=self.rtol if rtol is None else rtol,
-                             atol=self.atol if atol is None else atol)
+        rtol, atol = self._tolerances(y0.dtype, rtol, atol)
+        solver = optx.Newton(rtol=rtol, atol=atol)
         return optx.root_find(_Residual(self.fn), solver, y0,
                               args=(q, self.params), max_steps=self.max_steps if max_steps is None else max_steps,
                               adjoint=optx.ImplicitAdjoint(), throw=False)
+
+    def _tolerances(self, dtype, rtol=None, atol=None) -> tuple[float, float]:
+        """Newton's ``(rtol, atol)`` (default: the loop's), raised to what `dtype` can
+        resolve: in float32 the default 1e-12 is below round-off, and Newton would never
+        stop; in float64 the defaults are left as they are."""
+        floor = 16 * float(jnp.finfo(dtype).eps)
+        return (max(self.rtol if rtol is None else rtol, floor), max(self.atol if atol is None else atol, floor))
 
     def warm_started(self, start: ArrayLike) -> "LoopClosure":
         """This loop with Newton started from `start` (m,) at every ``q``: a solution
@@ -340,6 +347,7 @@ class LoopClosure(eqx.Module):
         q = jax.lax.stop_gradient(q)
         params = jax.lax.stop_gradient(self.params)
         g = lambda f: self.fn(f, q, params)  # noqa: E731
+        rtol, atol = self._tolerances(q.dtype)
 
         def step(f):
             inverse = jnp.linalg.inv(jax.jacfwd(g)(f))
@@ -347,7 +355,7 @@ class LoopClosure(eqx.Module):
             return f - d, inverse, d
 
         def small(f, d):
-            return jnp.all(jnp.abs(d) <= self.atol + self.rtol * jnp.abs(f))
+            return jnp.all(jnp.abs(d) <= atol + rtol * jnp.abs(f))
 
         def cond(c):
             f, _, d, k = c

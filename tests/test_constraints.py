@@ -244,6 +244,22 @@ def test_four_bar_range_and_continuation():
     assert int(out.result) in (NOT_CONVERGED, SINGULAR)
 
 
+def test_loops_solve_in_float32():
+    """A float32 loop stops Newton at what float32 resolves (the default tolerances,
+    1e-12, are below its round-off) and agrees with float64 to float32 precision, in
+    the continuation from q_ref and in the factored Newton of the right-hand side."""
+    closure = mb.models.four_bar().joints[0].function.closure
+    closure32 = jax.tree.map(lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, closure)
+    qs = jnp.linspace(-2.0, 2.0, 5)[:, None]
+    sols = jax.jit(jax.vmap(lambda q: closure32.solve(q, throw=False)))(qs.astype(jnp.float32))
+    assert sols.f.dtype == jnp.float32 and np.all(np.asarray(sols.result) == SUCCESS)
+    reference = jax.vmap(closure.solve)(qs).f
+    np.testing.assert_allclose(sols.f, reference, rtol=0, atol=1e-5)
+    f, _, converged = jax.jit(jax.vmap(closure32._factored_newton))(qs.astype(jnp.float32))
+    assert np.all(np.asarray(converged))
+    np.testing.assert_allclose(f, reference, rtol=0, atol=1e-5)
+
+
 def test_singular_configuration_errors():
     """l3 + l4 equal to the distance of joint 3 from the ground pivot: links 3 and 4
     stretched, dg/df rank-deficient."""
