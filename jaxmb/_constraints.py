@@ -350,28 +350,47 @@ class LoopClosure(eqx.Module):
         rtol, atol = self._tolerances(q.dtype)
 
         def step(f):
-            inverse = jnp.linalg.inv(jax.jacfwd(g)(f))
+            jacobian = jax.jacfwd(g)(f)
+            inverse = jnp.linalg.inv(jacobian)
             d = inverse @ g(f)
-            return f - d, inverse, d
+            return f - d, jacobian, inverse, d
 
         def small(f, d):
             return jnp.all(jnp.abs(d) <= atol + rtol * jnp.abs(f))
 
         def cond(c):
-            f, _, d, k = c
+            f, _, _, d, k = c
             return ~small(f, d) & (k < self.max_steps) & jnp.all(jnp.isfinite(f))
 
         def body(c):
-            return (*step(c[0]), c[3] + 1)
+            return (*step(c[0]), c[4] + 1)
 
-        f, inverse, d, _ = jax.lax.while_loop(cond, body, (*step(self.initial_guess(q)), 1))
-        return f, inverse, small(f, d)
+        f, jacobian, inverse, d, _ = jax.lax.while_loop(cond, body, (*step(self.initial_guess(q)), 1))
+        return f, jacobian, inverse, small(f, d)
+
+    def _factored_result(self, f, q, jacobian, inverse, converged):
+        """The result code of :meth:`_factored_newton`'s solution, as :meth:`_result`
+        gives it but without an SVD, which on CPU costs more than the whole solve: the
+        reciprocal condition number is estimated from Newton's last ``∂g/∂f`` and its
+        inverse, ``1 / (‖∂g/∂f‖_F ‖(∂g/∂f)⁻¹‖_F)``, which lies between ``rcond / m`` and
+        ``rcond``; the branch sign is taken from the same ``∂g/∂f``. Both are taken one
+        converged (round-off sized) Newton step before ``f``. Values only."""
+        rcond = 1.0 / (jnp.linalg.norm(jacobian) * jnp.linalg.norm(inverse))
+        converged = converged & jnp.all(jnp.isfinite(f))
+        singular = ~(rcond >= self.rcond_min)  # NaN counts as singular
+        wrong = jnp.asarray(False)
+        if self.branch != 0:
+            wrong = jnp.sign(self._branch_sign(f, q, jacobian)) != self.branch
+        code = jnp.where(~converged, NOT_CONVERGED,
+                         jnp.where(singular, SINGULAR, jnp.where(wrong, WRONG_BRANCH, SUCCESS)))
+        return code.astype(jnp.int32)
 
     def _status(self, q):
         """The result code (:attr:`LoopSolution.result`) of the solve that :meth:`rates`
-        makes at ``q``, which is what it checks with ``throw=True``. Values only."""
-        f, _, converged = self._factored_newton(q)
-        return self._result(f, jax.lax.stop_gradient(q), converged)[0]
+        makes at ``q``, which is what it checks with ``throw=True`` (see
+        :meth:`_factored_result`). Values only."""
+        f, jacobian, inverse, converged = self._factored_newton(q)
+        return self._factored_result(f, jax.lax.stop_gradient(q), jacobian, inverse, converged)
 
     def _message(self, code: int, q=None) -> str:
         where = "" if q is None else f" at q = {np.array2string(np.asarray(q), precision=17)}"
@@ -473,9 +492,9 @@ class LoopClosure(eqx.Module):
         def compute():
             qq = jnp.atleast_1d(_as_float_array(q))
             vv = jnp.asarray(qd, dtype=qq.dtype)
-            f, inverse, converged = self._factored_newton(qq)
+            f, jacobian, inverse, converged = self._factored_newton(qq)
             if self.throw:
-                f = self._check(f, self._result(f, qq, converged)[0], qq)
+                f = self._check(f, self._factored_result(f, qq, jacobian, inverse, converged), qq)
             # Differentiable in q and the parameters by the implicit function theorem
             # (the same custom JVP as value()); the solves below reuse Newton's inverse
             # for their values and differentiate as solves with ∂g/∂f.

@@ -255,7 +255,7 @@ def test_loops_solve_in_float32():
     assert sols.f.dtype == jnp.float32 and np.all(np.asarray(sols.result) == SUCCESS)
     reference = jax.vmap(closure.solve)(qs).f
     np.testing.assert_allclose(sols.f, reference, rtol=0, atol=1e-5)
-    f, _, converged = jax.jit(jax.vmap(closure32._factored_newton))(qs.astype(jnp.float32))
+    f, _, _, converged = jax.jit(jax.vmap(closure32._factored_newton))(qs.astype(jnp.float32))
     assert np.all(np.asarray(converged))
     np.testing.assert_allclose(f, reference, rtol=0, atol=1e-5)
 
@@ -275,6 +275,33 @@ def test_singular_configuration_errors():
     # a regular configuration of the same mechanism is fine
     ok = closure.solve(jnp.asarray([0.5, 0.3]), throw=False)
     assert int(ok.result) == SUCCESS
+
+
+def test_checks_in_simulations_bound_the_condition_number_without_an_svd():
+    """The right-hand side's check (throw=True) and simulate's step-end check
+    (throw=False) estimate rcond(∂g/∂f) = σ_min/σ_max by 1/(‖J‖_F ‖J⁻¹‖_F) from
+    Newton's last Jacobian and inverse: at most rcond and at least rcond/m. Their codes
+    are solve()'s, here over the four-bar's range, past its end and at the five-bar's
+    stretched configuration."""
+    four = mb.models.four_bar(throw=False).joints[0].function.closure
+    qs = jnp.concatenate([jnp.linspace(-2.52, 3.0, 12), jnp.asarray([3.3])])[:, None]
+    sols = jax.vmap(four.solve)(qs)
+    _, jac, inverse, _ = jax.vmap(four._factored_newton)(qs)
+    estimate = 1.0 / (jnp.linalg.norm(jac, axis=(1, 2)) * jnp.linalg.norm(inverse, axis=(1, 2)))
+    regular = np.asarray(sols.result) == SUCCESS
+    assert regular.sum() == 12 and float(sols.rcond[0]) < 1e-2  # q = -2.52: near the turning point
+    rcond, estimate = np.asarray(sols.rcond)[regular], np.asarray(estimate)[regular]
+    assert np.all(estimate <= rcond * (1 + 1e-9)) and np.all(estimate >= rcond / four.m), (estimate, rcond)
+    np.testing.assert_array_equal(jax.vmap(four._status)(qs), sols.result)
+    # With a threshold among the estimates, the check flags exactly those below it.
+    for threshold in np.sort(estimate)[[3, 8]]:
+        strict = mb.LoopClosure(four.fn, four.q_ref, four.f_ref, four.params, name="four_bar", throw=False,
+                                rcond_min=float(threshold))
+        codes = np.asarray(jax.vmap(strict._status)(qs))[regular]
+        np.testing.assert_array_equal(codes, np.where(estimate < threshold, SINGULAR, SUCCESS))
+    stretched = mb.models.five_bar(l3=1.5, l4=1.5, throw=False).joints[2].function.closure
+    assert int(stretched._status(jnp.asarray([0.0, np.pi]))) in (SINGULAR, NOT_CONVERGED)
+    assert int(stretched._status(jnp.asarray([0.5, 0.3]))) == SUCCESS
 
 
 def test_singular_configuration_in_a_batch_names_the_failing_q(capfd):
