@@ -321,15 +321,22 @@ class LoopClosure(eqx.Module):
         sv = jnp.linalg.svd(gf, compute_uv=False)
         rcond = sv[-1] / jnp.maximum(sv[0], jnp.finfo(sv.dtype).tiny)
         residual = jnp.max(jnp.abs(g))
-        finite = jnp.all(jnp.isfinite(fs)) & jnp.isfinite(residual)
-        converged = converged & finite
+        converged = converged & jnp.isfinite(residual)
+        return self._code(fs, qs, converged, rcond, gf), residual, rcond
+
+    def _code(self, f, q, converged, rcond, gf):
+        """The result code of a solution `f` at `q`: NOT_CONVERGED unless `converged`
+        and finite, SINGULAR where `rcond` is below ``rcond_min`` (or NaN), WRONG_BRANCH
+        where the branch sign (from ``∂g/∂f`` = `gf` without a `branch_fn`) is not the
+        reference's."""
+        converged = converged & jnp.all(jnp.isfinite(f))
         singular = ~(rcond >= self.rcond_min)  # NaN counts as singular
         wrong = jnp.asarray(False)
         if self.branch != 0:
-            wrong = jnp.sign(self._branch_sign(fs, qs, gf)) != self.branch
+            wrong = jnp.sign(self._branch_sign(f, q, gf)) != self.branch
         code = jnp.where(~converged, NOT_CONVERGED,
                          jnp.where(singular, SINGULAR, jnp.where(wrong, WRONG_BRANCH, SUCCESS)))
-        return code.astype(jnp.int32), residual, rcond
+        return code.astype(jnp.int32)
 
     def _factored_newton(self, q):
         """Newton from :meth:`initial_guess` that keeps its last ``(∂g/∂f)⁻¹``.
@@ -376,14 +383,7 @@ class LoopClosure(eqx.Module):
         ``rcond``; the branch sign is taken from the same ``∂g/∂f``. Both are taken one
         converged (round-off sized) Newton step before ``f``. Values only."""
         rcond = 1.0 / (jnp.linalg.norm(jacobian) * jnp.linalg.norm(inverse))
-        converged = converged & jnp.all(jnp.isfinite(f))
-        singular = ~(rcond >= self.rcond_min)  # NaN counts as singular
-        wrong = jnp.asarray(False)
-        if self.branch != 0:
-            wrong = jnp.sign(self._branch_sign(f, q, jacobian)) != self.branch
-        code = jnp.where(~converged, NOT_CONVERGED,
-                         jnp.where(singular, SINGULAR, jnp.where(wrong, WRONG_BRANCH, SUCCESS)))
-        return code.astype(jnp.int32)
+        return self._code(f, q, converged, rcond, jacobian)
 
     def _status(self, q):
         """The result code (:attr:`LoopSolution.result`) of the solve that :meth:`rates`

@@ -176,20 +176,15 @@ class _LoopCheck(eqx.Module):
     arguments of the compiled solve."""
 
     model: Model
+    warm: tuple = eqx.field(static=True)
     names: tuple = eqx.field(static=True)
     n_controlled: int = eqx.field(static=True)
 
     def codes(self, y) -> dict:
         """``{name: LoopSolution.result}`` at ``y``."""
-        q, w = y[:self.model.nq], y[self.n_controlled:]
-        codes, k = [], 0
-        for closure, _ in _closure_joints(self.model):
-            loop = closure
-            if closure.guess is None:
-                loop, k = closure.warm_started(w[k:k + closure.m]), k + closure.m
-            if not closure.throw:
-                codes.append(loop._status(q))
-        return dict(zip(self.names, codes))
+        model, _ = _warm_started(self.model, self.warm, y[self.n_controlled:])
+        q = y[:model.nq]
+        return dict(zip(self.names, (c._status(q) for c, _ in _closure_joints(model) if not c.throw)))
 
     def __call__(self, t, y, args, **kwargs):
         return jnp.any(jnp.stack(list(self.codes(y).values())) != SUCCESS)
@@ -299,7 +294,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     saveat = diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=q0.dtype)),
                                   diffrax.SubSaveAt(t1=True)))
     nq, n_controlled = model.nq, 2 * model.nq + z0.shape[0]
-    check = _LoopCheck(model, _unchecked_loops(model), n_controlled)
+    check = _LoopCheck(model, warm, _unchecked_loops(model), n_controlled)
     # A loop built with throw=False raises nothing inside the right-hand side (no host
     # check per solve), so a solve that fails there (a singular configuration, q past
     # the end of its range) would go unseen and the carried w could jump to another
