@@ -298,6 +298,11 @@ class LoopClosure(eqx.Module):
         q = jnp.atleast_1d(_as_float_array(q))
         if q.shape != (self.nq,):
             raise LoopClosureError(f"LoopClosure {self.name!r}: q must have shape ({self.nq},), got {q.shape}.")
+        if not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((self, q, f0))):
+            # Called eagerly: run compiled and cached. Op by op, the continuation's and
+            # Newton's loops would compile anew on every call (about 0.4 s each).
+            sol = _solve_compiled(self, q, f0)
+            return eqx.tree_at(lambda s: s.f, sol, self._check(sol.f, sol.result, q)) if throw else sol
         y0 = self.initial_guess(q) if f0 is None else jax.lax.stop_gradient(jnp.asarray(f0, dtype=q.dtype))
         sol = self._newton(q, y0)
         f = sol.value
@@ -515,6 +520,11 @@ class LoopClosure(eqx.Module):
         _remember(("value",), self, q, out[0])
         _remember(("gradient",), self, q, out[1])
         return out
+
+
+@eqx.filter_jit
+def _solve_compiled(closure: LoopClosure, q, f0):
+    return closure.solve(q, f0, throw=False)
 
 
 @eqx.filter_custom_jvp

@@ -126,14 +126,8 @@ def _warm_loops(model: Model) -> tuple:
     return tuple(tuple(idx.values()) for closure, idx in _closure_joints(model) if closure.guess is None)
 
 
-# Jitted (and so cached) because simulate calls them outside its solve: run eagerly,
-# their Newton and continuation loops would compile anew on every call.
-@eqx.filter_jit
-def _loop_starts(model: Model, warm: tuple, q0) -> list:
-    """The loop variables ``w`` at ``q0`` of the loops in `warm`."""
-    return [model.joints[idx[0]].function.closure.solve(q0).f.astype(q0.dtype) for idx in warm]
-
-
+# Jitted (and so cached) because simulate calls it outside its solve: run eagerly, its
+# Newton loops would compile anew on every call.
 @eqx.filter_jit
 def _loop_codes_at(check: "_LoopCheck", y) -> dict:
     return check.codes(y)
@@ -287,7 +281,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
             raise ValueError(f"simulate: unknown solver {solver!r}; choose from {sorted(_SOLVERS)}.") from None
     z0 = jnp.zeros((0,), q0.dtype) if controller is None else jnp.asarray(controller.init(q0, qd0), q0.dtype)
     warm = _warm_loops(model)
-    w0 = _loop_starts(model, warm, q0)
+    w0 = [model.joints[idx[0]].function.closure.solve(q0).f.astype(q0.dtype) for idx in warm]
     vector = _Vector(model, _torque_function(tau, tau_ts, q0.dtype), controller, method, warm, z0.shape[0])
     # A second output holds the state where the integration stopped (t_end, q_end): a
     # t1 save in the same output would land in the first unused slot of `ts` instead.

@@ -177,14 +177,22 @@ def test_solution_fields():
     np.testing.assert_allclose(sol.qd_end, sol.qd[-1], rtol=1e-12)
 
 
-def test_calling_simulate_again_compiles_nothing(caplog):
-    """Outside jit too: a second call with equal arguments reuses the compiled solve,
-    also for a model whose loop variables ride along in the state (four-bar) and are
-    checked at step ends (throw=False)."""
+def test_calling_again_outside_jit_compiles_nothing(caplog):
+    """A second call with arguments of the same shapes reuses what the first compiled:
+    simulate, also for a model whose loop variables ride along in the state (four-bar)
+    and are checked at step ends (throw=False), and a loop's solve and joint_values
+    (whose Newton and continuation loops, run op by op, would compile every time)."""
     model = mb.models.four_bar(throw=False)
-    run = lambda: mb.simulate(model, jnp.array([0.0]), jnp.zeros(1), 0.2, solver="dopri8")  # noqa: E731
-    run()
+    closure = model.joints[0].function.closure
+
+    def run(q):
+        return (mb.simulate(model, q, jnp.zeros(1), 0.2, solver="dopri8"), closure.solve(q),
+                mb.joint_values(model, q))
+
+    run(jnp.array([0.0]))
     caplog.clear()
     with jax.log_compiles(), caplog.at_level(logging.WARNING):
-        assert bool(run().success)
+        sol, loop, values = run(jnp.array([0.5]))
     assert [r.getMessage()[:80] for r in caplog.records if "Compiling" in r.getMessage()] == []
+    assert bool(sol.success) and int(loop.result) == 0
+    np.testing.assert_allclose(values[:3], loop.f, rtol=1e-12)
