@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import time
@@ -18,6 +19,34 @@ def _enable_x64():
     import jax
 
     jax.config.update("jax_enable_x64", True)
+
+
+def _default_compile_cache() -> pathlib.Path:
+    base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    return pathlib.Path(base) / "jaxmb" / "xla"
+
+
+def _use_compile_cache(choice: str | None) -> str | None:
+    """Point JAX's persistent compilation cache at `choice` for this process.
+
+    A command is a process of its own, so its compiled programs are kept on disk and
+    the next run of the same command loads them instead of compiling again (MoBL-ARMS's
+    muscle paths compile for minutes, and tracing, which no cache saves, is a
+    fraction of that; docs/moment_arms.md). `None` keeps ``JAX_COMPILATION_CACHE_DIR`` if it is set and
+    otherwise uses ``$XDG_CACHE_HOME/jaxmb/xla`` (``~/.cache/jaxmb/xla``); ``"none"``
+    switches the cache off. Returns the folder in use, or None.
+    """
+    import jax
+
+    if choice is not None and choice.lower() == "none":
+        jax.config.update("jax_compilation_cache_dir", None)
+        return None
+    if choice is None:
+        if jax.config.jax_compilation_cache_dir:
+            return jax.config.jax_compilation_cache_dir
+        choice = str(_default_compile_cache())
+    jax.config.update("jax_compilation_cache_dir", choice)
+    return choice
 
 
 def _simulate(args) -> int:
@@ -109,12 +138,14 @@ def _simulate(args) -> int:
         "max_relative_energy_drift": drift if controller is None else None,
         "device": str(jax.devices()[0]),
         "dtype": str(sol.q.dtype),
+        "compile_cache": args.compile_cache,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     lines = [
         f"jaxmb simulate {args.model}: t in [0, {args.t1}] s, {args.solver}, rtol={args.rtol:g}, atol={args.atol:g}",
         f"  success: {summary['success']}, steps: {summary['num_steps']}",
-        f"  compile: {compile_s:.2f} s, run: {run_s * 1e3:.1f} ms on {summary['device']} ({summary['dtype']})",
+        f"  compile: {compile_s:.2f} s, run: {run_s * 1e3:.1f} ms on {summary['device']} ({summary['dtype']}); "
+        f"compilation cache: {args.compile_cache or 'off'}",
         f"  q(t1) = {np.array2string(np.asarray(sol.q[-1]), precision=10)}",
     ]
     if controller is None:
@@ -131,13 +162,20 @@ def _moment_arms(args) -> int:
     from .io import moment_arm_report
 
     moment_arm_report(args.model, args.coordinate, args.out, n=args.n)
+    print(f"compilation cache: {args.compile_cache or 'off'}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jaxmb", description="jaxmb: differentiable multibody dynamics in JAX.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sim = sub.add_parser("simulate", help="simulate a built-in model and write a figure and a summary")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--compile-cache", metavar="DIR", default=None,
+                        help="folder of JAX's persistent compilation cache, so that a second run loads "
+                             "the compiled programs (default: $JAX_COMPILATION_CACHE_DIR, else "
+                             "~/.cache/jaxmb/xla; 'none' switches it off)")
+    sim = sub.add_parser("simulate", parents=[common],
+                         help="simulate a built-in model and write a figure and a summary")
     sim.add_argument("model", choices=["double-pendulum", "three-link-arm", "planar-chain"])
     sim.add_argument("--t1", type=float, default=20.0, help="final time [s] (default 20)")
     sim.add_argument("--out", default="results", help="output folder (default ./results)")
@@ -148,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--n", type=int, default=7, help="number of links of planar-chain")
     sim.add_argument("--pid", action="store_true", help="double pendulum: seed 000's PID holding the elbow at pi/3")
     sim.set_defaults(func=_simulate)
-    ma = sub.add_parser("moment-arms", help="moment arms R = -dL/dq of an OpenSim model over one coordinate")
+    ma = sub.add_parser("moment-arms", parents=[common],
+                        help="moment arms R = -dL/dq of an OpenSim model over one coordinate")
     ma.add_argument("model", help="path to an OpenSim .osim file")
     ma.add_argument("--coordinate", required=True, help="coordinate to sweep (OpenSim name)")
     ma.add_argument("--out", default="results", help="output folder")
@@ -159,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.compile_cache = _use_compile_cache(args.compile_cache)
     return args.func(args)
 
 
