@@ -41,10 +41,25 @@ def _use_compile_cache(choice: str | None) -> str | None:
     if choice is not None and choice.lower() == "none":
         jax.config.update("jax_compilation_cache_dir", None)
         return None
+    explicit = choice is not None
     if choice is None:
         if jax.config.jax_compilation_cache_dir:
             return jax.config.jax_compilation_cache_dir
         choice = str(_default_compile_cache())
+    # JAX only warns, once per program, when it cannot use the folder: say it once, here.
+    try:
+        pathlib.Path(choice).mkdir(parents=True, exist_ok=True)
+        writable = os.access(choice, os.W_OK)
+        reason = "it is not writable"
+    except OSError as err:
+        writable, reason = False, str(err)
+    if not writable:
+        if explicit:
+            raise SystemExit(f"jaxmb: --compile-cache {choice}: cannot use this folder ({reason}); "
+                             "pass a writable folder, or 'none' to compile without a cache.")
+        print(f"jaxmb: no compilation cache: cannot use {choice} ({reason}); "
+              "pass --compile-cache DIR to keep compiled programs elsewhere.", file=sys.stderr)
+        return None
     jax.config.update("jax_compilation_cache_dir", choice)
     return choice
 

@@ -75,7 +75,7 @@ def test_a_second_run_loads_its_programs_from_the_compilation_cache(tmp_path):
 
 def test_the_compilation_cache_defaults_to_jax_s_variable_then_the_user_cache(tmp_path):
     """Without ``--compile-cache`` a command keeps the folder JAX_COMPILATION_CACHE_DIR names,
-    and without that uses $XDG_CACHE_HOME/jaxmb/xla."""
+    and without that uses $XDG_CACHE_HOME/jaxmb/xla, or none where that cannot be made."""
     probe = ("from jaxmb.cli import _use_compile_cache; import jax; "
              "print(_use_compile_cache(None), jax.config.jax_compilation_cache_dir)")
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
@@ -89,3 +89,14 @@ def test_the_compilation_cache_defaults_to_jax_s_variable_then_the_user_cache(tm
     assert chosen(XDG_CACHE_HOME=str(tmp_path / "xdg")) == [user, user]
     assert chosen(XDG_CACHE_HOME=str(tmp_path / "xdg"), JAX_COMPILATION_CACHE_DIR=str(tmp_path / "own")) == [
         str(tmp_path / "own")] * 2
+    # A default folder that cannot be made: no cache, and the command goes on.
+    (tmp_path / "file").write_text("")
+    assert chosen(XDG_CACHE_HOME=str(tmp_path / "file")) == ["None", "None"]
+
+
+def test_an_unusable_compilation_cache_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit, match="--compile-cache .*a_file/cache: cannot use this folder"):
+        main(["simulate", "double-pendulum", "--t1", "0.1", "--compile-cache", str(blocker / "cache"),
+              "--out", str(tmp_path)])
