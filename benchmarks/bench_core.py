@@ -282,6 +282,8 @@ def main(argv=None):
 
     import jax
 
+    # Compile times are reported: no persistent compilation cache (JAX_COMPILATION_CACHE_DIR).
+    jax.config.update("jax_compilation_cache_dir", None)
     if args.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp

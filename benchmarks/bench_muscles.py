@@ -46,6 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)
+# Compile times are reported: no persistent compilation cache (JAX_COMPILATION_CACHE_DIR).
+jax.config.update("jax_compilation_cache_dir", None)
 
 from jaxmb import _muscles as M  # noqa: E402
 from jaxmb.io import load_osim  # noqa: E402

@@ -27,6 +27,8 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+# Compile times are reported: no persistent compilation cache (JAX_COMPILATION_CACHE_DIR).
+jax.config.update("jax_compilation_cache_dir", None)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
