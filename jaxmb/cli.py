@@ -159,7 +159,8 @@ def _simulate(args) -> int:
     lines = [
         f"jaxmb simulate {args.model}: t in [0, {args.t1}] s, {args.solver}, rtol={args.rtol:g}, atol={args.atol:g}",
         f"  success: {summary['success']}, steps: {summary['num_steps']}",
-        f"  compile: {compile_s:.2f} s, run: {run_s * 1e3:.1f} ms on {summary['device']} ({summary['dtype']}); "
+        f"  {'compile or load from the cache' if args.compile_cache else 'compile'}: {compile_s:.2f} s, "
+        f"run: {run_s * 1e3:.1f} ms on {summary['device']} ({summary['dtype']}); "
         f"compilation cache: {args.compile_cache or 'off'}",
         f"  q(t1) = {np.array2string(np.asarray(sol.q[-1]), precision=10)}",
     ]
