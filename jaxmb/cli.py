@@ -31,22 +31,23 @@ def _use_compile_cache(choice: str | None) -> str | None:
 
     A command is a process of its own, so its compiled programs are kept on disk and
     the next run of the same command loads them instead of compiling again (MoBL-ARMS's
-    muscle paths compile for minutes, and tracing, which no cache saves, is a
-    fraction of that; docs/moment_arms.md). `None` keeps ``JAX_COMPILATION_CACHE_DIR`` if it is set and
-    otherwise uses ``$XDG_CACHE_HOME/jaxmb/xla`` (``~/.cache/jaxmb/xla``); ``"none"``
-    switches the cache off. Returns the folder in use, or None.
+    muscle paths compile for minutes; tracing, which no cache saves, is a fraction of
+    that; docs/moment_arms.md). `None` takes ``JAX_COMPILATION_CACHE_DIR`` if it is set,
+    else ``$XDG_CACHE_HOME/jaxmb/xla`` (``~/.cache/jaxmb/xla``); ``"none"`` switches the
+    cache off. A folder the user named that cannot be used is an error; an unusable
+    default is a note, and no cache. Returns the folder in use, or None.
     """
     import jax
 
     if choice is not None and choice.lower() == "none":
         jax.config.update("jax_compilation_cache_dir", None)
         return None
-    explicit = choice is not None
+    source = "--compile-cache"
     if choice is None:
-        if jax.config.jax_compilation_cache_dir:
-            return jax.config.jax_compilation_cache_dir
-        choice = str(_default_compile_cache())
-    # JAX only warns, once per program, when it cannot use the folder: say it once, here.
+        choice, source = jax.config.jax_compilation_cache_dir, "JAX_COMPILATION_CACHE_DIR"
+        if not choice:
+            choice, source = str(_default_compile_cache()), None
+    # JAX would only warn, at every program, when it cannot use the folder: say it once, here.
     try:
         pathlib.Path(choice).mkdir(parents=True, exist_ok=True)
         writable = os.access(choice, os.W_OK)
@@ -54,11 +55,12 @@ def _use_compile_cache(choice: str | None) -> str | None:
     except OSError as err:
         writable, reason = False, str(err)
     if not writable:
-        if explicit:
-            raise SystemExit(f"jaxmb: --compile-cache {choice}: cannot use this folder ({reason}); "
-                             "pass a writable folder, or 'none' to compile without a cache.")
+        if source:
+            raise SystemExit(f"jaxmb: {source} {choice}: cannot use this folder ({reason}); "
+                             "pass a writable folder to --compile-cache, or 'none' to compile without a cache.")
         print(f"jaxmb: no compilation cache: cannot use {choice} ({reason}); "
               "pass --compile-cache DIR to keep compiled programs elsewhere.", file=sys.stderr)
+        jax.config.update("jax_compilation_cache_dir", None)
         return None
     jax.config.update("jax_compilation_cache_dir", choice)
     return choice

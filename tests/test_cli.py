@@ -75,7 +75,8 @@ def test_a_second_run_loads_its_programs_from_the_compilation_cache(tmp_path):
 
 def test_the_compilation_cache_defaults_to_jax_s_variable_then_the_user_cache(tmp_path):
     """Without ``--compile-cache`` a command keeps the folder JAX_COMPILATION_CACHE_DIR names,
-    and without that uses $XDG_CACHE_HOME/jaxmb/xla, or none where that cannot be made."""
+    and without that uses $XDG_CACHE_HOME/jaxmb/xla, or none where that cannot be made; a
+    folder the variable names that cannot be used is an error."""
     probe = ("from jaxmb.cli import _use_compile_cache; import jax; "
              "print(_use_compile_cache(None), jax.config.jax_compilation_cache_dir)")
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
@@ -92,6 +93,10 @@ def test_the_compilation_cache_defaults_to_jax_s_variable_then_the_user_cache(tm
     # A default folder that cannot be made: no cache, and the command goes on.
     (tmp_path / "file").write_text("")
     assert chosen(XDG_CACHE_HOME=str(tmp_path / "file")) == ["None", "None"]
+    # One the user named in JAX's variable: an error naming the variable.
+    out = subprocess.run([sys.executable, "-c", probe], env=dict(env, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "file")),
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "JAX_COMPILATION_CACHE_DIR" in out.stderr and "cannot use" in out.stderr
 
 
 def test_an_unusable_compilation_cache_is_a_clear_error(tmp_path):
