@@ -65,12 +65,9 @@ class LoopClosureError(ValueError):
     """A loop closure could not be solved at the requested ``q`` (see the message)."""
 
 
-def _is_concrete(x) -> bool:
-    try:
-        np.asarray(x)
-        return True
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return False
+def _is_concrete(tree) -> bool:
+    """Whether `tree` holds no tracer (called eagerly, not under jit, vmap or grad)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
 
 
 class _Residual(eqx.Module):
@@ -298,7 +295,7 @@ class LoopClosure(eqx.Module):
         q = jnp.atleast_1d(_as_float_array(q))
         if q.shape != (self.nq,):
             raise LoopClosureError(f"LoopClosure {self.name!r}: q must have shape ({self.nq},), got {q.shape}.")
-        if not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((self, q, f0))):
+        if _is_concrete((self, q, f0)):
             # Called eagerly: run compiled and cached. Op by op, the continuation's and
             # Newton's loops would compile anew on every call (about 0.4 s each).
             sol = _solve_compiled(self, q, f0)
