@@ -1,0 +1,74 @@
+#!/usr/bin/env python
+"""Large batches on CPU: `jax.vmap` over every state at once against `jax.lax.map` over
+chunks of them (`batch_size`), for `mb.forward_dynamics` of a planar chain.
+
+Why: under `vmap` each intermediate of the dynamics becomes one array over the whole
+batch. For planar_chain(7)'s projected pass the largest is the bodies' stacked
+(v, a, J) columns, (batch, 7, 6, 9) float64: 1.5 MB at 512 states, 12 MB at 4096. Past
+what the caches hold, each of the pass's kernels streams its arrays from memory, and
+the cost per state rises (benchmarks/README.md, bench_core). A `lax.map` over chunks
+keeps every intermediate at the chunk's size.
+
+Prints µs per state (CPU time of one call divided by the batch, best of 5) for vmap
+and for lax.map with several chunk sizes, at batches of 512, 4096 and 8192.
+
+Run: ``taskset -c 1 .venv/bin/python scripts/check_batch_chunking.py [--n 7]`` (about a
+minute).
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_enable_compilation_cache", False)  # compile times are not the point; keep runs alike
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxmb as mb  # noqa: E402
+
+
+def per_state_us(fn, args, batch, repeats=5, work=200_000):
+    """Best over `repeats` of the mean time of one call, divided by the batch."""
+    jax.block_until_ready(fn(*args))
+    calls = max(1, work // batch)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            jax.block_until_ready(fn(*args))
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best / batch * 1e6
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=7, help="links of the planar chain")
+    parser.add_argument("--batches", default="512,4096,8192")
+    parser.add_argument("--chunks", default="128,256,512,1024")
+    args = parser.parse_args(argv)
+    model = mb.models.planar_chain(args.n)
+    rng = np.random.default_rng(0)
+
+    def dynamics(q, qd, tau):
+        return mb.forward_dynamics(model, q, qd, tau)
+
+    print(f"planar_chain({args.n}) forward dynamics, µs per state ({jax.devices()[0]}, float64)")
+    for batch in (int(b) for b in args.batches.split(",")):
+        states = tuple(jnp.asarray(rng.uniform(-2.0, 2.0, (batch, args.n))) for _ in range(3))
+        row = [f"vmap {per_state_us(jax.jit(jax.vmap(dynamics)), states, batch):6.2f}"]
+        for chunk in (int(c) for c in args.chunks.split(",")):
+            if chunk < batch:
+                mapped = jax.jit(lambda q, qd, tau, chunk=chunk: jax.lax.map(
+                    lambda s: dynamics(*s), (q, qd, tau), batch_size=chunk))
+                row.append(f"lax.map batch_size={chunk} {per_state_us(mapped, states, batch):6.2f}")
+        print(f"batch {batch:5d}: " + "   ".join(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
