@@ -10,7 +10,8 @@ the cost per state rises (benchmarks/README.md, bench_core). A `lax.map` over ch
 keeps every intermediate at the chunk's size.
 
 Prints µs per state (CPU time of one call divided by the batch, best of 5) for vmap
-and for lax.map with several chunk sizes, at batches of 512, 4096 and 8192.
+and for lax.map with several chunk sizes, at batches of 512, 4096 and 8192; with
+``--simulate``, of whole simulations from those states instead.
 
 Run: ``taskset -c 1 .venv/bin/python scripts/check_batch_chunking.py [--n 7]`` (about a
 minute).
@@ -51,14 +52,23 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=7, help="links of the planar chain")
     parser.add_argument("--batches", default="512,4096,8192")
     parser.add_argument("--chunks", default="128,256,512,1024")
+    parser.add_argument("--simulate", action="store_true",
+                        help="time simulations (0..0.2 s, Tsit5, rtol = atol = 1e-6, from each state at rest) "
+                             "instead of one evaluation of the dynamics")
     args = parser.parse_args(argv)
     model = mb.models.planar_chain(args.n)
     rng = np.random.default_rng(0)
 
-    def dynamics(q, qd, tau):
-        return mb.forward_dynamics(model, q, qd, tau)
+    if args.simulate:
+        def dynamics(q, qd, tau):
+            return mb.simulate(model, q, jnp.zeros_like(qd), 0.2, rtol=1e-6, atol=1e-6, throw=False).q[-1]
+        what = "simulation 0..0.2 s (Tsit5, 1e-6)"
+    else:
+        def dynamics(q, qd, tau):
+            return mb.forward_dynamics(model, q, qd, tau)
+        what = "forward dynamics"
 
-    print(f"planar_chain({args.n}) forward dynamics, µs per state ({jax.devices()[0]}, float64)")
+    print(f"planar_chain({args.n}) {what}, µs per state ({jax.devices()[0]}, float64)")
     for batch in (int(b) for b in args.batches.split(",")):
         states = tuple(jnp.asarray(rng.uniform(-2.0, 2.0, (batch, args.n))) for _ in range(3))
         row = [f"vmap {per_state_us(jax.jit(jax.vmap(dynamics)), states, batch):6.2f}"]
