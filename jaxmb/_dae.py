@@ -26,6 +26,7 @@ from ._constraints import ImplicitJointFunction, LoopClosureError, _closures, op
 from ._dynamics import _mass_matrix_and_forces, bias_forces, mass_matrix
 from ._functions import Coordinate
 from ._model import Model
+from ._simulate import _solver_by_name
 
 
 def loop_constraints(model: Model) -> Callable[[Array], Array]:
@@ -106,15 +107,18 @@ class DAESolution(eqx.Module):
 
 def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: float = 0.0,
                  ts: ArrayLike | None = None, alpha: float = 0.0, beta: float = 0.0,
-                 rtol: float = 1e-8, atol: float = 1e-8, solver: diffrax.AbstractSolver | None = None,
+                 rtol: float = 1e-8, atol: float = 1e-8, solver: str | diffrax.AbstractSolver | None = None,
                  max_steps: int = 1_000_000, forces: Callable | None = None) -> DAESolution:
     """Integrate the index-1 DAE (Baumgarte α, β) of `model` in all joint variables with
-    diffrax from consistent ``z0, ż0``; reports the constraint drift at the save times."""
+    diffrax from consistent ``z0, ż0``; reports the constraint drift at the save times.
+
+    `solver`: a name as in :func:`~jaxmb.simulate` (``"dopri8"``, the default, or
+    ``"tsit5"``, ``"dopri5"``, ``"kvaerno5"``) or any diffrax solver."""
     field = dae_vector_field(model, forces, alpha, beta)
     z0 = jnp.asarray(z0, dtype=float)
     zd0 = jnp.asarray(zd0, dtype=z0.dtype)
     saveat = diffrax.SaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=z0.dtype))
-    sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Dopri8() if solver is None else solver,
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(field), _solver_by_name("dopri8" if solver is None else solver, "simulate_dae"),
                               t0=t0, t1=t1, dt0=None, y0=jnp.concatenate([z0, zd0]), saveat=saveat,
                               stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
                               max_steps=max_steps)

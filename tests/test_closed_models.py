@@ -122,6 +122,14 @@ def test_andrews_dae_baseline_drifts_but_agrees(andrews):
     assert 0.0 < drift < 1e-6
 
 
+def test_dae_solver_by_name(andrews):
+    """simulate_dae takes the solver names of simulate ("kvaerno5" with its stage iteration
+    that runs to convergence, tests/test_simulate.py) and names an unknown one."""
+    z0 = jnp.asarray(C.ANDREWS_Y0)[jnp.asarray([C.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])]
+    with pytest.raises(ValueError, match="simulate_dae: unknown solver 'radau'.*kvaerno5"):
+        mb.constraints.simulate_dae(andrews, z0, jnp.zeros(7), 0.03, solver="radau")
+
+
 def test_five_bar_embedded_trajectory_has_no_drift():
     model = C.five_bar(throw=False)
     closure = model.joints[2].function.closure
