@@ -204,7 +204,7 @@ def _unrolled_with_level_wise_derivatives(model: Model, f, fd, fdd, jac):
 
     Why: the two compute the same sums, but XLA fuses the unrolled scalar form into a
     few kernels only as it stands; differentiated (a batch of tangents per scalar) it
-    becomes slow to run and to compile. Kvaerno5 on Andrews' squeezer (349 steps; its
+    becomes slow to run and to compile. ``diffrax.Kvaerno5()`` on Andrews' squeezer (349 steps; its
     Newton iterations take ``jax.jacfwd`` of the right-hand side), differentiating the
     unrolled pass against this: pre-modeled 99.4 against 50.1 ms (compile 40.6 against
     18.0 s), implicit joint functions 133.4 against 87.6 ms (49.5 against 29.4 s);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What an implicit solver's Jacobians cost through the unrolled projected pass.
 
-Times Andrews' squeezer 0..0.03 s with diffrax Kvaerno5 at rtol = atol = 1e-4 (349
+Times Andrews' squeezer 0..0.03 s with ``diffrax.Kvaerno5()`` at rtol = atol = 1e-4 (349
 steps; its Newton iterations take ``jax.jacfwd`` of the right-hand side), embedded
 ODE with implicit and with pre-modeled (order 24) joint functions, CPU time best of 5
 and compile time, with the unrolled pass's derivatives taken:
@@ -15,6 +15,11 @@ and compile time, with the unrolled pass's derivatives taken:
 
 Run: ``taskset -c 1 .venv/bin/python scripts/check_implicit_solver_cost.py
 [--derivatives unrolled|no-unrolling]`` (about 1.5 min). jaxmb/_dynamics.py quotes it.
+
+The solver object is diffrax's own, with its default stage iteration, on purpose: the
+figures quoted were taken with it. ``simulate(solver="kvaerno5")`` now stops that
+iteration by its contraction rate and takes a tenth of the steps (docs/engine.md,
+"Simulation"), so the Jacobians' share of a run is smaller there.
 """
 
 import argparse
