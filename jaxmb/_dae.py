@@ -118,8 +118,9 @@ def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: 
     z0 = jnp.asarray(z0, dtype=float)
     zd0 = jnp.asarray(zd0, dtype=z0.dtype)
     saveat = diffrax.SaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=z0.dtype))
-    sol = diffrax.diffeqsolve(diffrax.ODETerm(field), _solver_by_name("dopri8" if solver is None else solver, "simulate_dae"),
-                              t0=t0, t1=t1, dt0=None, y0=jnp.concatenate([z0, zd0]), saveat=saveat,
+    solver = _solver_by_name("dopri8" if solver is None else solver, "simulate_dae")
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(field), solver, t0=t0, t1=t1, dt0=None,
+                              y0=jnp.concatenate([z0, zd0]), saveat=saveat,
                               stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
                               max_steps=max_steps)
     n = z0.shape[0]

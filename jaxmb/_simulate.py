@@ -295,7 +295,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
       PID step-size controller at `rtol`/`atol`. Prefer ``"kvaerno5"`` to
       ``diffrax.Kvaerno5()``: the name comes with a stage iteration that stops by its
       contraction rate, where diffrax 0.7.2's default root finder gives up after two
-      iterations and rejects the step (6-10x the steps on Andrews' squeezer).
+      iterations and rejects the step (9-12x the steps on Andrews' squeezer).
     - `progress`: show a tqdm progress bar.
     - `throw`: raise on solver failure; with ``throw=False`` check ``.success``
       (useful under ``vmap``).
