@@ -13,13 +13,19 @@ Prints µs per state (CPU time of one call divided by the batch, best of 5) for 
 and for lax.map with several chunk sizes, at batches of 512, 4096 and 8192; with
 ``--simulate``, of whole simulations from those states instead.
 
+With ``--andrews``, 1024 simulations of Andrews' squeezer with perturbed spring stiffness,
+as ``benchmarks/bench_andrews.py`` batches them (rtol 1e-10, Dopri8): the pre-modeled
+embedded ODE and the index-1 DAE (Baumgarte 100, rtol 3.3e-11), ms per simulation.
+
 Run: ``taskset -c 1 .venv/bin/python scripts/check_batch_chunking.py [--n 7]`` (about a
-minute).
+minute; ``--andrews`` about 5 min).
 """
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
 
@@ -47,6 +53,39 @@ def per_state_us(fn, args, batch, repeats=5, work=200_000):
     return best / batch * 1e6
 
 
+def andrews(chunks, batch=1024, tol=1e-10):
+    """Per-simulation ms of batched Andrews simulations, vmap against lax.map chunks."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_andrews import T1, compiled, premodeled_andrews, scaled_stiffness
+
+    from jaxmb import models as C
+
+    model = C.andrews_squeezer(throw=False)
+    fourier, _ = premodeled_andrews(model)
+    perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in model.joint_names])
+    z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
+    scale = 1.0 + 0.05 * jax.random.normal(jax.random.PRNGKey(0), (batch,))
+
+    def embedded(m, s):
+        return mb.simulate(scaled_stiffness(m, s), z0[:1], jnp.zeros(1), T1, rtol=tol, atol=tol, solver="dopri8",
+                           throw=False).q[-1]
+
+    def dae(m, s):
+        return mb.constraints.simulate_dae(scaled_stiffness(m, s), z0, jnp.zeros(7), T1, alpha=100.0, beta=100.0,
+                                           rtol=tol / 3, atol=tol / 3).z[-1]
+
+    print(f"Andrews' squeezer, {batch} spring stiffnesses, ms per simulation ({jax.devices()[0]}, float64)")
+    for label, fn, m in (("pre-modeled embedded ODE", embedded, fourier), ("index-1 DAE", dae, model)):
+        row = []
+        for chunk in [0] + chunks:
+            batched = (jax.vmap(fn, in_axes=(None, 0)) if chunk == 0 else
+                       lambda mm, s, chunk=chunk, fn=fn: jax.lax.map(lambda x: fn(mm, x), s, batch_size=chunk))
+            run, _ = compiled(batched, m, scale)
+            ms = per_state_us(run, (), batch, repeats=2, work=batch) / 1e3
+            row.append(f"{'vmap' if chunk == 0 else f'lax.map batch_size={chunk}'} {ms:6.3f}")
+        print(f"{label:<26}: " + "   ".join(row), flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=7, help="links of the planar chain")
@@ -55,7 +94,11 @@ def main(argv=None):
     parser.add_argument("--simulate", action="store_true",
                         help="time simulations (0..0.2 s, Tsit5, rtol = atol = 1e-6, from each state at rest) "
                              "instead of one evaluation of the dynamics")
+    parser.add_argument("--andrews", action="store_true",
+                        help="batched Andrews' squeezer simulations (embedded ODE and DAE) instead")
     args = parser.parse_args(argv)
+    if args.andrews:
+        return andrews([32, 128])
     model = mb.models.planar_chain(args.n)
     rng = np.random.default_rng(0)
 
