@@ -21,7 +21,8 @@ order 24 by default, fit error 2e-15 rad; `--order` for others) and the jaxmb in
 (`mb.constraints.simulate_dae`), each with diffrax Tsit5 (5th order, the default of
 `mb.simulate`) and Dopri8 (`--solvers`; Kvaerno5, implicit like the seed's TR-BDF2,
 on request), rtol = atol in `--tols`. The tolerance is a traced
-argument, so each (route, solver) compiles once. Runs are timed by CPU time, best
+argument, so each (route, solver) compiles once. Runs are timed by CPU time
+(wall-clock time on an accelerator; `--clock`), best
 of `--repeat` rounds, each round over the whole sweep with all configurations of a
 tolerance interleaved, so that a slow spell of the machine slows every route alike
 and spoils one round only; within a round each run is called `--calls` times back
@@ -62,7 +63,9 @@ import platform
 import time
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+from _xla_flags import fusion_emitters_off  # noqa: E402
+
+fusion_emitters_off()
 
 import jax  # noqa: E402
 
@@ -154,6 +157,11 @@ def interpolated_time_at(rows, route_kind, target):
     return times[route], route
 
 
+def _duration(seconds):
+    """`seconds` in ms, or in µs below 0.1 ms (a simulation's share of a large batch)."""
+    return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.2f} µs"
+
+
 def print_steps(rows, targets, solvers):
     """Print, per solver and target, the fewest steps (interpolated linearly in digits) of
     a pre-modeled configuration and of a DAE one, and their time per step (interpolated
@@ -171,7 +179,7 @@ def print_steps(rows, targets, solvers):
                         best[kind] = (n, t / n * 1e6, route)
             if len(best) == 2:
                 (ne, ue, _), (nd, ud, rd) = best["pre-modeled"], best["DAE"]
-                print(f"{solver:<8} {target:6.1f} {ne:17.0f} {ue:8.1f} {nd:10.0f} {ud:8.1f} "
+                print(f"{solver:<8} {target:6.1f} {ne:17.0f} {ue:8.3g} {nd:10.0f} {ud:8.3g} "
                       f"{rd.rsplit(',', 1)[0]:<32} {nd / ne:5.2f}x {ud / ue:7.2f}x")
 
 
@@ -180,7 +188,7 @@ def print_summary(rows, targets):
     summary = []
 
     def cell(r):
-        return f"{r['route']}, tol {r['tol']:.0e}: {r['cpu_s'] * 1e3:.1f} ms"
+        return f"{r['route']}, tol {r['tol']:.0e}: {_duration(r['cpu_s'])}"
 
     for kind in ("embedded", "pre-modeled"):
         print(f"\n{'digits >=':>9} {kind + ' (cheapest run)':<56} {'DAE (cheapest run)':<58} {'speed-up':>8} "
@@ -199,7 +207,7 @@ def print_summary(rows, targets):
     return summary
 
 
-def plot(rows, name, accuracy="endpoint", t1=T1):
+def plot(rows, name, accuracy="endpoint", t1=T1, timing="CPU time"):
     """The work-precision diagram of `rows`, written to docs/figures/<name>.png."""
     import matplotlib
 
@@ -218,7 +226,7 @@ def plot(rows, name, accuracy="endpoint", t1=T1):
     ax.set_xlabel(f"significant digits at t = {t1:g} (" + ("Test Set reference)" if t1 == T1 else "1e-13 run)")
                   if accuracy == "endpoint" else
                   f"significant digits along the trajectory (RMS over {N_TRAJECTORY} times)")
-    ax.set_ylabel("CPU time per simulation [ms]")
+    ax.set_ylabel(f"{timing} per simulation [ms]")
     ax.set_title(f"Andrews' squeezer 0..{t1:g} s: embedded ODE vs index-1 DAE (jaxmb, diffrax)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
@@ -245,7 +253,7 @@ def main(argv=None):
                         "parameter of the method as the tolerance is)")
     p.add_argument("--batch", type=int, default=0,
                    help="run each configuration as one jax.vmap over this many spring stiffnesses (the first "
-                        "nominal, the others scaled by 1 + 0.05 N(0, 1)) and charge CPU time / batch per simulation; "
+                        "nominal, the others scaled by 1 + 0.05 N(0, 1)) and charge the time / batch per simulation; "
                         "digits are those of the nominal member")
     p.add_argument("--calls", type=int, default=3,
                    help="back-to-back calls per run within a round, the best kept (1: each run follows a "
@@ -265,6 +273,10 @@ def main(argv=None):
                         "from beta = -0.0620 rad at rest (its 4x was measured on this one), digits at t = 0.05 "
                         "against the 1e-13 reference run (no published values; --accuracy trajectory is the "
                         "measure that matters there)")
+    p.add_argument("--clock", choices=("cpu", "wall"), default=None,
+                   help="what a run is charged: the process's CPU time (default on a CPU, where it is "
+                        "steadier than the wall clock on a shared machine) or wall-clock time (default on "
+                        "an accelerator, whose work the CPU time does not see)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_work_precision.json"))
     p.add_argument("--no-figure", action="store_true")
     p.add_argument("--summarize", metavar="JSON[,JSON...]",
@@ -277,7 +289,8 @@ def main(argv=None):
         for path in paths:
             saved = json.loads(path.read_text())
             print(f"{path}: batch {saved['batch']}, best of {saved['repeat']}, "
-                  f"model as {saved.get('model_as', 'argument')}")
+                  f"model as {saved.get('model_as', 'argument')}, {saved.get('timing', 'CPU time')}, "
+                  f"{saved.get('device', 'cpu')}")
             # Several runs (e.g. with and without an XLA flag): every route is charged its
             # cheapest run in any of them, each run's routes named after its file.
             rows += [dict(r, route=f"{r['route']} [{path.stem}]") if len(paths) > 1 else r for r in saved["rows"]]
@@ -291,9 +304,11 @@ def main(argv=None):
             # Named after the run, with the accuracy appended where it is not the run's own.
             same = args.accuracy == saved.get("accuracy", "endpoint")
             plot(rows, paths[0].stem if same else f"{paths[0].stem}_{args.accuracy}", args.accuracy,
-                 saved.get("t1", T1))
+                 saved.get("t1", T1), saved.get("timing", "CPU time"))
         return
     tols = [float(t) for t in args.tols.split(",")]
+    clock_name = args.clock or ("cpu" if jax.default_backend() == "cpu" else "wall")
+    clock = time.process_time if clock_name == "cpu" else time.perf_counter
     model = C.andrews_squeezer(throw=False)
     perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in model.joint_names])
     inv = np.argsort(perm)
@@ -421,9 +436,9 @@ def main(argv=None):
             tol_a = jnp.asarray(tol)
             for key, fn in configs.items():
                 for _ in range(args.calls):
-                    t = time.process_time()
+                    t = clock()
                     jax.block_until_ready(fn(tol_a))
-                    best[key, tol] = min(best[key, tol], (time.process_time() - t) / batch)
+                    best[key, tol] = min(best[key, tol], (clock() - t) / batch)
     rows = []
     for tol in tols:
         for key in configs:
@@ -437,7 +452,7 @@ def main(argv=None):
                                              for r in rows[-len(configs):]), flush=True)
 
     print(f"\nAndrews' squeezer 0..{t1} s ({args.case}), float64, {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs; "
-          f"CPU time per simulation, best of {args.repeat}"
+          f"{'CPU' if clock_name == 'cpu' else 'wall-clock'} time per simulation, best of {args.repeat}"
           + (f"; vmap over {batch} spring stiffnesses" if args.batch > 0 else ""))
     print(f"{'route':<55} {'tol':>7} {'digits':>6} {'traj.':>6} {'steps':>6} {'ms':>8} {'drift':>9}")
     for r in sorted(rows, key=lambda r: (r["route"], -r["tol"])):
@@ -451,17 +466,21 @@ def main(argv=None):
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(problem="andrews_squeezer", case=args.case, t1=t1, beta0=float(q0[0]), dtype="float64", timing="CPU time",
+    out.write_text(json.dumps(dict(problem="andrews_squeezer", case=args.case, t1=t1, beta0=float(q0[0]), dtype="float64",
+                                   timing="CPU time" if clock_name == "cpu" else "wall-clock time",
                                    repeat=args.repeat, batch=args.batch, order=orders[0] if len(orders) == 1 else orders,
                                    accuracy=args.accuracy,
                                    model_as=args.model_as, calls=args.calls,
-                                   device=str(jax.devices()[0]), machine=platform.platform(),
+                                   device=str(jax.devices()[0]), device_kind=jax.devices()[0].device_kind,
+                                   jax=jax.__version__, xla_flags=os.environ.get("XLA_FLAGS", ""),
+                                   machine=platform.platform(),
                                    cpu_count=os.cpu_count(), fit_error=max(fit_errors.values()),
                                    fit_errors=fit_errors, compile_s=compile_s, rows=rows, summary=summary),
                               indent=2))
     print(f"wrote {out}")
     if not args.no_figure:
-        plot(matched(rows, args.accuracy), Path(args.out).stem, args.accuracy, t1)
+        plot(matched(rows, args.accuracy), Path(args.out).stem, args.accuracy, t1,
+             "CPU time" if clock_name == "cpu" else "wall-clock time")
 
 if __name__ == "__main__":
     main()

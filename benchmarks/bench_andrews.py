@@ -34,7 +34,9 @@ import platform
 import time
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+from _xla_flags import fusion_emitters_off  # noqa: E402
+
+fusion_emitters_off()
 
 import jax  # noqa: E402
 
@@ -121,6 +123,7 @@ def main(argv=None):
     p.add_argument("--tol", type=float, default=1e-10)
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews.json"))
     args = p.parse_args(argv)
     tol = args.tol
     batch = 64 if args.quick else args.batch
@@ -258,10 +261,11 @@ def main(argv=None):
         summary["batched_speedup_vs_jaxmb_dae_matched"] = dae_b[0] / emb_b[0]
         print(f"batched: embedded (implicit) vs DAE at matched setting: "
               f"{summary['batched_speedup_vs_jaxmb_dae_matched']:.1f}x")
-    out = Path(__file__).parent / "results" / "andrews.json"
+    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(problem="andrews_squeezer", t1=T1, tol=tol, dtype="float64",
-                                   device=str(jax.devices()[0]), machine=platform.platform(),
+                                   device=str(jax.devices()[0]), jax=jax.__version__,
+                                   xla_flags=os.environ.get("XLA_FLAGS", ""), machine=platform.platform(),
                                    cpu_count=os.cpu_count(), batch=batch, fit_error=float(jnp.max(fit_error)),
                                    premodel_s=t_fit, rows=rows, summary=summary), indent=2))
     print(f"wrote {out}")

@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-FUSION_FLAG = "--xla_cpu_use_fusion_emitters=false"
+from _xla_flags import FUSION_EMITTERS_OFF as FUSION_FLAG  # noqa: E402
+from _xla_flags import fusion_emitters_off  # noqa: E402
 
 QUANTITIES = ("mass_matrix", "bias_forces", "forward_dynamics")
 # Not a dynamics quantity: a jitted `q + qd` that takes the same arguments
@@ -273,9 +274,7 @@ def main(argv=None):
 
     # XLA flags must be in the environment before jax is imported.
     if args.no_fusion_emitters:
-        flags = os.environ.get("XLA_FLAGS", "")
-        if FUSION_FLAG not in flags:
-            os.environ["XLA_FLAGS"] = (flags + " " + FUSION_FLAG).strip()
+        fusion_emitters_off(force=True)  # where the installed jaxlib knows the flag
     if "jax" in sys.modules:
         print("warning: jax was imported before bench_core.main; XLA_FLAGS may "
               "not take effect", file=sys.stderr)
@@ -347,7 +346,7 @@ def main(argv=None):
         "dtype": args.dtype,
         "jax_dtype_note": "Pinocchio and MuJoCo (C) always compute in float64",
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "fusion_emitters_disabled": bool(args.no_fusion_emitters),
+        "fusion_emitters_disabled": FUSION_FLAG in os.environ.get("XLA_FLAGS", ""),
         "model_passed_as": "constant" if args.model_const else "argument",
         "ns": list(args.n),
         "batch_sizes": list(args.batch_sizes),

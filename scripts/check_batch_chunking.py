@@ -27,7 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _xla_flags import fusion_emitters_off  # noqa: E402
+
+fusion_emitters_off()
 
 import jax  # noqa: E402
 
@@ -55,7 +58,6 @@ def per_state_us(fn, args, batch, repeats=5, work=200_000):
 
 def andrews(chunks, batch=1024, tol=1e-10):
     """Per-simulation ms of batched Andrews simulations, vmap against lax.map chunks."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from bench_andrews import T1, compiled, premodeled_andrews, scaled_stiffness
 
     from jaxmb import models as C

@@ -39,7 +39,10 @@ import re
 import sys
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _xla_flags import fusion_emitters_off  # noqa: E402
+
+fusion_emitters_off()
 
 import jax  # noqa: E402
 
@@ -58,7 +61,6 @@ from jaxmb._dynamics import _mass_matrix_and_forces  # noqa: E402
 from jaxmb._functions import FourierSeries, _harmonics  # noqa: E402
 from jaxmb._spatial import own_buffer  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from andrews_rhs import _FREE, best_times, computations, rhs_loop  # noqa: E402
 from bench_andrews import compiled, digits  # noqa: E402
 

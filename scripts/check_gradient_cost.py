@@ -36,7 +36,10 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _xla_flags import fusion_emitters_off  # noqa: E402
+
+fusion_emitters_off()
 
 import jax  # noqa: E402
 
@@ -49,7 +52,6 @@ import jax.numpy as jnp  # noqa: E402
 import jaxmb as mb  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from andrews_rhs import best_times  # noqa: E402
 from check_implicit_solver_cost import DERIVATIVES, use_derivatives  # noqa: E402
 from bench_andrews import compiled, premodeled_andrews, scaled_stiffness  # noqa: E402

@@ -13,7 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _xla_flags import fusion_emitters_off  # noqa: E402
+
+fusion_emitters_off()
 
 import jax  # noqa: E402
 
@@ -26,7 +29,6 @@ import numpy as np  # noqa: E402
 import jaxmb as mb  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_andrews import premodeled_andrews  # noqa: E402
 
 

@@ -29,7 +29,10 @@ import re
 import sys
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _xla_flags import fusion_emitters_off  # noqa: E402
+
+fusion_emitters_off()
 
 import jax  # noqa: E402
 
@@ -40,7 +43,6 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import jaxmb as mb  # noqa: E402
 from andrews_rhs import _FREE, best_times, computations, rhs_loop  # noqa: E402
 from bench_andrews import compiled, digits, premodeled_andrews  # noqa: E402

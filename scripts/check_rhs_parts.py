@@ -23,7 +23,10 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _xla_flags import fusion_emitters_off  # noqa: E402
+
+fusion_emitters_off()
 
 import jax  # noqa: E402
 
@@ -37,7 +40,6 @@ import jaxmb as mb  # noqa: E402
 from jaxmb import _dynamics, _kinematics  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_andrews import premodeled_andrews  # noqa: E402
 from andrews_rhs import best_times, kernel_count, rhs_loop  # noqa: E402
 

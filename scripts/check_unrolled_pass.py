@@ -17,7 +17,10 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _xla_flags import fusion_emitters_off  # noqa: E402
+
+fusion_emitters_off()
 
 import jax  # noqa: E402
 
@@ -31,7 +34,6 @@ import jaxmb as mb  # noqa: E402
 from jaxmb import _dynamics  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from andrews_rhs import best_times, rhs_loop  # noqa: E402
 
 

@@ -2,11 +2,15 @@
 and runtime type checks of jaxmb's jaxtyping annotations."""
 
 import os
+from importlib.metadata import version
 
 # The suite is dominated by XLA compile time, not run time: a lower backend optimisation
 # level compiles 2-3x faster on CPU (and the fusion-emitter trap of DESIGN.md is avoided).
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false"
-                           " --xla_backend_optimization_level=0").strip()
+# jaxlib 0.11 no longer has the fusion-emitter flag, and XLA aborts on an unknown flag.
+_FLAGS = " --xla_backend_optimization_level=0"
+if tuple(int(x) for x in version("jaxlib").split(".")[:2]) < (0, 11):
+    _FLAGS += " --xla_cpu_use_fusion_emitters=false"
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + _FLAGS).strip()
 
 import jax  # noqa: E402
 

@@ -7,6 +7,7 @@ Dopri8, one Baumgarte setting, one round.
 """
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -24,6 +25,9 @@ def test_andrews_work_precision_runs(tmp_path):
     )
     saved = json.loads(out.read_text())
     assert saved["model_as"] == "flat" and saved["calls"] == 1
+    # On a CPU a run is charged CPU time; the flags it ran with are recorded.
+    assert saved["timing"] == "CPU time" and saved["device_kind"] == "cpu"
+    assert "--xla_cpu_use_fusion_emitters=false" in saved["xla_flags"]
     assert {r["kind"] for r in saved["rows"]} == {"embedded", "pre-modeled", "DAE"}
     for r in saved["rows"]:
         # rtol = atol = 1e-5 and 1e-6 give 4.9-6.3 digits of the Test Set reference
@@ -117,6 +121,29 @@ def test_andrews_work_precision_runs_the_seeds_own_experiment(tmp_path):
         assert 60 < r["steps"] < 300, r
     assert abs(rows["embedded"]["trajectory_digits"] - rows["pre-modeled"]["trajectory_digits"]) < 0.01
     assert 0.0 < rows["DAE"]["drift"] < 1e-6
+
+
+def test_fusion_emitter_flag_is_set_only_where_jaxlib_knows_it(monkeypatch):
+    # jaxlib 0.11 dropped the flag and XLA aborts on an unknown one: a benchmark started
+    # with jax 0.11 (the GPU image's) must leave it out.
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import _xla_flags
+
+    flag = _xla_flags.FUSION_EMITTERS_OFF
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setattr(_xla_flags, "version", lambda name: "0.11.2")
+    _xla_flags.fusion_emitters_off(force=True)
+    assert "XLA_FLAGS" not in os.environ
+    monkeypatch.setattr(_xla_flags, "version", lambda name: "0.10.2")
+    _xla_flags.fusion_emitters_off()
+    assert os.environ["XLA_FLAGS"] == flag
+    # A user's own flags win, unless the caller forces the flag in beside them.
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    _xla_flags.fusion_emitters_off()
+    assert os.environ["XLA_FLAGS"] == "--xla_dump_to=/tmp/x"
+    _xla_flags.fusion_emitters_off(force=True)
+    _xla_flags.fusion_emitters_off(force=True)
+    assert os.environ["XLA_FLAGS"] == f"--xla_dump_to=/tmp/x {flag}"
 
 
 def test_endpoint_digits_is_the_worst_angles_relative_error(monkeypatch):

@@ -1,0 +1,36 @@
+"""The XLA flag the benchmarks run with, set before jax is imported.
+
+XLA's CPU fusion emitters (on by default in jaxlib 0.10) make some tree code much
+slower (DESIGN.md's note on MJX), so the benchmarks turn them off. jaxlib 0.11 no
+longer knows the flag, and XLA aborts on an unknown flag, so it is set only where the
+installed jaxlib has it: on a machine with another jax (a GPU image, say) the
+benchmarks run with that jax's defaults, and each JSON records the flags it ran with.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib.metadata import PackageNotFoundError, version
+
+FUSION_EMITTERS_OFF = "--xla_cpu_use_fusion_emitters=false"
+
+
+def fusion_flag_known() -> bool:
+    """Whether the installed jaxlib accepts :data:`FUSION_EMITTERS_OFF` (0.10 does, 0.11 not)."""
+    try:
+        major, minor = (int(x) for x in version("jaxlib").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) < (0, 11)
+
+
+def fusion_emitters_off(force: bool = False) -> None:
+    """Put :data:`FUSION_EMITTERS_OFF` into ``XLA_FLAGS`` where jaxlib knows it: if
+    ``XLA_FLAGS`` is unset (the user's own flags win), or added to them with `force`."""
+    if not fusion_flag_known():
+        return
+    flags = os.environ.get("XLA_FLAGS")
+    if flags is None:
+        os.environ["XLA_FLAGS"] = FUSION_EMITTERS_OFF
+    elif force and FUSION_EMITTERS_OFF not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {FUSION_EMITTERS_OFF}".strip()
