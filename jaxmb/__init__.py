@@ -83,6 +83,7 @@ from ._muscles import WrapSphere as WrapSphere
 from ._muscles import WrapTorus as WrapTorus
 from ._simulate import simulate as simulate
 from ._simulate import Solution as Solution
+from ._simulate import stage_root_finder as stage_root_finder
 from .io import load_osim as load_osim
 
 __version__ = "0.1.0"

@@ -18,8 +18,11 @@ pre-modeled Andrews run at 1e-7: µs per step, right-hand-side evaluations per s
 ``jax.jacfwd`` of it in a ``fori_loop``, the same solver on a trivial two-state
 right-hand side, and the kernels of each ``while`` body of the compiled simulation.
 
+With ``--other-solvers``, the steps of diffrax's Kvaerno3 and Kvaerno4 on the double
+pendulum with diffrax's stage iteration and with ``mb.stage_root_finder()``.
+
 Run: ``taskset -c 1 .venv/bin/python scripts/check_kvaerno5_root_finder.py
-[--anatomy]`` (about 5 and 1 min).
+[--anatomy | --other-solvers]`` (about 5, 1 and 1 min).
 """
 
 import argparse
@@ -104,13 +107,31 @@ def anatomy():
         print(f"  while body of the simulation {body[:24]}: {len(ops)} kernels {dict(collections.Counter(ops).most_common(4))}")
 
 
+def other_solvers(pendulum, q0, qd0):
+    """Steps (rejected) of diffrax's Kvaerno3 and Kvaerno4 on the double pendulum, with
+    diffrax's stage iteration and with ``mb.stage_root_finder()``."""
+    run = eqx.filter_jit(lambda s: mb.simulate(pendulum, q0, qd0, 2.0, rtol=1e-6, atol=1e-6, solver=s).stats)
+    for cls in (diffrax.Kvaerno3, diffrax.Kvaerno4):
+        for label, solver in ((f"diffrax.{cls.__name__}()", cls()),
+                              (f"diffrax.{cls.__name__}(root_finder=mb.stage_root_finder())",
+                               cls(root_finder=mb.stage_root_finder()))):
+            stats = run(solver)
+            print(f"double pendulum, 2 s, 1e-6, {label}: {int(stats['num_steps'])} steps "
+                  f"({int(stats['num_rejected_steps'])} rejected)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--anatomy", action="store_true", help="where a Kvaerno5 step's time goes")
-    if parser.parse_args().anatomy:
+    parser.add_argument("--other-solvers", action="store_true",
+                        help="step counts of Kvaerno3 and Kvaerno4 with either stage iteration")
+    args = parser.parse_args()
+    if args.anatomy:
         return anatomy()
     pendulum = mb.models.double_pendulum()
     q0, qd0 = jnp.array([np.pi / 10, np.pi / 3]), jnp.array([2 * np.pi, -6 * np.pi])
+    if args.other_solvers:
+        return other_solvers(pendulum, q0, qd0)
     andrews = C.andrews_squeezer(throw=False)
     fourier, _ = premodeled_andrews(andrews)
     perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])

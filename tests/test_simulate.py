@@ -1,6 +1,7 @@
 """simulate(): energy conservation, torque inputs, controllers, vmap and gradients."""
 
 import logging
+import warnings
 
 import diffrax
 import equinox as eqx
@@ -134,6 +135,24 @@ def test_kvaerno5_takes_about_the_steps_of_an_explicit_solver():
     print(f"kvaerno5: {steps} steps ({rejected} rejected), Tsit5 {reference}")
     assert steps < 1.5 * reference
     assert rejected < 0.3 * steps
+
+
+def test_an_implicit_solver_with_diffraxs_stage_iteration_gets_a_warning():
+    """A diffrax implicit solver object is used as given; with diffrax 0.7.2's stage
+    iteration it gets a warning that names the fix, and with ``mb.stage_root_finder()``
+    (the iteration of ``solver="kvaerno5"``, tested above) none."""
+    from jaxmb._simulate import _VeryChord, _solver_by_name
+
+    with pytest.warns(UserWarning, match=r"Kvaerno4 .*stage_root_finder"):
+        _solver_by_name(diffrax.Kvaerno4(), "simulate")
+    with pytest.warns(UserWarning, match=r"simulate_dae: Kvaerno5"):
+        _solver_by_name(diffrax.Kvaerno5(), "simulate_dae")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for solver in (diffrax.Kvaerno4(root_finder=mb.stage_root_finder()), diffrax.Tsit5(), "kvaerno5"):
+            _solver_by_name(solver, "simulate")
+    assert isinstance(mb.stage_root_finder(), _VeryChord)
+    assert isinstance(_solver_by_name("kvaerno5").root_finder, _VeryChord)
 
 
 def test_vmap_over_initial_conditions_and_masses():
