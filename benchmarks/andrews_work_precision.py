@@ -277,6 +277,9 @@ def main(argv=None):
                    help="what a run is charged: the process's CPU time (default on a CPU, where it is "
                         "steadier than the wall clock on a shared machine) or wall-clock time (default on "
                         "an accelerator, whose work the CPU time does not see)")
+    p.add_argument("--no-trajectory", action="store_true",
+                   help="skip the densely saved runs (trajectory_digits; endpoint digits only): each is a "
+                        "program of its own to compile, which on a GPU takes as long as the timed ones")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_work_precision.json"))
     p.add_argument("--no-figure", action="store_true")
     p.add_argument("--summarize", metavar="JSON[,JSON...]",
@@ -295,7 +298,8 @@ def main(argv=None):
             # cheapest run in any of them, each run's routes named after its file.
             rows += [dict(r, route=f"{r['route']} [{path.stem}]") if len(paths) > 1 else r for r in saved["rows"]]
         if args.accuracy == "trajectory" and any("trajectory_digits" not in r for r in rows):
-            raise SystemExit("--accuracy trajectory: a saved run predates trajectory_digits; re-run it")
+            raise SystemExit("--accuracy trajectory: a saved run predates trajectory_digits or ran with "
+                             "--no-trajectory; re-run it")
         rows = matched(rows, args.accuracy)
         targets = [float(t) for t in args.targets.split(",")]
         print_summary(rows, targets)
@@ -306,6 +310,8 @@ def main(argv=None):
             plot(rows, paths[0].stem if same else f"{paths[0].stem}_{args.accuracy}", args.accuracy,
                  saved.get("t1", T1), saved.get("timing", "CPU time"))
         return
+    if args.no_trajectory and args.accuracy == "trajectory":
+        raise SystemExit("--no-trajectory measures no trajectory digits; use --accuracy endpoint")
     tols = [float(t) for t in args.tols.split(",")]
     clock_name = args.clock or ("cpu" if jax.default_backend() == "cpu" else "wall")
     clock = time.process_time if clock_name == "cpu" else time.perf_counter
@@ -418,7 +424,7 @@ def main(argv=None):
     # (at least 2) and 0.05 digits at t = 0.03. (A batch reports its members' most steps,
     # so there the steps are not compared.)
     dense, moved = {}, []
-    for (key, tol), (ang, steps, _) in outs.items():
+    for (key, tol), (ang, steps, _) in ({} if args.no_trajectory else outs).items():
         path, path_steps = dense[key, tol] = jax.block_until_ready(paths[key](jnp.asarray(tol)))
         far = abs(digits(np.asarray(path)[-1]) - digits(ang)) > 0.05
         if far or (args.batch == 0 and abs(int(path_steps) - int(steps)) > max(2, 0.01 * int(steps))):
@@ -426,12 +432,14 @@ def main(argv=None):
                                f"{digits(np.asarray(path)[-1]):.2f} digits; timed, {int(steps)} and {digits(ang):.2f}")
         if args.batch == 0 and int(path_steps) != int(steps):
             moved.append(f"{key[1]}, tol {tol:g}: {int(path_steps)} against {int(steps)}")
-    print(f"dense runs with other steps than the timed ones: {len(moved)} of {len(outs)}"
-          + "".join(f"\n  {m}" for m in moved), flush=True)
+    if not args.no_trajectory:
+        print(f"dense runs with other steps than the timed ones: {len(moved)} of {len(outs)}"
+              + "".join(f"\n  {m}" for m in moved), flush=True)
     # Rounds over the whole sweep, best per run over the rounds: a slow spell of the
     # machine then spoils one round, not every run of one tolerance.
     best = {run: np.inf for run in outs}
-    for _ in range(args.repeat):
+    for i in range(args.repeat):
+        print(f"timing: round {i + 1} of {args.repeat}", flush=True)
         for tol in tols:
             tol_a = jnp.asarray(tol)
             for key, fn in configs.items():
@@ -443,12 +451,12 @@ def main(argv=None):
     for tol in tols:
         for key in configs:
             ang, steps, drift = outs[key, tol]
-            path, _ = dense[key, tol]
             rows.append(dict(kind=key[0], route=key[1], tol=tol, cpu_s=best[key, tol], digits=digits(ang),
-                             trajectory_digits=trajectory_digits(np.asarray(path), reference),
                              steps=int(steps), drift=float(drift)))
-        print(f"tol {tol:g}: " + "; ".join(f"{r['route']} {r['cpu_s'] * 1e3:.1f} ms {r['digits']:.2f} "
-                                             f"({r['trajectory_digits']:.2f})"
+            if (key, tol) in dense:
+                rows[-1]["trajectory_digits"] = trajectory_digits(np.asarray(dense[key, tol][0]), reference)
+        print(f"tol {tol:g}: " + "; ".join(f"{r['route']} {_duration(r['cpu_s'])} {r['digits']:.2f} "
+                                             f"({r.get('trajectory_digits', np.nan):.2f})"
                                              for r in rows[-len(configs):]), flush=True)
 
     print(f"\nAndrews' squeezer 0..{t1} s ({args.case}), float64, {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs; "
@@ -456,7 +464,8 @@ def main(argv=None):
           + (f"; vmap over {batch} spring stiffnesses" if args.batch > 0 else ""))
     print(f"{'route':<55} {'tol':>7} {'digits':>6} {'traj.':>6} {'steps':>6} {'ms':>8} {'drift':>9}")
     for r in sorted(rows, key=lambda r: (r["route"], -r["tol"])):
-        print(f"{r['route']:<55} {r['tol']:7.0e} {r['digits']:6.2f} {r['trajectory_digits']:6.2f} {r['steps']:6d} {r['cpu_s'] * 1e3:8.2f} "
+        print(f"{r['route']:<55} {r['tol']:7.0e} {r['digits']:6.2f} {r.get('trajectory_digits', np.nan):6.2f} "
+              f"{r['steps']:6d} {r['cpu_s'] * 1e3:8.3g} "
               f"{r['drift']:9.1e}")
 
     print(f"digits matched: {args.accuracy}")
