@@ -123,6 +123,26 @@ def test_andrews_work_precision_runs_the_seeds_own_experiment(tmp_path):
     assert 0.0 < rows["DAE"]["drift"] < 1e-6
 
 
+def test_andrews_work_precision_without_the_densely_saved_runs(tmp_path):
+    # --no-trajectory (for GPU runs, where compilation dominates): endpoint digits only,
+    # and no trajectory digits claimed.
+    script = str(BENCHMARKS / "andrews_work_precision.py")
+    refused = subprocess.run([sys.executable, script, "--no-trajectory", "--accuracy", "trajectory"],
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and "--no-trajectory measures no trajectory digits" in refused.stderr
+    out = tmp_path / "wp.json"
+    run = subprocess.run(
+        [sys.executable, script, "--solvers", "Tsit5", "--baumgarte", "100", "--tols", "1e-5", "--repeat", "2",
+         "--calls", "1", "--targets", "3", "--no-trajectory", "--no-figure", "--out", str(out)],
+        check=True, capture_output=True, text=True, timeout=900,
+    ).stdout
+    assert "dense runs" not in run and run.count("timing: round") == 2
+    saved = json.loads(out.read_text())
+    assert {r["kind"] for r in saved["rows"]} == {"embedded", "pre-modeled", "DAE"}
+    for r in saved["rows"]:
+        assert "trajectory_digits" not in r and 3.0 < r["digits"] < 5.0 and r["cpu_s"] > 0.0, r
+
+
 def test_fusion_emitter_flag_is_set_only_where_jaxlib_knows_it(monkeypatch):
     # jaxlib 0.11 dropped the flag and XLA aborts on an unknown one: a benchmark started
     # with jax 0.11 (the GPU image's) must leave it out.
