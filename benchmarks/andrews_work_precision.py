@@ -48,6 +48,8 @@ rtol = atol = 1e-13 (RMS error over the times relative to the angle's RMS, worst
 end time rewards a run whose errors happen to cancel there, which moves the digits by
 up to 0.7 between neighbouring tolerances; an RMS over the trajectory (the seed reports
 the agreement of its two routes as an RMS over 1000 points) does not.
+`--no-trajectory` skips the densely saved runs (endpoint digits only; half the programs
+to compile, which is most of a GPU run's time).
 `--case dissertation` runs the seed's own experiment instead, on which its 4x was
 measured: 0..0.05 s from beta = -0.0620 rad at rest; there is no published solution,
 so the digits at t = 0.05 are taken against the reference run's end point.

@@ -5,6 +5,7 @@ muscle or controller states integrate together with the mechanics.
 """
 
 
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -250,8 +251,9 @@ class _VeryChord(diffrax.VeryChord):
         return stop | linear_failed, optx.RESULTS.where(linear_failed, state.result, result)
 
 
-# diffrax releases up to 0.7.2 stop VeryChord's iteration early (see _VeryChord).
-_STOCK_VERYCHORD_STOPS_EARLY = tuple(int(x) for x in diffrax.__version__.split(".")[:3]) <= (0, 7, 2)
+# diffrax releases up to 0.7.2 stop VeryChord's iteration early (see _VeryChord). The
+# release's leading numbers only, so that "0.7.3rc1" or "0.8.0.dev0" parse too.
+_STOCK_VERYCHORD_STOPS_EARLY = tuple(int(n) for n in re.findall(r"\d+", diffrax.__version__)[:3]) <= (0, 7, 2)
 
 
 def stage_root_finder() -> diffrax.VeryChord:
