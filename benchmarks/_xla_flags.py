@@ -10,6 +10,7 @@ benchmarks run with that jax's defaults, and each JSON records the flags it ran 
 from __future__ import annotations
 
 import os
+import re
 from importlib.metadata import PackageNotFoundError, version
 
 FUSION_EMITTERS_OFF = "--xla_cpu_use_fusion_emitters=false"
@@ -18,10 +19,10 @@ FUSION_EMITTERS_OFF = "--xla_cpu_use_fusion_emitters=false"
 def fusion_flag_known() -> bool:
     """Whether the installed jaxlib accepts :data:`FUSION_EMITTERS_OFF` (0.10 does, 0.11 not)."""
     try:
-        major, minor = (int(x) for x in version("jaxlib").split(".")[:2])
-    except (PackageNotFoundError, ValueError):
+        release = tuple(int(n) for n in re.findall(r"\d+", version("jaxlib"))[:2])
+    except PackageNotFoundError:
         return False
-    return (major, minor) < (0, 11)
+    return release < (0, 11)
 
 
 def fusion_emitters_off(force: bool = False) -> None:

@@ -317,8 +317,8 @@ def main(argv=None):
     if args.no_trajectory and args.accuracy == "trajectory":
         raise SystemExit("--no-trajectory measures no trajectory digits; use --accuracy endpoint")
     tols = [float(t) for t in args.tols.split(",")]
-    clock_name = args.clock or ("cpu" if jax.default_backend() == "cpu" else "wall")
-    clock = time.process_time if clock_name == "cpu" else time.perf_counter
+    on_cpu_clock = (args.clock or ("cpu" if jax.default_backend() == "cpu" else "wall")) == "cpu"
+    clock, timing = (time.process_time, "CPU time") if on_cpu_clock else (time.perf_counter, "wall-clock time")
     model = C.andrews_squeezer(throw=False)
     perm = np.asarray([C.ANDREWS_ANGLES.index(n) for n in model.joint_names])
     inv = np.argsort(perm)
@@ -470,7 +470,7 @@ def main(argv=None):
                                              for r in rows[-len(configs):]), flush=True)
 
     print(f"\nAndrews' squeezer 0..{t1} s ({args.case}), float64, {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs; "
-          f"{'CPU' if clock_name == 'cpu' else 'wall-clock'} time per simulation, best of {args.repeat}"
+          f"{timing} per simulation, best of {args.repeat}"
           + (f"; vmap over {batch} spring stiffnesses" if args.batch > 0 else ""))
     print(f"{'route':<55} {'tol':>7} {'digits':>6} {'traj.':>6} {'steps':>6} {'ms':>8} {'drift':>9}")
     for r in sorted(rows, key=lambda r: (r["route"], -r["tol"])):
@@ -486,7 +486,7 @@ def main(argv=None):
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(dict(problem="andrews_squeezer", case=args.case, t1=t1, beta0=float(q0[0]), dtype="float64",
-                                   timing="CPU time" if clock_name == "cpu" else "wall-clock time",
+                                   timing=timing,
                                    repeat=args.repeat, batch=args.batch, order=orders[0] if len(orders) == 1 else orders,
                                    accuracy=args.accuracy,
                                    model_as=args.model_as, calls=args.calls,
@@ -498,8 +498,7 @@ def main(argv=None):
                               indent=2))
     print(f"wrote {out}")
     if not args.no_figure:
-        plot(matched(rows, args.accuracy), Path(args.out).stem, args.accuracy, t1,
-             "CPU time" if clock_name == "cpu" else "wall-clock time")
+        plot(matched(rows, args.accuracy), Path(args.out).stem, args.accuracy, t1, timing)
 
 if __name__ == "__main__":
     main()

@@ -1,22 +1,23 @@
 """Test configuration: float64 everywhere (the library never switches it on itself),
 and runtime type checks of jaxmb's jaxtyping annotations."""
 
+import importlib.util
 import os
-from importlib.metadata import version
+import pathlib
 
 # The suite is dominated by XLA compile time, not run time: a lower backend optimisation
-# level compiles 2-3x faster on CPU (and the fusion-emitter trap of DESIGN.md is avoided).
-# jaxlib 0.11 no longer has the fusion-emitter flag, and XLA aborts on an unknown flag.
-_FLAGS = " --xla_backend_optimization_level=0"
-if tuple(int(x) for x in version("jaxlib").split(".")[:2]) < (0, 11):
-    _FLAGS += " --xla_cpu_use_fusion_emitters=false"
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + _FLAGS).strip()
+# level compiles 2-3x faster on CPU (and the fusion-emitter trap of DESIGN.md is avoided,
+# where the installed jaxlib has that flag: benchmarks/_xla_flags.py).
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+_spec = importlib.util.spec_from_file_location(
+    "_xla_flags", pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "_xla_flags.py")
+_xla_flags = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_xla_flags)
+_xla_flags.fusion_emitters_off(force=True)
 
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-
-import pathlib  # noqa: E402
 
 import pytest  # noqa: E402
 
