@@ -41,6 +41,7 @@ from ._functions import FourierSeries as FourierSeries
 from ._functions import JaxFunction as JaxFunction
 from ._functions import Linear as Linear
 from ._functions import Polynomial as Polynomial
+from ._functions import QuinticSpline as QuinticSpline
 from ._functions import Scaled as Scaled
 from ._kinematics import angular_jacobians as angular_jacobians
 from ._kinematics import body_angular_velocities as body_angular_velocities

@@ -36,7 +36,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._functions import AbstractJointFunction, Coordinate, CubicSpline, FourierSeries, _as_float_array
+from ._functions import AbstractJointFunction, Coordinate, CubicSpline, FourierSeries, QuinticSpline, _as_float_array
 from ._model import Joint, Model
 
 # Result codes of LoopClosure.solve.
@@ -771,24 +771,35 @@ class PremodelResult(eqx.Module):
     - `functions`: one joint function per dependent variable (CubicSpline,
       FourierSeries or TensorSpline).
     - `grid`: the swept coordinate values; `values`: the solved variables there.
-    - `fit_error`: max |fit - solve| at the midpoints between grid points (m,).
+    - `fit_error`: max |fit - solve| between grid points (m,): at the midpoints, and
+      for one coordinate at the quarter points too.
+    - `derivative_error`: one coordinate only (else None): max |fit - loop| of the
+      first and second derivatives at those points (m, 2), the loop's from
+      :meth:`LoopClosure.derivatives` (what velocities and accelerations inherit).
     """
 
     functions: tuple
     grid: Any
     values: Array
     fit_error: Array
+    derivative_error: Array | None = None
 
 
 def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: float | Sequence[float],
-             kind: str = "spline", order: int = 8, omega: float | None = None) -> PremodelResult:
+             kind: str = "spline", order: int = 8, omega: float | None = None,
+             periodic: bool = False) -> PremodelResult:
     """The seed's pre-modeling approach: sweep ``q`` over ``[lower, upper]`` with a fixed
     `step`, solve the loop at every point (warm-started from the previous one, so the
     sweep follows one branch), and fit explicit smooth functions.
 
-    - nq = 1: ``kind="spline"`` (natural :class:`~jaxmb.CubicSpline`) or
+    - nq = 1: ``kind="spline"`` (natural :class:`~jaxmb.CubicSpline`),
       ``kind="fourier"`` (:class:`~jaxmb.FourierSeries` of `order` with fundamental
-      `omega`, default ``2π/(upper - lower)``).
+      `omega`, default ``2π/(upper - lower)``) or ``kind="quintic"``
+      (:class:`~jaxmb.QuinticSpline` through the solved values and their exact first
+      and second derivatives, :meth:`LoopClosure.derivatives`; C², and the cheapest
+      to evaluate). ``periodic=True`` makes the quintic repeat ``[lower, upper]``
+      (one revolution of a crank), with a secular term for a variable that gains
+      whole turns over it, as the Fourier fit does.
     - nq = 2: :class:`TensorSpline` on the grid.
 
     The fit error is measured against fresh solves at the midpoints of the grid.
@@ -828,14 +839,30 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
             periodic = omega is None
             slopes = [2 * np.pi * turns[k] / (x[-1] - x[0]) if periodic else 0.0 for k in range(closure.m)]
             fns = tuple(FourierSeries.fit(0, x, values[:, k], order, w, slopes[k]) for k in range(closure.m))
+        elif kind == "quintic":
+            v = np.asarray(values)
+            turns = np.round((v[-1] - v[0]) / (2 * np.pi)) if periodic else np.zeros(closure.m)
+            derivatives = jax.jit(jax.vmap(closure.derivatives))(jnp.asarray(x)[:, None], values)
+            d1, d2 = (np.asarray(d)[:, :, 0] for d in (derivatives[1], derivatives[2][..., 0]))
+            fns = tuple(QuinticSpline.fit(0, x, v[:, k], d1[:, k], d2[:, k], periodic=periodic,
+                                          slope=2 * np.pi * turns[k] / (x[-1] - x[0]))
+                        for k in range(closure.m))
         else:
-            raise LoopClosureError(f"premodel: kind must be 'spline' or 'fourier', got {kind!r}.")
-        mid = 0.5 * (x[1:] + x[:-1])
+            raise LoopClosureError(f"premodel: kind must be 'spline', 'fourier' or 'quintic', got {kind!r}.")
+        # The midpoints, and the quarter points: a Hermite fit's slope error vanishes at
+        # the midpoints by symmetry, so they alone would understate it.
+        # In increasing order, so that the warm-started sweep stays on the branch.
+        mid = (x[:-1, None] + np.asarray([0.25, 0.5, 0.75]) * (x[1:] - x[:-1])[:, None]).ravel()
         f_mid = sweep(mid[:, None])
-        fit = eqx.filter_jit(lambda fs, pts: jnp.stack([jax.vmap(fn)(pts) for fn in fs], axis=1))(
-            fns, jnp.asarray(mid)[:, None])
-        err = jnp.max(jnp.abs(fit - f_mid), axis=0)
-        return PremodelResult(functions=fns, grid=x, values=values, fit_error=err)
+        fit_derivatives = eqx.filter_jit(lambda fs, pts: jnp.stack([
+            jax.vmap(lambda p, fn=fn: jnp.stack(fn.rates(p, jnp.ones_like(p))))(pts) for fn in fs], axis=1))
+        fit = fit_derivatives(fns, jnp.asarray(mid)[:, None])  # (points, m, 3): f, df/dq, d²f/dq²
+        loop = jax.jit(jax.vmap(closure.derivatives))(jnp.asarray(mid)[:, None], f_mid)
+        err = jnp.max(jnp.abs(fit[:, :, 0] - f_mid), axis=0)
+        derivative_error = jnp.stack([jnp.max(jnp.abs(fit[:, :, 1] - loop[1][:, :, 0]), axis=0),
+                                      jnp.max(jnp.abs(fit[:, :, 2] - loop[2][:, :, 0, 0]), axis=0)], axis=1)
+        return PremodelResult(functions=fns, grid=x, values=values, fit_error=err,
+                              derivative_error=derivative_error)
     if nq == 2:
         if kind != "spline":
             raise LoopClosureError("premodel: two coordinates support kind='spline' only.")
@@ -867,22 +894,24 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
 
 
 def premodeled(model: Model, lower: ArrayLike, upper: ArrayLike, step: float | Sequence[float],
-               kind: str = "spline", order: int = 8, omega: float | None = None) -> tuple[Model, Array]:
+               kind: str = "spline", order: int = 8, omega: float | None = None,
+               periodic: bool = False) -> tuple[Model, Array]:
     """`model` with the implicit joint functions of every loop replaced by pre-modeled
     fits (:func:`premodel` over ``[lower, upper]``), and the fit errors (n_joints,)
     (0 for joints that were not implicit).
 
     The pre-modeled model is an ordinary tree with explicit joint functions: no
     loop is solved during simulation (whether that is faster depends on the fit:
-    a Fourier series costs 2K sines and cosines per function and state, see
-    benchmarks/bench_andrews.py). For a crank that turns fully (Andrews'
-    squeezer) ``kind="fourier"`` over one revolution is exact to round-off at a
-    modest order (see docs/closed_chains.md).
+    a Fourier series costs 2K sines and cosines per function and state, a quintic
+    spline a gather and three short polynomials; see benchmarks/bench_andrews.py).
+    For a crank that turns fully (Andrews' squeezer) ``kind="fourier"`` over one
+    revolution is exact to round-off at a modest order, and ``kind="quintic",
+    periodic=True`` close to it (see docs/closed_chains.md).
     """
     fit_error = np.zeros(len(model.joints))
     joints = list(model.joints)
     for closure, idx in _closures(model):
-        res = premodel(closure, lower, upper, step, kind=kind, order=order, omega=omega)
+        res = premodel(closure, lower, upper, step, kind=kind, order=order, omega=omega, periodic=periodic)
         for k, i in enumerate(idx):
             joints[i] = eqx.tree_at(lambda j: j.function, joints[i], res.functions[k])
             fit_error[i] = float(res.fit_error[k])

@@ -341,7 +341,68 @@ class CubicSpline(AbstractJointFunction):
         return _univariate_rates(self._derivatives(q[self.index]), q, qd, self.index)
 
 
-class FourierSeries(AbstractJointFunction):
+def _univariate_outputs(method: str, derivatives, index: int, q, qd=None):
+    """What `method` of a function of ``x = q[index]`` alone returns, from
+    ``(f, df/dx, d²f/dx²)`` at that x."""
+    value, d1, d2 = derivatives
+    if method == "__call__":
+        return value
+    if method == "gradient":
+        return jnp.zeros_like(q).at[index].set(d1)
+    if method == "hessian":
+        return jnp.zeros((q.shape[0],) * 2, dtype=q.dtype).at[index, index].set(d2)
+    rates = _univariate_rates(derivatives, q, qd, index)
+    return rates[:3] if method == "rates" else rates
+
+
+class _UnivariateFunction(AbstractJointFunction):
+    """A function of one coordinate, ``f(q) = s(q[index])``, whose subclass gives
+    ``_derivatives(x) = (s, s', s'')`` in closed form; every method follows from one
+    call. Functions of one kind, coordinate and static fields share that call when
+    stacked (:meth:`_evaluate_alike`): ``_derivatives`` must then accept parameters
+    with a leading stack axis and return (m,) outputs. For Fourier series that shares
+    the harmonics: Andrews' squeezer's pre-modeled right-hand side 4.40 -> 3.66 µs,
+    2.75 -> 2.17 µs per state under vmap, against a ``vmap`` over the six series
+    (benchmarks/andrews_rhs.py)."""
+
+    index: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def _derivatives(self, xq) -> tuple[Array, Array, Array]:
+        """``(s, ds/dx, d²s/dx²)`` at the scalar ``x = xq``."""
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+    def vectorisable(self):
+        return True
+
+    def _evaluate(self, method, q, qd=None):
+        return _univariate_outputs(method, self._derivatives(q[self.index]), self.index, q, qd)
+
+    def __call__(self, q):
+        return self._evaluate("__call__", q)
+
+    def gradient(self, q):
+        return self._evaluate("gradient", q)
+
+    def hessian(self, q):
+        return self._evaluate("hessian", q)
+
+    def rates(self, q, qd):
+        return self._evaluate("rates", q, qd)
+
+    def rates_and_gradient(self, q, qd):
+        return self._evaluate("rates_and_gradient", q, qd)
+
+    @classmethod
+    def _evaluate_alike(cls, stacked, method, *args):
+        q = args[0]
+        derivatives = stacked._derivatives(q[stacked.index])
+        return jax.vmap(lambda d: _univariate_outputs(method, d, stacked.index, *args))(derivatives)
+
+
+class FourierSeries(_UnivariateFunction):
     """``f(q) = a0 + c x + Σ_{k=1}^{K} [a_k cos(k ω x) + b_k sin(k ω x)]`` with ``x = q[index]``.
 
     The fitted shoulder and knee rhythms of the seed's pre-modeling approach. The
@@ -394,12 +455,6 @@ class FourierSeries(AbstractJointFunction):
         coef = jnp.linalg.lstsq(basis, y)[0]
         return cls(index, coef[0], coef[1 : order + 1], coef[order + 1 :], omega, slope)
 
-    def coordinate_indices(self):
-        return (self.index,)
-
-    def vectorisable(self):
-        return True
-
     def _derivatives(self, xq):
         """``(f, df/dx, d²f/dx²)`` at the scalar ``x = xq``, of this series or of a stack
         of series of one `omega` (amplitudes (m, K), outputs (m,)): the harmonics
@@ -417,48 +472,6 @@ class FourierSeries(AbstractJointFunction):
                           -jnp.concatenate([kw, kw]) ** 2 * cos_sin])             # d²f/dx²
         sums = coef @ harmonics
         return self.a0 + self.slope * xq + sums[0], self.slope + sums[1], sums[2]
-
-    @staticmethod
-    def _outputs(method, derivatives, index, q, qd=None):
-        """What `method` returns, from ``(f, df/dx, d²f/dx²)`` at ``x = q[index]``."""
-        value, d1, d2 = derivatives
-        if method == "__call__":
-            return value
-        if method == "gradient":
-            return jnp.zeros_like(q).at[index].set(d1)
-        if method == "hessian":
-            return jnp.zeros((q.shape[0],) * 2, dtype=q.dtype).at[index, index].set(d2)
-        rates = _univariate_rates(derivatives, q, qd, index)
-        return rates[:3] if method == "rates" else rates
-
-    def _evaluate(self, method, q, qd=None):
-        return self._outputs(method, self._derivatives(q[self.index]), self.index, q, qd)
-
-    def __call__(self, q):
-        return self._evaluate("__call__", q)
-
-    def gradient(self, q):
-        return self._evaluate("gradient", q)
-
-    def hessian(self, q):
-        return self._evaluate("hessian", q)
-
-    def rates(self, q, qd):
-        return self._evaluate("rates", q, qd)
-
-    def rates_and_gradient(self, q, qd):
-        return self._evaluate("rates_and_gradient", q, qd)
-
-    @classmethod
-    def _evaluate_alike(cls, stacked, method, *args):
-        """Series with the same `omega`, order and coordinate share their harmonics: one
-        :meth:`_derivatives` for all m of them (a (3, m, 2K) x (2K,) product), then each
-        series' outputs. Measured on Andrews' squeezer's pre-modeled right-hand side
-        against a ``vmap`` over the series: 4.40 -> 3.66 µs, 2.75 -> 2.17 µs per state
-        under vmap (benchmarks/andrews_rhs.py)."""
-        q = args[0]
-        derivatives = stacked._derivatives(q[stacked.index])
-        return jax.vmap(lambda d: cls._outputs(method, d, stacked.index, *args))(derivatives)
 
 
 def _harmonics(n: int, theta) -> tuple[Array, Array]:
@@ -495,6 +508,182 @@ def _univariate_rates(derivatives, q, qd, index):
     value, d1, d2 = derivatives
     xd = qd[index]
     return value, d1 * xd, d2 * xd * xd, jnp.zeros_like(q).at[index].set(d1)
+
+
+# Quintic Hermite interpolation on [0, 1] in powers of t (rows: coefficients of
+# t^0..t^5; columns: the data p0, p0', p0'', p1, p1', p1'' with derivatives in t).
+_QUINTIC_HERMITE = np.array([
+    [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 1.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 0.0, 0.5, 0.0, 0.0, 0.0],
+    [-10.0, -6.0, -1.5, 10.0, -4.0, 0.5],
+    [15.0, 8.0, 1.5, -15.0, 7.0, -1.0],
+    [-6.0, -3.0, -0.5, 6.0, -3.0, 0.5],
+])
+
+
+def _exact_products(weight: float, value: float) -> list[float]:
+    """``weight * value`` as a list of floats that sum to it exactly: `weight` is a
+    multiple of 1/2 below 16, written as a sum of signed powers of two, so every term
+    is `value` scaled by a power of two (exact)."""
+    terms, w = [], abs(weight)
+    for e in range(4, -2, -1):
+        if w >= 2.0**e:
+            terms.append(np.copysign(2.0**e, weight) * value)
+            w -= 2.0**e
+    assert w == 0.0, weight
+    return terms
+
+
+def _quintic_coefficients(data: np.ndarray) -> np.ndarray:
+    """(n, 6) power coefficients of the quintic Hermite pieces through the knot data
+    `data` (n + 1, 3) = (p, h p', h² p''), each the correctly rounded value of the exact
+    combination of the (float64) data (``math.fsum`` of exact products).
+
+    Why exact: the higher coefficients are small differences of O(1) data (``c3 ≈
+    h³ p'''/6``); formed in float64 they carry the data's rounding, ~1e-16, and the
+    second derivative, ``(2 c2 + 6 c3 t + ...)/h²``, multiplies that by up to 60/h²
+    (6e-10 at h = 2π/256), and at a knot the two pieces then disagree by as much.
+    Exactly combined, neighbouring pieces meet to an ulp of each coefficient."""
+    import math
+
+    n = data.shape[0] - 1
+    out = np.empty((n, 6))
+    for j in range(n):
+        d = (*data[j], *data[j + 1])
+        for i in range(6):
+            out[j, i] = math.fsum(t for w, v in zip(_QUINTIC_HERMITE[i], d) if w for t in _exact_products(w, v))
+    return out
+
+
+class QuinticSpline(_UnivariateFunction):
+    """C² piecewise quintic of one coordinate on a uniform grid, ``f(q) = s(q[index])``.
+
+    On the k-th interval ``[x_k, x_k + h]``, with ``t = (x - x_k)/h``,
+    ``s = slope·x + Σ_{i=0}^{5} c_{k,i} t^i``: the quintic Hermite interpolant of the
+    value, first and second derivative at the two knots (:meth:`fit`), so ``s``, ``s'``
+    and ``s''`` are continuous and exact at every knot, with interpolation error
+    O(h⁶), O(h⁵), O(h⁴).
+
+    Why it exists: it is the cheapest closed-form joint function to evaluate. The
+    interval comes from a floor on the uniform grid (no search), its six coefficients
+    from one gather, and the value and both derivatives from short polynomials; no
+    transcendental function. Pre-modeling a loop with it
+    (``premodel(..., kind="quintic")``) takes the knot data from the loop itself:
+    the solved variables and their exact gradient and Hessian (implicit
+    differentiation, :meth:`LoopClosure.derivatives`). On Andrews' squeezer the six
+    dependent angles over a crank revolution in 512 intervals match the loop to 4e-15
+    rad (second derivatives to 7e-11) and cost 0.2 µs per right-hand side against 1.1
+    µs for the order-24 Fourier series (``scripts/check_rhs_parts.py``).
+
+    ``periodic=True`` repeats the grid's span (a crank's revolution); `slope` adds a
+    secular term as :class:`FourierSeries` does (a relative angle that gains turns with
+    the crank). Otherwise ``s`` continues linearly outside ``[x_0, x_n]`` with the end
+    slope, as :class:`CubicSpline` does. `x0`, `step` and `periodic` are static (the
+    grid is a fixed part of the basis); the coefficients and the slope are array leaves.
+    """
+
+    index: int = eqx.field(static=True)
+    x0: float = eqx.field(static=True)
+    step: float = eqx.field(static=True)
+    periodic: bool = eqx.field(static=True)
+    coefficients: Float[Array, "n 6"]
+    slope: Float[Array, ""]
+
+    def __init__(self, index: int, x0: float, step: float, coefficients, *, periodic: bool = False,
+                 slope: RealLike = 0.0):
+        self.index = int(index)
+        try:
+            self.x0, self.step = float(x0), float(step)
+        except (TypeError, jax.errors.ConcretizationTypeError):
+            raise ModelError("QuinticSpline: x0 and step must be concrete numbers (the grid is a static part "
+                             "of the basis); build the spline outside jit/vmap.") from None
+        if not (np.isfinite(self.x0) and np.isfinite(self.step) and self.step > 0.0):
+            raise ModelError(f"QuinticSpline of coordinate {index}: the grid needs a finite x0 and a positive "
+                             f"step, got x0 = {self.x0}, step = {self.step}.")
+        self.periodic = bool(periodic)
+        self.coefficients = _as_float_array(coefficients)
+        if self.coefficients.ndim != 2 or self.coefficients.shape[1] != 6 or self.coefficients.shape[0] < 1:
+            raise ModelError(f"QuinticSpline of coordinate {index}: coefficients must have shape (n, 6) with "
+                             f"n >= 1 intervals, got {self.coefficients.shape}.")
+        self.slope = _as_float_array(slope)
+
+    @classmethod
+    def fit(cls, index: int, x: RealLike, y: RealLike, dydx: RealLike, d2ydx2: RealLike, *,
+            periodic: bool = False, slope: RealLike = 0.0) -> "QuinticSpline":
+        """The quintic Hermite spline through values `y`, first derivatives `dydx` and
+        second derivatives `d2ydx2` at the uniform grid `x` (n + 1 knots).
+
+        `slope` is the secular term (given, not fitted): the pieces interpolate
+        ``y - slope·x``. With ``periodic=True`` the grid spans one period, and the data
+        at its two ends must agree (after the secular term). Concrete data give
+        coefficients exact to rounding; traced data (inside ``jax.grad``, say) give
+        the same spline in float64 arithmetic, whose second derivative is then good to
+        about 1e-16·60/h² rather than to the data's precision.
+        """
+        try:
+            xs = np.asarray(x, dtype=float)
+        except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+            raise ModelError("QuinticSpline.fit: the grid x must be concrete (it fixes the basis).") from None
+        if xs.ndim != 1 or xs.shape[0] < 2:
+            raise ModelError(f"QuinticSpline.fit of coordinate {index}: x must be 1-D with at least 2 knots, "
+                             f"got shape {xs.shape}.")
+        n = xs.shape[0] - 1
+        step = (xs[-1] - xs[0]) / n
+        if not step > 0 or np.max(np.abs(np.diff(xs) - step)) > 1e-9 * step:
+            raise ModelError(f"QuinticSpline.fit of coordinate {index}: x must be a uniform, increasing grid "
+                             "(use np.linspace); resample non-uniform data or use CubicSpline.")
+        arrays = [_as_float_array(a) for a in (y, dydx, d2ydx2)]
+        if any(a.shape != xs.shape for a in arrays):
+            raise ModelError(f"QuinticSpline.fit of coordinate {index}: y, dydx and d2ydx2 must have x's shape "
+                             f"{xs.shape}, got {[a.shape for a in arrays]}.")
+        slope = _as_float_array(slope)
+        y, dydx, d2ydx2 = arrays
+        grid = jnp.asarray(xs, dtype=y.dtype)
+        data = jnp.stack([y - slope * grid, step * (dydx - slope), step**2 * d2ydx2], axis=1)
+        if not isinstance(data, jax.core.Tracer):
+            data = np.asarray(data, dtype=float)
+            if periodic:
+                scale = np.maximum(1.0, np.abs(data).max(axis=0))
+                if np.any(np.abs(data[-1] - data[0]) > 1e-8 * scale):
+                    raise ModelError(
+                        f"QuinticSpline.fit of coordinate {index}: periodic data must repeat at the grid's "
+                        f"ends (after the secular term slope·x); the value, h·slope and h²·curvature differ "
+                        f"by {np.abs(data[-1] - data[0])}. Sample exactly one period, or give the slope of a "
+                        "variable that gains turns per period.")
+            coefficients = jnp.asarray(_quintic_coefficients(data), dtype=y.dtype)
+        else:
+            hermite = jnp.asarray(_QUINTIC_HERMITE, dtype=data.dtype)
+            coefficients = jnp.concatenate([data[:-1], data[1:]], axis=1) @ hermite.T
+        return cls(index, float(xs[0]), step, coefficients, periodic=periodic, slope=slope)
+
+    def _derivatives(self, xq):
+        """``(s, ds/dx, d²s/dx²)`` at the scalar ``x = xq``, of this spline or of a
+        stack of splines on one grid (coefficients (m, n, 6), outputs (m,)): the
+        interval and ``t`` once, one gather of the interval's coefficients, Horner."""
+        n = self.coefficients.shape[-2]
+        u = (xq - self.x0) / self.step
+        knot = jnp.floor(u)
+        if self.periodic:
+            k = jnp.mod(knot.astype(jnp.int32), n)
+            t = u - knot
+        else:
+            k = jnp.clip(knot, 0, n - 1).astype(jnp.int32)
+            # Outside the grid u - k runs past [0, 1]: the end piece's value and slope
+            # at the end knot, continued linearly (below). `where`, not `clip`: at a
+            # knot itself clip would pass autodiff half the derivative.
+            past = u - k
+            t = jnp.where(past < 0.0, 0.0, jnp.where(past > 1.0, 1.0, past))
+        c0, c1, c2, c3, c4, c5 = jnp.moveaxis(jnp.take(self.coefficients, k, axis=-2), -1, 0)
+        h = self.step
+        value = c0 + t * (c1 + t * (c2 + t * (c3 + t * (c4 + t * c5))))
+        d1 = (c1 + t * (2.0 * c2 + t * (3.0 * c3 + t * (4.0 * c4 + t * (5.0 * c5))))) / h
+        d2 = (2.0 * c2 + t * (6.0 * c3 + t * (12.0 * c4 + t * (20.0 * c5)))) / h**2
+        if not self.periodic:
+            outside = (past - t) * h  # distance past the end knot (0 inside)
+            value = value + d1 * outside
+            d2 = jnp.where(outside == 0.0, d2, jnp.zeros_like(d2))
+        return value + self.slope * xq, d1 + self.slope, d2
 
 
 class Composed(AbstractJointFunction):

@@ -10,6 +10,14 @@ import jaxmb as mb
 Q = jnp.array([0.37, -1.2, 0.8])
 
 
+def _sine_data(x, revolving=False):
+    """``(y, y', y'')`` of ``sin 2x + 0.3 cos x`` (minus x when `revolving`) at `x`."""
+    y = jnp.sin(2.0 * x) + 0.3 * jnp.cos(x) - (x if revolving else 0.0)
+    d1 = 2.0 * jnp.cos(2.0 * x) - 0.3 * jnp.sin(x) - (1.0 if revolving else 0.0)
+    d2 = -4.0 * jnp.sin(2.0 * x) - 0.3 * jnp.cos(x)
+    return y, d1, d2
+
+
 def _functions():
     x = jnp.linspace(-1.5, 1.5, 9)
     y = jnp.sin(2.0 * x) + 0.3 * x**2
@@ -22,6 +30,11 @@ def _functions():
         "spline_fmm": mb.CubicSpline.fit(2, x, y, "not-a-knot-fmm"),
         "fourier": mb.FourierSeries(1, 0.2, jnp.array([0.5, -0.1]), jnp.array([0.3, 0.2]), 1.3),
         "fourier_secular": mb.FourierSeries(1, 0.2, jnp.array([0.5, -0.1]), jnp.array([0.3, 0.2]), 1.3, -1.0),
+        # Q[1] = -1.2 lies below this grid: the linear continuation is checked too.
+        "quintic": mb.QuinticSpline.fit(1, x / 1.5, *_sine_data(x / 1.5)),
+        "quintic_periodic": mb.QuinticSpline.fit(2, jnp.linspace(0.0, 2 * np.pi, 17),
+                                                 *_sine_data(jnp.linspace(0.0, 2 * np.pi, 17), revolving=True),
+                                                 periodic=True, slope=-1.0),
         "composed": mb.Composed(mb.CubicSpline.fit(0, x, y), mb.Linear((0, 1), (1.0, 0.5))),
         "scaled": mb.Scaled(mb.FourierSeries(2, 0.0, jnp.array([1.0]), jnp.array([0.5]), 2.0), -1.5),
         "callable_two_coordinates": mb.JaxFunction(lambda q, p: p[0] * q[0] * q[1] + jnp.sin(p[1] * q[1]),
@@ -164,6 +177,12 @@ def test_fourier_fit_recovers_coefficients():
         (lambda: mb.FourierSeries(0, 0.0, [1.0], [1.0, 2.0], 1.0), "equal length"),
         (lambda: mb.FourierSeries(0, 0.0, [1.0], [1.0], 0.0), "non-zero frequency"),
         (lambda: jax.jit(lambda w: mb.FourierSeries(0, 0.0, [1.0], [1.0], w).a)(1.0), "concrete number"),
+        (lambda: mb.QuinticSpline.fit(0, [0.0, 0.5, 2.0], *_sine_data(jnp.array([0.0, 0.5, 2.0]))), "uniform"),
+        (lambda: mb.QuinticSpline.fit(0, [0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0]), "x's shape"),
+        (lambda: mb.QuinticSpline.fit(0, jnp.linspace(0.0, 3.0, 7), *_sine_data(jnp.linspace(0.0, 3.0, 7)),
+                                      periodic=True), "must repeat"),
+        (lambda: mb.QuinticSpline(0, 0.0, -0.1, jnp.zeros((3, 6))), "positive step"),
+        (lambda: mb.QuinticSpline(0, 0.0, 0.1, jnp.zeros((3, 5))), r"shape \(n, 6\)"),
     ],
 )
 def test_bad_function_definitions_raise(build, match):
@@ -234,3 +253,74 @@ def test_fourier_harmonics_from_binary_powers_are_exact_to_a_few_ulp(n):
         k = np.arange(1, n + 1)
         exact = np.array([_exact_cos_sin(int(kk), 123.4) for kk in k])
         assert np.max(np.abs(np.cos(k * 123.4) - exact[:, 0])) > 1e-14
+
+
+def _quintic_pieces_at_knots(s):
+    """Left and right limits of ``(s, h s', h² s'')`` at the interior knots, from the
+    adjacent pieces' coefficients (``t = 1`` of one, ``t = 0`` of the next)."""
+    c = np.asarray(s.coefficients)
+    i = np.arange(6)
+    left = np.stack([c.sum(1), (i * c).sum(1), (i * (i - 1) * c).sum(1)], axis=1)[:-1]
+    right = np.stack([c[:, 0], c[:, 1], 2 * c[:, 2]], axis=1)[1:]
+    return left, right
+
+
+def test_quintic_spline_interpolates_its_data_and_is_c2_to_round_off():
+    """At every knot the value and both derivatives are the data, and the two pieces
+    meeting there agree in value, slope and curvature to an ulp: the coefficients are
+    the exact combinations of the data, rounded once. Formed in float64 arithmetic
+    (the traced path of ``fit``) the curvatures disagree by far more, since the higher
+    coefficients are small differences of O(1) data: that is why ``fit`` sums exactly."""
+    x = jnp.linspace(0.0, 2 * np.pi, 513)
+    y, d1, d2 = _sine_data(x, revolving=True)
+    s = mb.QuinticSpline.fit(0, x, y, d1, d2, periodic=True, slope=-1.0)
+    at = jax.vmap(lambda v: s._derivatives(v))(x[:-1])
+    for got, want in zip(at, (y, d1, d2)):
+        np.testing.assert_allclose(got, want[:-1], rtol=0, atol=1e-13)
+    left, right = _quintic_pieces_at_knots(s)
+    h = float(x[1] - x[0])
+    jump_curvature = np.max(np.abs(left[:, 2] - right[:, 2])) / h**2
+    assert np.max(np.abs(left[:, :2] - right[:, :2])) < 1e-15
+    assert jump_curvature < 1e-12
+    traced = jax.jit(lambda yy: mb.QuinticSpline.fit(0, x, yy, d1, d2, periodic=True, slope=-1.0))(y)
+    np.testing.assert_allclose(traced.coefficients, s.coefficients, rtol=0, atol=1e-14)
+    left_t, right_t = _quintic_pieces_at_knots(traced)
+    assert np.max(np.abs(left_t[:, 2] - right_t[:, 2])) / h**2 > 100 * jump_curvature
+
+
+def test_quintic_spline_converges_at_sixth_fourth_order():
+    """Interpolation error of value and curvature under halving of the step: O(h⁶) and
+    O(h⁴) (ratios 64 and 16)."""
+    def errors(n):
+        x = jnp.linspace(-1.0, 2.0, n + 1)
+        s = mb.QuinticSpline.fit(0, x, *_sine_data(x))
+        xs = jnp.linspace(-1.0, 2.0, 3001)
+        got = jax.vmap(lambda v: s._derivatives(v))(xs)
+        want = _sine_data(xs)
+        return [float(jnp.max(jnp.abs(g - w))) for g, w in zip(got, want)]
+
+    coarse, fine = errors(12), errors(24)
+    assert 50 < coarse[0] / fine[0] < 80
+    assert 12 < coarse[2] / fine[2] < 20
+
+
+def test_quintic_spline_repeats_its_period_with_the_secular_term():
+    x = jnp.linspace(0.0, 2 * np.pi, 33)
+    s = mb.QuinticSpline.fit(0, x, *_sine_data(x, revolving=True), periodic=True, slope=-1.0)
+    for v in (0.3, 2.9, -4.1):
+        base = s._derivatives(jnp.asarray(v))
+        for turns in (-3, 1, 5):
+            shifted = s._derivatives(jnp.asarray(v + 2 * np.pi * turns))
+            np.testing.assert_allclose(shifted[0], base[0] - 2 * np.pi * turns, rtol=0, atol=1e-13)
+            np.testing.assert_allclose(shifted[1:], base[1:], rtol=0, atol=1e-12)
+
+
+def test_quintic_spline_continues_linearly_outside_its_grid():
+    x = jnp.linspace(0.0, 1.0, 5)
+    s = mb.QuinticSpline.fit(0, x, *_sine_data(x))
+    y, d1, _ = _sine_data(x)
+    for end, beyond in ((0, -0.7), (-1, 1.6)):
+        v, slope, curvature = s._derivatives(jnp.asarray(beyond))
+        np.testing.assert_allclose(v, y[end] + d1[end] * (beyond - x[end]), rtol=1e-14)
+        np.testing.assert_allclose(slope, d1[end], rtol=1e-14)
+        assert float(curvature) == 0.0

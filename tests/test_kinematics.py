@@ -132,12 +132,13 @@ def test_joint_rates_match_gradients_and_hessians():
 
 
 def _coupled_chain():
-    """Seven revolute joints in a chain driven by two coordinates: three Fourier series
+    """Nine revolute joints in a chain driven by two coordinates: three Fourier series
     of q0 alike in shape and frequency, one of another frequency, two splines of q1 on
-    the same knots, one coordinate."""
+    the same knots, two periodic quintic splines of q0 on one grid, one coordinate."""
     b = mb.ModelBuilder("coupled_chain")
     q0, q1 = b.add_coordinate("crank"), b.add_coordinate("flexion")
     x = jnp.linspace(-2.0, 2.0, 9)
+    grid = jnp.linspace(0.0, 2 * np.pi, 33)
     functions = [
         mb.FourierSeries(q0, 0.1, jnp.array([0.9, 0.05, -0.2]), jnp.array([0.1, -0.02, 0.3]), 1.0, slope=-1.0),
         mb.Coordinate(q1),
@@ -146,6 +147,10 @@ def _coupled_chain():
         mb.FourierSeries(q0, 0.0, jnp.array([0.0, 0.1, 0.7]), jnp.array([0.3, 0.3, -0.1]), 1.0),
         mb.CubicSpline.fit(q1, x, 0.1 * x**2 - 0.2 * x),
         mb.FourierSeries(q0, 0.2, jnp.array([0.4, -0.3, 0.2]), jnp.array([0.1, 0.6, -0.2]), 1.7, slope=0.5),
+        mb.QuinticSpline.fit(q0, grid, jnp.sin(grid) - grid, jnp.cos(grid) - 1.0, -jnp.sin(grid), periodic=True,
+                             slope=-1.0),
+        mb.QuinticSpline.fit(q0, grid, jnp.cos(2 * grid), -2 * jnp.sin(2 * grid), -4 * jnp.cos(2 * grid),
+                             periodic=True),
     ]
     parent = "ground"
     for k, fn in enumerate(functions):
@@ -159,7 +164,7 @@ def test_alike_joint_functions_are_evaluated_together_with_the_same_values():
     """Joint functions of one kind and shape run as one function (three Fourier series
     of one frequency -> one cosine in the trace, not three; the series of another
     frequency apart; in the dynamics' rates-and-gradients form, the three series from
-    one set of harmonics); values, gradients, Hessians and rates equal the joints' own
+    one set of harmonics, the two quintic splines from one gather); values, gradients, Hessians and rates equal the joints' own
     one-by-one evaluation to round-off."""
     model = _coupled_chain()
     q, qd = jnp.array([0.7, -0.4]), jnp.array([1.3, -2.2])
@@ -180,6 +185,8 @@ def test_alike_joint_functions_are_evaluated_together_with_the_same_values():
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
     jaxpr = str(jax.make_jaxpr(lambda x: mb.joint_values(model, x))(q))
     assert jaxpr.count(" cos ") == 2, jaxpr  # one per frequency
+    rates = str(jax.make_jaxpr(lambda x, v: _joint_rates_and_gradients(model, x, v))(q, qd))
+    assert rates.count(" floor ") == 1, rates  # the quintic splines' interval, once
     # A loop of the dynamics through the grouped functions agrees with the autodiff route.
     np.testing.assert_allclose(mb.mass_matrix(model, q), mb.mass_matrix(model, q, method="autodiff"), rtol=1e-12)
 
