@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
 from jaxmb import models as C  # noqa: E402
-from bench_andrews import premodeled_andrews  # noqa: E402
+from bench_andrews import premodeled_andrews, quintic_andrews  # noqa: E402
 
 _FREE = {"parameter", "get-tuple-element", "bitcast", "constant", "tuple"}
 
@@ -117,11 +117,14 @@ def main(argv=None):
                    help="evaluate each right-hand side under jax.vmap over this many states (crank angles "
                         "spread over 0.1 rad) and report µs per state")
     p.add_argument("--order", type=int, default=24, help="order of the pre-modeled Fourier series")
+    p.add_argument("--intervals", type=int, default=512,
+                   help="intervals per crank revolution of the pre-modeled quintic splines")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "andrews_rhs.json"))
     args = p.parse_args(argv)
     n = args.evals
     model = C.andrews_squeezer(throw=False)
     fourier, _ = premodeled_andrews(model, args.order)
+    quintic, _ = quintic_andrews(model, args.intervals)
     perm = np.asarray([C.ANDREWS_ANGLES.index(name) for name in model.joint_names])
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
@@ -146,7 +149,7 @@ def main(argv=None):
         return rhs_loop(rhs, n), (params, z0)
 
     routes = {"embedded, implicit": embedded(model), "embedded, pre-modeled": embedded(fourier),
-              "index-1 DAE": dae()}
+              "embedded, quintic": embedded(quintic), "index-1 DAE": dae()}
     kernels = {name: kernel_count(fn.lower(*a).compile().as_text()) for name, (fn, a) in routes.items()}
     best = best_times(routes, args.repeat)
     rows = [dict(route=name, us_per_rhs=best[name] / n / per * 1e6, kernels=kernels[name]) for name in routes]
