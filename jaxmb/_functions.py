@@ -13,6 +13,7 @@ tests check against autodiff.
 """
 
 import abc
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -545,8 +546,6 @@ def _quintic_coefficients(data: np.ndarray) -> np.ndarray:
     second derivative, ``(2 c2 + 6 c3 t + ...)/h²``, multiplies that by up to 60/h²
     (6e-10 at h = 2π/256), and at a knot the two pieces then disagree by as much.
     Exactly combined, neighbouring pieces meet to an ulp of each coefficient."""
-    import math
-
     n = data.shape[0] - 1
     out = np.empty((n, 6))
     for j in range(n):

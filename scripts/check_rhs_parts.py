@@ -3,7 +3,8 @@
 
 Times (CPU, best of `--repeat`, `--evals` evaluations inside one ``lax.fori_loop`` as in
 benchmarks/andrews_rhs.py) cumulative prefixes of ``forward_dynamics`` on the
-pre-modeled Andrews squeezer (Fourier order `--order`), and XLA's kernel count for each:
+pre-modeled Andrews squeezer (Fourier order `--order`, or with `--quintic N` periodic
+quintic splines of N intervals), and XLA's kernel count for each:
 
 1. ``empty``: the loop around one sine (what a kernel costs when it does next to nothing);
 2. ``joint values``: one joint variable f_i(q) (the Fourier harmonics and their product);
@@ -40,7 +41,7 @@ import jaxmb as mb  # noqa: E402
 from jaxmb import _dynamics, _kinematics  # noqa: E402
 from jaxmb import models as C  # noqa: E402
 
-from bench_andrews import premodeled_andrews  # noqa: E402
+from bench_andrews import premodeled_andrews, quintic_andrews  # noqa: E402
 from andrews_rhs import best_times, kernel_count, rhs_loop  # noqa: E402
 
 
@@ -77,9 +78,11 @@ def main(argv=None):
     p.add_argument("--evals", type=int, default=4000)
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--order", type=int, default=24)
+    p.add_argument("--quintic", type=int, default=0,
+                   help="pre-model by periodic quintic splines of this many intervals instead of Fourier series")
     args = p.parse_args(argv)
     model = C.andrews_squeezer(throw=False)
-    fourier, _ = premodeled_andrews(model, args.order)
+    fourier, _ = quintic_andrews(model, args.quintic) if args.quintic else premodeled_andrews(model, args.order)
     q0 = jnp.asarray(C.ANDREWS_Y0[:1])
     params, static = eqx.partition(fourier, eqx.is_array)
 
@@ -89,7 +92,8 @@ def main(argv=None):
             for name in names}
     kernels = {name: kernel_count(fn.lower(*a).compile().as_text()) for name, (fn, a) in runs.items()}
     best = best_times(runs, args.repeat)
-    print(f"pre-modeled Andrews (Fourier order {args.order}), float64, CPU time per evaluation")
+    fit = f"quintic splines, {args.quintic} intervals" if args.quintic else f"Fourier order {args.order}"
+    print(f"pre-modeled Andrews ({fit}), float64, CPU time per evaluation")
     print(f"{'part':<18} {'µs':>7} {'kernels':>8}")
     for name in names:
         print(f"{name:<18} {best[name] / args.evals * 1e6:7.3f} {kernels[name]:8d}")
