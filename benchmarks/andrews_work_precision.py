@@ -444,31 +444,31 @@ def main(argv=None):
             for tol in tols for key, fn in configs.items()}
     # The densely saved runs, checked against the timed ones before any timing. They are
     # separately compiled programs, so their rounding differs; near a step-size decision
-    # that can move a step (seen: 1364 against 1363 at 1e-11). The quintic splines'
-    # right-hand side is C² only in β (its third derivative jumps at every knot, and a
-    # step crosses several), so there the steps move further (seen: 151 against 147 at
-    # 2e-11) and even as many steps can end apart (125 and 125 at 1e-10, 9.44 against
-    # 9.36 digits). Either way it is another integration at the same tolerance, whose
-    # end differs by up to its error: about its tolerance, more where a fit's own error
-    # dominates (quintic splines over the seed's 0.05 s run at 1e-10: 8.4 digits, ends
-    # 1.6e-9 apart). Allowed: 3% of the steps (at least 2), and end angles within
-    # 10 tol or twice the timed run's error of each other (relative); runs with other
-    # steps are listed. (A batch reports its members' most steps, so there the steps
-    # are not compared.)
+    # that can move a step (seen: 1364 against 1363 at 1e-11). Allowed: 3% of the steps
+    # (at least 2); on the same steps, 0.05 digits at t = 0.03. A moved step is another
+    # integration at the same tolerance, whose end may differ by up to its error, so
+    # those runs are listed, not refused. The quintic splines' right-hand side is C²
+    # only in β (their third derivative jumps at every knot, and a step crosses
+    # several): there rounding moves steps further and the ends drift apart by up to
+    # their error even on as many steps (seen at 1e-10 and tighter: 151 against 147
+    # steps; 125 and 125 steps, 9.44 against 9.36 digits; on the seed's 0.05 s run 274
+    # against 272 steps, 8.90 against 9.41 digits), so their digits are listed, not
+    # compared. (A batch reports its members' most steps; there steps are not compared.)
     dense, moved = {}, []
     for (key, tol), (ang, steps, _) in ({} if args.no_trajectory else outs).items():
         path, path_steps = dense[key, tol] = jax.block_until_ready(paths[key](jnp.asarray(tol)))
-        apart = np.max(np.abs(np.asarray(path)[-1] - np.asarray(ang)) / np.abs(np.asarray(ang)))
-        far = apart > max(10 * tol, 2 * 10.0 ** -digits(ang))
+        smooth = "quintic" not in key[1]
+        same_steps = args.batch > 0 or int(path_steps) == int(steps)
+        far = smooth and same_steps and abs(digits(np.asarray(path)[-1]) - digits(ang)) > 0.05
         if far or (args.batch == 0 and abs(int(path_steps) - int(steps)) > max(2, 0.03 * int(steps))):
             raise RuntimeError(f"{key[1]}, tol {tol:g}: saved densely, {int(path_steps)} steps and "
-                               f"{digits(np.asarray(path)[-1]):.2f} digits; timed, {int(steps)} and {digits(ang):.2f}; "
-                               f"end angles {apart:.1e} apart (relative)")
-        if args.batch == 0 and int(path_steps) != int(steps):
+                               f"{digits(np.asarray(path)[-1]):.2f} digits; timed, {int(steps)} and {digits(ang):.2f}")
+        if args.batch == 0 and (int(path_steps) != int(steps) or not smooth and
+                                abs(digits(np.asarray(path)[-1]) - digits(ang)) > 0.05):
             moved.append(f"{key[1]}, tol {tol:g}: {int(path_steps)} against {int(steps)} steps, "
                          f"{digits(np.asarray(path)[-1]):.2f} against {digits(ang):.2f} digits")
     if not args.no_trajectory:
-        print(f"dense runs with other steps than the timed ones: {len(moved)} of {len(outs)}"
+        print(f"dense runs with other steps or digits than the timed ones: {len(moved)} of {len(outs)}"
               + "".join(f"\n  {m}" for m in moved), flush=True)
     # Rounds over the whole sweep, best per run over the rounds: a slow spell of the
     # machine then spoils one round, not every run of one tolerance.
