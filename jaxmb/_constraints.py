@@ -769,7 +769,7 @@ class PremodelResult(eqx.Module):
     """Pre-modeled joint functions and their fit error.
 
     - `functions`: one joint function per dependent variable (CubicSpline,
-      FourierSeries or TensorSpline).
+      FourierSeries, QuinticSpline or TensorSpline).
     - `grid`: the swept coordinate values; `values`: the solved variables there.
     - `fit_error`: max |fit - solve| between grid points (m,): at the midpoints, and
       for one coordinate at the quarter points too.
@@ -783,6 +783,31 @@ class PremodelResult(eqx.Module):
     values: Array
     fit_error: Array
     derivative_error: Array | None = None
+
+
+@eqx.filter_jit
+def _sweep(closure: LoopClosure, points):
+    """Solve along a path of points, warm-starting each solve from the previous (a
+    module-level jit: one compilation per loop and shape)."""
+    def body(f, qk):
+        s = closure.solve(qk, f)
+        return s.f, s.f
+    f_start = closure.solve(points[0]).f
+    return jax.lax.scan(body, f_start, points)[1]
+
+
+@eqx.filter_jit
+def _derivatives_along(closure: LoopClosure, q, f):
+    """:meth:`LoopClosure.derivatives` at many points (a module-level jit: one
+    compilation per loop and shape, not one per :func:`premodel` call)."""
+    return jax.vmap(closure.derivatives)(q, f)
+
+
+@eqx.filter_jit
+def _fit_rates_along(functions, q):
+    """``(f, df/dq, d²f/dq²)`` of each one-coordinate fit at many points (points, m, 3)."""
+    return jnp.stack([jax.vmap(lambda p, fn=fn: jnp.stack(fn.rates(p, jnp.ones_like(p))))(q)
+                      for fn in functions], axis=1)
 
 
 def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: float | Sequence[float],
@@ -802,7 +827,9 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
       whole turns over it, as the Fourier fit does.
     - nq = 2: :class:`TensorSpline` on the grid.
 
-    The fit error is measured against fresh solves at the midpoints of the grid.
+    The fit error is measured against fresh solves at the midpoints of the grid (nq =
+    1: and at the quarter points, with the derivatives' errors against
+    :meth:`LoopClosure.derivatives` in `derivative_error`).
     """
     lower = np.atleast_1d(np.asarray(lower, dtype=float))
     upper = np.atleast_1d(np.asarray(upper, dtype=float))
@@ -810,17 +837,14 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
     nq = closure.nq
     if lower.shape != (nq,) or upper.shape != (nq,):
         raise LoopClosureError(f"premodel: lower/upper must have {nq} entries.")
+    if periodic and kind != "quintic":
+        raise LoopClosureError(f"premodel: periodic=True applies to kind='quintic' (a Fourier fit is periodic "
+                               f"by construction, a natural spline cannot be), got kind={kind!r}.")
     axes = [np.linspace(lo, hi, int(round((hi - lo) / s)) + 1) for lo, hi, s in zip(lower, upper, steps)]
 
     def sweep(points):
-        """Solve along a path of points, warm-starting each solve from the previous."""
-        def body(f, qk):
-            s = closure.solve(qk, f)
-            return s.f, s.f
-        f_start = closure.solve(jnp.asarray(points[0])).f
-        return jax.lax.scan(body, f_start, jnp.asarray(points))[1]
+        return _sweep(closure, jnp.asarray(points))
 
-    sweep = jax.jit(sweep)
     if nq == 1:
         x = axes[0]
         values = sweep(x[:, None])
@@ -842,7 +866,7 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
         elif kind == "quintic":
             v = np.asarray(values)
             turns = np.round((v[-1] - v[0]) / (2 * np.pi)) if periodic else np.zeros(closure.m)
-            derivatives = jax.jit(jax.vmap(closure.derivatives))(jnp.asarray(x)[:, None], values)
+            derivatives = _derivatives_along(closure, jnp.asarray(x)[:, None], values)
             d1, d2 = (np.asarray(d)[:, :, 0] for d in (derivatives[1], derivatives[2][..., 0]))
             fns = tuple(QuinticSpline.fit(0, x, v[:, k], d1[:, k], d2[:, k], periodic=periodic,
                                           slope=2 * np.pi * turns[k] / (x[-1] - x[0]))
@@ -854,10 +878,8 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
         # In increasing order, so that the warm-started sweep stays on the branch.
         mid = (x[:-1, None] + np.asarray([0.25, 0.5, 0.75]) * (x[1:] - x[:-1])[:, None]).ravel()
         f_mid = sweep(mid[:, None])
-        fit_derivatives = eqx.filter_jit(lambda fs, pts: jnp.stack([
-            jax.vmap(lambda p, fn=fn: jnp.stack(fn.rates(p, jnp.ones_like(p))))(pts) for fn in fs], axis=1))
-        fit = fit_derivatives(fns, jnp.asarray(mid)[:, None])  # (points, m, 3): f, df/dq, d²f/dq²
-        loop = jax.jit(jax.vmap(closure.derivatives))(jnp.asarray(mid)[:, None], f_mid)
+        fit = _fit_rates_along(fns, jnp.asarray(mid)[:, None])  # (points, m, 3): f, df/dq, d²f/dq²
+        loop = _derivatives_along(closure, jnp.asarray(mid)[:, None], f_mid)
         err = jnp.max(jnp.abs(fit[:, :, 0] - f_mid), axis=0)
         derivative_error = jnp.stack([jnp.max(jnp.abs(fit[:, :, 1] - loop[1][:, :, 0]), axis=0),
                                       jnp.max(jnp.abs(fit[:, :, 2] - loop[2][:, :, 0, 0]), axis=0)], axis=1)

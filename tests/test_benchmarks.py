@@ -19,7 +19,7 @@ def test_andrews_work_precision_runs(tmp_path):
     out = tmp_path / "wp.json"
     subprocess.run(
         [sys.executable, str(BENCHMARKS / "andrews_work_precision.py"), "--solvers", "Dopri8", "--baumgarte", "100",
-         "--tols", "1e-5,1e-6", "--order", "12,24", "--quintic", "512", "--repeat", "1", "--calls", "1", "--targets",
+         "--tols", "1e-5,1e-6", "--order", "12,24", "--quintic", "", "--repeat", "1", "--calls", "1", "--targets",
          "5", "--no-figure", "--out", str(out)],
         check=True, capture_output=True, text=True, timeout=900,
     )
@@ -33,16 +33,14 @@ def test_andrews_work_precision_runs(tmp_path):
         # rtol = atol = 1e-5 and 1e-6 give 4.9-6.3 digits of the Test Set reference
         assert 4.0 < r["digits"] < 8.0, r
         assert 20 < r["steps"] < 200 and r["cpu_s"] > 0.0, r
-    # Each fit (order, quintic intervals) is a pre-modeled configuration of its own, with
-    # its fit error recorded.
+    # Each fit order is a pre-modeled configuration of its own, with its fit error
+    # recorded (the quintic splines' configuration: the --no-trajectory test below).
     assert saved["order"] == [12, 24] and set(saved["fit_errors"]) == {"12", "24"}
     assert 1e-11 < saved["fit_errors"]["12"] < 1e-9 and saved["fit_errors"]["24"] < 1e-13
-    assert saved["quintic"] == [512] and saved["quintic_fit_errors"]["512"] < 1e-14
-    assert {r["route"] for r in saved["rows"] if r["kind"] == "pre-modeled"} == {
-        "embedded ODE, pre-modeled (order 12), Dopri8", "embedded ODE, pre-modeled (order 24), Dopri8",
-        "embedded ODE, pre-modeled (quintic, 512), Dopri8"}
+    assert saved["quintic"] == [] and {r["route"] for r in saved["rows"] if r["kind"] == "pre-modeled"} == {
+        "embedded ODE, pre-modeled (order 12), Dopri8", "embedded ODE, pre-modeled (order 24), Dopri8"}
     at_1e6 = [r for r in saved["rows"] if r["tol"] == 1e-6]
-    rows = {r["kind"]: r for r in at_1e6 if "order 12" not in r["route"] and "quintic" not in r["route"]}
+    rows = {r["kind"]: r for r in at_1e6 if "order 12" not in r["route"]}
     # The DAE's constraint drift at t1 is measured and reported (the embedded routes have none).
     assert 0.0 < rows["DAE"]["drift"] < 1e-6
     # Implicit and pre-modeled joint functions integrate the same ODE (fit errors 1e-10 and
@@ -135,7 +133,7 @@ def test_andrews_work_precision_without_the_densely_saved_runs(tmp_path):
     assert refused.returncode != 0 and "--no-trajectory measures no trajectory digits" in refused.stderr
     out = tmp_path / "wp.json"
     run = subprocess.run(
-        [sys.executable, script, "--solvers", "Tsit5", "--baumgarte", "100", "--tols", "1e-5", "--quintic", "",
+        [sys.executable, script, "--solvers", "Tsit5", "--baumgarte", "100", "--tols", "1e-5", "--quintic", "512",
          "--repeat", "2", "--calls", "1", "--targets", "3", "--no-trajectory", "--no-figure", "--out", str(out)],
         check=True, capture_output=True, text=True, timeout=900,
     ).stdout
@@ -145,6 +143,13 @@ def test_andrews_work_precision_without_the_densely_saved_runs(tmp_path):
     assert {r["kind"] for r in saved["rows"]} == {"embedded", "pre-modeled", "DAE"}
     for r in saved["rows"]:
         assert "trajectory_digits" not in r and 3.0 < r["digits"] < 5.0 and r["cpu_s"] > 0.0, r
+    # The quintic splines are a pre-modeled configuration of their own, beside the
+    # Fourier fit, with their fit error recorded; they integrate the same ODE.
+    assert saved["quintic"] == [512] and saved["quintic_fit_errors"]["512"] < 1e-14
+    fits = {r["route"]: r for r in saved["rows"] if r["kind"] == "pre-modeled"}
+    assert set(fits) == {"embedded ODE, pre-modeled (order 24), Tsit5", "embedded ODE, pre-modeled (quintic, 512), Tsit5"}
+    a, b = fits.values()
+    assert abs(a["digits"] - b["digits"]) < 0.01 and a["steps"] == b["steps"]
 
 
 def test_fusion_emitter_flag_is_set_only_where_jaxlib_knows_it(monkeypatch):

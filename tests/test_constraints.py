@@ -245,6 +245,8 @@ def test_premodel_four_bar_quintic_takes_the_loops_exact_derivatives():
     assert np.max(np.asarray(coarse.derivative_error[:, 1])) < 1e-3 * np.max(np.asarray(cubic.derivative_error[:, 1]))
     ratio = np.max(np.asarray(coarse.derivative_error), axis=0) / np.max(np.asarray(fine.derivative_error), axis=0)
     assert 25 < ratio[0] < 80 and 10 < ratio[1] < 22, ratio
+    with pytest.raises(mb.LoopClosureError, match="periodic=True applies to kind='quintic'"):
+        mb.constraints.premodel(closure, [-2.0], [2.0], 0.05, periodic=True)
     for q in (jnp.asarray([0.3]), jnp.asarray([-1.737])):
         f, jac, hess = closure.derivatives(q)
         for k, fn in enumerate(fine.functions):
