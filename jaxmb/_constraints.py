@@ -785,6 +785,15 @@ class PremodelResult(eqx.Module):
     derivative_error: Array | None = None
 
 
+def _secular_slopes(x: np.ndarray, values) -> np.ndarray:
+    """Per variable, the slope of its secular term over one period ``[x_0, x_n]``: a
+    revolving variable (one that gains whole turns per period, e.g. a relative angle to
+    a crank) gets ``2π·turns/period``, and its periodic rest is fitted; the others 0
+    (up to their solve error)."""
+    v = np.asarray(values)
+    return 2 * np.pi * np.round((v[-1] - v[0]) / (2 * np.pi)) / (x[-1] - x[0])
+
+
 @eqx.filter_jit
 def _sweep(closure: LoopClosure, points):
     """Solve along a path of points, warm-starting each solve from the previous (a
@@ -855,21 +864,13 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
             fns = tuple(jax.tree.map(lambda leaf, k=k: leaf[k], batched) for k in range(closure.m))
         elif kind == "fourier":
             w = 2 * np.pi / (upper[0] - lower[0]) if omega is None else omega
-            # Over one period a revolving variable (one that gains whole turns per
-            # period, e.g. a relative angle to a crank) has a secular term; fit the
-            # periodic rest. Other variables get slope 0 (up to their solve error).
-            v = np.asarray(values)
-            turns = np.round((v[-1] - v[0]) / (2 * np.pi))
-            periodic = omega is None
-            slopes = [2 * np.pi * turns[k] / (x[-1] - x[0]) if periodic else 0.0 for k in range(closure.m)]
+            slopes = _secular_slopes(x, values) if omega is None else np.zeros(closure.m)
             fns = tuple(FourierSeries.fit(0, x, values[:, k], order, w, slopes[k]) for k in range(closure.m))
         elif kind == "quintic":
-            v = np.asarray(values)
-            turns = np.round((v[-1] - v[0]) / (2 * np.pi)) if periodic else np.zeros(closure.m)
-            derivatives = _derivatives_along(closure, jnp.asarray(x)[:, None], values)
-            d1, d2 = (np.asarray(d)[:, :, 0] for d in (derivatives[1], derivatives[2][..., 0]))
-            fns = tuple(QuinticSpline.fit(0, x, v[:, k], d1[:, k], d2[:, k], periodic=periodic,
-                                          slope=2 * np.pi * turns[k] / (x[-1] - x[0]))
+            slopes = _secular_slopes(x, values) if periodic else np.zeros(closure.m)
+            _, d1, d2 = _derivatives_along(closure, jnp.asarray(x)[:, None], values)
+            fns = tuple(QuinticSpline.fit(0, x, values[:, k], d1[:, k, 0], d2[:, k, 0, 0], periodic=periodic,
+                                          slope=slopes[k])
                         for k in range(closure.m))
         else:
             raise LoopClosureError(f"premodel: kind must be 'spline', 'fourier' or 'quintic', got {kind!r}.")
