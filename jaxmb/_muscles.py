@@ -1331,6 +1331,12 @@ _WRAP_FN = {
 }
 
 
+# Each wrap algorithm is traced once per argument shapes: the forward resolution, the
+# reverse sweep's jax.vjp and every slot of the same kind reuse the traced program
+# (and its JVP and batched forms) instead of tracing the algorithm again.
+_WRAP_FN = {kind: jax.jit(fn) for kind, fn in _WRAP_FN.items()}
+
+
 def _wrap_params(w, dtype):
     if isinstance(w, WrapSphere):
         return jnp.stack([w.radius]).astype(dtype)

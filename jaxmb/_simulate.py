@@ -95,6 +95,13 @@ class _Vector(eqx.Module):
     nz: int = eqx.field(static=True, default=0)
 
     def __call__(self, t, y, args):
+        # diffrax traces the vector field several times per solve (initial step size,
+        # FSAL start, stages, step-end event): one jit-compiled body is traced once and
+        # the rest are cache hits, and XLA inlines it, so the compiled program is the same.
+        # (diffeqsolve's own filter_jit already needs the torque and controller hashable.)
+        return _vector_field(self, t, y, args)
+
+    def evaluate(self, t, y, args):
         nq = self.model.nq
         nqz = 2 * nq + self.nz
         q, qd, z, w = y[:nq], y[nq:2 * nq], y[2 * nq:nqz], y[nqz:]
@@ -108,6 +115,9 @@ class _Vector(eqx.Module):
         # The loops' rates: shared with forward_dynamics's solve of the same (q, q').
         dw = [jax.lax.stop_gradient(c.rates(q, qd)[2]) for c in closures]
         return jnp.concatenate([qd, qdd, dz, *dw])
+
+
+_vector_field = eqx.filter_jit(_Vector.evaluate)
 
 
 class _LeadingRMSNorm(eqx.Module):

@@ -234,6 +234,26 @@ def test_solution_fields():
     np.testing.assert_allclose(sol.qd_end, sol.qd[-1], rtol=1e-12)
 
 
+def test_a_solve_traces_the_dynamics_once(monkeypatch):
+    """diffrax evaluates the vector field at several places of its program (initial step
+    size, first stage, the stages, the step-end check); the right-hand side is traced
+    once and reused there (the suite and large models are trace-bound). Three traces
+    here without that (five with a loop's step-end check); none if a model of the same
+    structure was traced before."""
+    from jaxmb import _simulate
+
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return mb.forward_dynamics(*args, **kwargs)
+
+    monkeypatch.setattr(_simulate, "forward_dynamics", counting)
+    model = mb.models.three_link_arm(spring_force=3.0)
+    jax.jit(lambda q0: mb.simulate(model, q0, jnp.zeros(3), 0.1, solver="dopri8").q).lower(jnp.zeros(3))
+    assert len(calls) <= 1
+
+
 def test_calling_again_outside_jit_compiles_nothing(caplog):
     """A second call with arguments of the same shapes reuses what the first compiled:
     simulate, also for a model whose loop variables ride along in the state (four-bar)
