@@ -83,9 +83,17 @@ class DAEVectorField(eqx.Module):
 
     def __call__(self, t, y, args):
         """On the flat state ``y = (z, ż)`` (as :func:`jaxmb.simulate` does)."""
+        # Traced once per solve, not at each of diffrax's evaluations (as simulate's
+        # vector field, docs/engine.md); XLA inlines it.
+        return _dae_field(self, t, y, args)
+
+    def evaluate(self, t, y, args):
         n = y.shape[0] // 2
         z, zd = y[:n], y[n:]
         return jnp.concatenate([zd, self.accelerations(z, zd)[0]])
+
+
+_dae_field = eqx.filter_jit(DAEVectorField.evaluate)
 
 
 def dae_vector_field(model: Model, forces: Callable | None = None, alpha: float = 0.0,

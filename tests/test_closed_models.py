@@ -108,6 +108,24 @@ def test_spring_force_matches_hairer_wanner(andrews):
     np.testing.assert_allclose(q[jnp.asarray([1, 3, 4, 5, 6])], 0.0, atol=1e-15)
 
 
+def test_a_dae_solve_traces_its_dynamics_once(andrews, monkeypatch):
+    """As simulate's (tests/test_simulate.py): the DAE's vector field is traced once per
+    solve, not at each of diffrax's evaluations (three without that); none if an
+    identical one was traced before."""
+    from jaxmb import _dae
+
+    calls, original = [], _dae._mass_matrix_and_forces
+
+    def counting(*args):
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(_dae, "_mass_matrix_and_forces", counting)
+    z0 = jnp.asarray(C.ANDREWS_Y0)
+    jax.jit(lambda z: mb.constraints.simulate_dae(andrews, z, jnp.zeros(7), 0.03, alpha=100.0, beta=100.0).z).lower(z0)
+    assert len(calls) <= 1
+
+
 def test_andrews_dae_baseline_drifts_but_agrees(andrews):
     perm = jnp.asarray([C.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])
     z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
