@@ -461,16 +461,17 @@ def main(argv=None):
     dense, moved = {}, []
     for (key, tol), (ang, steps, _) in ({} if args.no_trajectory else outs).items():
         path, path_steps = dense[key, tol] = jax.block_until_ready(paths[key](jnp.asarray(tol)))
+        dense_digits, timed_digits = digits(np.asarray(path)[-1]), digits(ang)
+        other_digits = abs(dense_digits - timed_digits) > 0.05
         smooth = key not in not_smooth
         same_steps = args.batch > 0 or int(path_steps) == int(steps)
-        far = smooth and same_steps and abs(digits(np.asarray(path)[-1]) - digits(ang)) > 0.05
-        if far or (args.batch == 0 and abs(int(path_steps) - int(steps)) > max(2, 0.03 * int(steps))):
+        if (smooth and same_steps and other_digits) or (
+                args.batch == 0 and abs(int(path_steps) - int(steps)) > max(2, 0.03 * int(steps))):
             raise RuntimeError(f"{key[1]}, tol {tol:g}: saved densely, {int(path_steps)} steps and "
-                               f"{digits(np.asarray(path)[-1]):.2f} digits; timed, {int(steps)} and {digits(ang):.2f}")
-        if args.batch == 0 and (int(path_steps) != int(steps) or not smooth and
-                                abs(digits(np.asarray(path)[-1]) - digits(ang)) > 0.05):
+                               f"{dense_digits:.2f} digits; timed, {int(steps)} and {timed_digits:.2f}")
+        if args.batch == 0 and (int(path_steps) != int(steps) or not smooth and other_digits):
             moved.append(f"{key[1]}, tol {tol:g}: {int(path_steps)} against {int(steps)} steps, "
-                         f"{digits(np.asarray(path)[-1]):.2f} against {digits(ang):.2f} digits")
+                         f"{dense_digits:.2f} against {timed_digits:.2f} digits")
     if not args.no_trajectory:
         print(f"dense runs with other steps or digits than the timed ones: {len(moved)} of {len(outs)}"
               + "".join(f"\n  {m}" for m in moved), flush=True)

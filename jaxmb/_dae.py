@@ -26,7 +26,7 @@ from ._constraints import ImplicitJointFunction, LoopClosureError, _closures, op
 from ._dynamics import _mass_matrix_and_forces, bias_forces, mass_matrix
 from ._functions import Coordinate
 from ._model import Model
-from ._simulate import _solver_by_name
+from ._simulate import _solver_by_name, _TracedOnce
 
 
 def loop_constraints(model: Model) -> Callable[[Array], Array]:
@@ -83,17 +83,9 @@ class DAEVectorField(eqx.Module):
 
     def __call__(self, t, y, args):
         """On the flat state ``y = (z, ż)`` (as :func:`jaxmb.simulate` does)."""
-        # Traced once per solve, not at each of diffrax's evaluations (as simulate's
-        # vector field, docs/engine.md); XLA inlines it.
-        return _dae_field(self, t, y, args)
-
-    def evaluate(self, t, y, args):
         n = y.shape[0] // 2
         z, zd = y[:n], y[n:]
         return jnp.concatenate([zd, self.accelerations(z, zd)[0]])
-
-
-_dae_field = eqx.filter_jit(DAEVectorField.evaluate)
 
 
 def dae_vector_field(model: Model, forces: Callable | None = None, alpha: float = 0.0,
@@ -127,7 +119,7 @@ def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: 
     zd0 = jnp.asarray(zd0, dtype=z0.dtype)
     saveat = diffrax.SaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=z0.dtype))
     solver = _solver_by_name("dopri8" if solver is None else solver, "simulate_dae")
-    sol = diffrax.diffeqsolve(diffrax.ODETerm(field), solver, t0=t0, t1=t1, dt0=None,
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(_TracedOnce(field)), solver, t0=t0, t1=t1, dt0=None,
                               y0=jnp.concatenate([z0, zd0]), saveat=saveat,
                               stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
                               max_steps=max_steps)

@@ -95,13 +95,6 @@ class _Vector(eqx.Module):
     nz: int = eqx.field(static=True, default=0)
 
     def __call__(self, t, y, args):
-        # diffrax traces the vector field several times per solve (initial step size,
-        # FSAL start, stages, step-end event): one jit-compiled body is traced once and
-        # the rest are cache hits, and XLA inlines it, so the compiled program is the same.
-        # (diffeqsolve's own filter_jit already needs the torque and controller hashable.)
-        return _vector_field(self, t, y, args)
-
-    def evaluate(self, t, y, args):
         nq = self.model.nq
         nqz = 2 * nq + self.nz
         q, qd, z, w = y[:nq], y[nq:2 * nq], y[2 * nq:nqz], y[nqz:]
@@ -117,7 +110,24 @@ class _Vector(eqx.Module):
         return jnp.concatenate([qd, qdd, dz, *dw])
 
 
-_vector_field = eqx.filter_jit(_Vector.evaluate)
+class _TracedOnce(eqx.Module):
+    """A vector field that diffrax traces once per solve. diffrax evaluates it at several
+    places of its program (initial step size, first stage, the stage loop, the step-end
+    event), each a fresh trace of the whole dynamics; through one jit-compiled call the
+    first trace is reused by the others (and by later solves of the same structure), and
+    XLA inlines the call, so the compiled program is the same (docs/engine.md). Used by
+    :func:`simulate` and :func:`~jaxmb.constraints.simulate_dae`."""
+
+    field: Callable
+
+    def __call__(self, t, y, args):
+        return _call_field(self.field, t, y, args)
+
+
+@eqx.filter_jit
+def _call_field(field, t, y, args):
+    # diffeqsolve's own filter_jit already needs the field's static parts hashable.
+    return field(t, y, args)
 
 
 class _LeadingRMSNorm(eqx.Module):
@@ -384,7 +394,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     # as a result flag (diffrax's event_occurred).
     event = diffrax.Event(check) if check.names else None
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector),
+        diffrax.ODETerm(_TracedOnce(vector)),
         solver,
         t0=t0,
         t1=t1,
