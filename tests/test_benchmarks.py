@@ -141,8 +141,8 @@ def test_andrews_work_precision_without_the_densely_saved_runs(tmp_path):
     # Neither the densely saved runs nor the 1e-13 reference run are compiled.
     assert "dense runs" not in run and "no trajectory reference" in run and run.count("timing: round") == 2
     saved = json.loads(out.read_text())
-    # The model compiled in (a fixed model, as jax.jit of a closure over it gives) runs
-    # the same simulations: the digits below are those of the model passed as an argument.
+    # The model compiled in (a fixed model, as jax.jit of a closure over it gives); the
+    # checks below are those the model passed as an argument meets.
     assert saved["model_as"] == "constant"
     assert {r["kind"] for r in saved["rows"]} == {"embedded", "pre-modeled", "DAE"}
     for r in saved["rows"]:
