@@ -1,0 +1,50 @@
+"""Result codes of jaxmb's iterative solves, in the style of ``optimistix.RESULTS``.
+
+A solve that can fail returns one of these as an array (so it survives ``jit`` and
+``vmap``) and takes a ``throw`` flag: ``throw=True`` raises through
+``eqx.error_if`` with the message below, ``throw=False`` leaves the code for the
+caller to inspect, batch member by batch member.
+
+```python
+sol = mb.simulate(model, q0, qd0, t1=1.0, throw=False)
+ok = sol.result == mb.RESULTS.successful
+```
+"""
+
+import equinox as eqx
+
+
+class RESULTS(eqx.Enumeration):
+    """What a loop-closure solve, a muscle-path evaluation or a simulation ended with.
+
+    `RESULTS[code]` is the message; `code == RESULTS.successful` the test.
+    """
+
+    successful = ""
+    loop_not_converged = (
+        "a loop-closure solve did not converge: Newton's method found no assembly near the "
+        "initial guess, or q is outside the mechanism's range of motion"
+    )
+    loop_singular = (
+        "a loop closure is at a singular configuration: dg/df is rank-deficient, so the "
+        "dependent joint variables are not smooth functions of q here"
+    )
+    loop_wrong_branch = (
+        "a loop-closure solve converged to another assembly branch than the chosen one; give "
+        "the LoopClosure a guess(q, params) on the chosen branch, shorter continuation steps or "
+        "a q_ref nearer the motion"
+    )
+    nonfinite_state = (
+        "the state (q, qd) or the applied forces became non-finite (NaN or inf); check the "
+        "initial state, the applied forces and the model's parameters"
+    )
+    singular_mass_matrix = (
+        "the mass matrix is singular or not positive definite at this state: a coordinate "
+        "moves no mass (a massless end body, zero inertia about a joint axis, or a coordinate "
+        "that drives nothing)"
+    )
+    max_steps_reached = (
+        "the integrator reached max_steps before t1; raise max_steps, loosen rtol/atol, or check "
+        "for a stiff or singular system"
+    )
+    solver_failed = "the integrator failed (step size collapsed or the implicit stage solve diverged)"
