@@ -1,49 +1,98 @@
-"""The README's code runs as printed, and what its comments claim holds."""
+"""The README's and the documentation's code runs as printed, and what its comments claim holds.
+
+Each page's ```python blocks run in order in one namespace, as a reader would paste them.
+"""
 
 import pathlib
 import re
 
-import jax
 import jax.numpy as jnp
 import pytest
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+QUICK_START = (
+    "python3 -m venv .venv && .venv/bin/pip install -e . && "
+    ".venv/bin/jaxmb simulate double-pendulum --t1 20 --out results",
+    'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/python -m pytest',
+)
+
+
+def run_page(relative, min_blocks=1):
+    """The namespace after running every ```python block of a Markdown page, in order."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / relative).read_text(), re.S)
+    assert len(blocks) >= min_blocks, f"the examples of {relative} were not found"
+    namespace = {}
+    for k, block in enumerate(blocks):
+        exec(compile(block, f"{relative}, python block {k + 1}", "exec"), namespace)
+    return namespace
 
 
 @pytest.fixture(scope="module")
 def readme():
-    """The namespace after running every ```python block of the README, in order."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) >= 3, "the README's examples were not found"
-    namespace = {}
-    for k, block in enumerate(blocks):
-        exec(compile(block, f"README.md, python block {k + 1}", "exec"), namespace)
-    return namespace
+    return run_page("README.md")
 
 
-def test_first_examples_give_the_documented_shapes(readme):
+@pytest.fixture(scope="module")
+def getting_started():
+    return run_page("docs/getting-started.md", min_blocks=3)
+
+
+@pytest.fixture(scope="module")
+def closed_chains():
+    return run_page("docs/how-to/closed-chains.md", min_blocks=2)
+
+
+def test_quick_start_commands_are_in_the_readme_and_the_getting_started_page():
+    """CI and fresh-machine checks run these two lines: they stay byte-identical."""
+    for page in ("README.md", "docs/getting-started.md"):
+        text = (ROOT / page).read_text()
+        for command in QUICK_START:
+            assert f"```bash\n{command}\n```" in text, (page, command)
+
+
+def test_readme_example_gives_the_documented_shapes(readme):
     assert readme["M"].shape == (2, 2) and readme["qdd"].shape == (2,)
     assert jnp.allclose(readme["M"], readme["M"].T, rtol=0, atol=1e-15)
-    assert readme["leg"].nq == 1 and readme["leg"].coordinate_names == ("knee_flexion",)
-    assert readme["sol"].q.shape == (201, 1)   # the slider-crank's; it reuses the name
+    assert readme["sol"].q.shape == (501, 2) and bool(readme["sol"].success)
 
 
-def test_slider_crank_swing_keeps_the_loop_closed_and_conserves_energy(readme):
-    assert float(readme["gap"].max()) < 1e-10
-    energy = readme["energy"]
+def test_getting_started_builds_the_leg(getting_started):
+    assert getting_started["M"].shape == (2, 2) and getting_started["qdd"].shape == (2,)
+    leg = getting_started["leg"]
+    assert leg.nq == 1 and leg.coordinate_names == ("knee_flexion",)
+
+
+def test_slider_crank_swing_keeps_the_loop_closed_and_conserves_energy(closed_chains):
+    assert closed_chains["sol"].q.shape == (201, 1)
+    assert float(closed_chains["gap"].max()) < 1e-10
+    energy = closed_chains["energy"]
     assert float(jnp.ptp(energy)) < 1e-7 * float(jnp.abs(energy).max())
-    q = readme["sol"].q[:, 0]
+    q = closed_chains["sol"].q[:, 0]
     # A swing, not a turn: the continuation from q_ref is good over this range.
     assert -4.0 < float(q.min()) < -3.0 and float(q.max()) == pytest.approx(0.5)
 
 
-def test_slider_crank_premodeled_turns_keep_the_loop_closed(readme):
-    mb, fast, spin = readme["mb"], readme["fast"], readme["spin"]
-    assert float(readme["fit_error"].max()) < 1e-12
+def test_slider_crank_premodeled_turns_keep_the_loop_closed(closed_chains):
+    mb, fast, spin = closed_chains["mb"], closed_chains["fast"], closed_chains["spin"]
+    assert float(closed_chains["fit_error"].max()) < 1e-12
     q = spin.q[-1]
     assert float(q[0]) > 4 * jnp.pi   # more than two turns
     f = mb.joint_values(fast, q)
-    assert float(jnp.abs(readme["slider_crank"](f[1:], q, jnp.array([0.1, 0.3]))).max()) < 1e-12
+    assert float(jnp.abs(closed_chains["slider_crank"](f[1:], q, jnp.array([0.1, 0.3]))).max()) < 1e-12
     energy = lambda q, qd: mb.kinetic_energy(fast, q, qd) + mb.potential_energy(fast, q)  # noqa: E731
     e0 = energy(jnp.array([0.5]), jnp.array([20.0]))
     assert float(jnp.abs(energy(spin.q[-1], spin.qd[-1]) - e0)) < 1e-7 * float(e0)
+
+
+def test_controller_examples_hold_the_elbow_and_track_the_reference():
+    page = run_page("docs/how-to/controllers.md", min_blocks=2)
+    assert abs(float(page["sol"].q[-1, 1]) - float(jnp.pi) / 3) < 2e-2
+    assert float(jnp.abs(page["tracked"].q[-1] - page["reference"](2.0)[0]).max()) < 1e-3
+
+
+def test_batch_examples_run_and_float32_stays_float32():
+    page = run_page("docs/how-to/batches.md", min_blocks=3)
+    q_end, success = page["final_states"](page["q0s"])
+    assert q_end.shape == (64, 2) and bool(success.all())
+    assert jnp.allclose(page["chunked"](page["q0s"]), q_end, rtol=1e-6, atol=1e-8)
+    assert page["qdd"].dtype == jnp.float32
