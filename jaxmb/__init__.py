@@ -86,5 +86,4 @@ from ._simulate import simulate as simulate
 from ._simulate import Solution as Solution
 from ._simulate import stage_root_finder as stage_root_finder
 from .io import load_osim as load_osim
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
