@@ -112,6 +112,9 @@ def test_bad_arguments_of_other_models_and_folders(tmp_path, capsys):
     blocker.write_text("")
     assert main(["simulate", "double-pendulum", "--out", str(blocker), *SHORT]) == 2
     assert "--out" in _error_line(capsys)
+    assert main(["simulate", "double-pendulum", "--out", str(blocker / "sub"), *SHORT]) == 2
+    line = _error_line(capsys)
+    assert "--out" in line and "is not a folder" in line
     assert not (tmp_path / "a").exists()
 
 

@@ -12,6 +12,7 @@ import warnings
 
 from ._errors import CommandError
 from ._main import BUILT_IN_MODELS
+from ._paths import check_model_file
 
 
 def _num(x: float) -> str:
@@ -29,12 +30,9 @@ def _load(path: str):
     """(model, eliminated coordinates [(name, kind)], importer notes) of an .osim file."""
     import jaxmb as mb
 
-    file = pathlib.Path(path)
-    if not file.exists():
-        hint = f"; built-in models: {', '.join(BUILT_IN_MODELS)}" if not file.suffix else ""
-        raise CommandError(f"{path}: no such model file{hint}")
-    if not file.is_file():
-        raise CommandError(f"{path}: not a model file (a folder?)")
+    if not pathlib.Path(path).suffix and not pathlib.Path(path).exists():
+        raise CommandError(f"{path}: no such model file; built-in models: {', '.join(BUILT_IN_MODELS)}")
+    file = check_model_file(path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         imported = mb.io.read_osim(file)

@@ -2,29 +2,9 @@
 
 from __future__ import annotations
 
-import pathlib
-
 from ._cache import CacheCounter
-from ._errors import CommandError, UsageError
+from ._paths import check_model_file, check_out_folder
 from ._progress import Stages
-
-
-def check_model_file(path: str) -> pathlib.Path:
-    """`path` as a readable file, else a :class:`CommandError` naming it."""
-    file = pathlib.Path(path)
-    if not file.exists():
-        raise CommandError(f"{path}: no such model file")
-    if not file.is_file():
-        raise CommandError(f"{path}: not a model file (a folder?)")
-    return file
-
-
-def check_out_folder(path: str) -> pathlib.Path:
-    """`path` as an output folder that can be made, else a :class:`UsageError` naming ``--out``."""
-    out = pathlib.Path(path)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"argument --out: {path} exists and is not a folder")
-    return out
 
 
 def moment_arms(args) -> int:

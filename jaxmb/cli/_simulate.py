@@ -12,7 +12,7 @@ import time
 
 from ._cache import CacheCounter
 from ._errors import CommandError, UsageError
-from ._moment_arms import check_out_folder
+from ._paths import check_out_folder
 from ._progress import Stages
 
 # Saved samples: more would make a CSV of gigabytes.
