@@ -13,7 +13,7 @@ import math
 import sys
 import warnings
 
-from .._version import __version__
+from .. import __version__
 from ._errors import CommandError, UsageError
 
 BUILT_IN_MODELS = ("double-pendulum", "three-link-arm", "planar-chain")
