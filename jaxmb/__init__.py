@@ -87,4 +87,7 @@ from ._simulate import Solution as Solution
 from ._simulate import stage_root_finder as stage_root_finder
 from .io import load_osim as load_osim
 
-__version__ = "0.1.0"
+from importlib import metadata as _metadata
+
+# The version of the installed package (pyproject.toml's), or 0+unknown for a source tree never installed.
+__version__ = next((d.version for d in _metadata.distributions(name="jaxmb")), "0+unknown")

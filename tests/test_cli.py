@@ -1,62 +1,268 @@
-"""The jaxmb command line: the README's main job, on a short horizon."""
+"""The jaxmb command line: the README's main job on a short horizon, and the boundary a
+user touches (one-line errors that name the argument or the cause, --version, info,
+units in CSV headers, readable plots, a compilation cache that stores the main job).
+
+Commands run in this process through ``jaxmb.cli.main``; a subprocess only where a fresh
+process is the point (what the user sees on a terminal, what a second process finds
+in the compilation cache, what importing jaxmb leaves switched off).
+"""
 
 import json
 import os
 import pathlib
 import subprocess
 import sys
+from importlib import metadata
 
+import matplotlib
 import pytest
 
+import jaxmb
 from jaxmb.cli import main
 
+matplotlib.use("Agg")
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "jaxmb" / "data"
 # gait2354 (shipped): 54 muscles whose paths compile in seconds (arm26's ellipsoid takes minutes).
-GAIT = pathlib.Path(__file__).resolve().parents[1] / "jaxmb" / "data" / "gait2354_simbody.osim"
+GAIT = DATA / "gait2354_simbody.osim"
+ARM26 = DATA / "arm26.osim"
+# A short run of the main job, without the persistent cache: in this process, the command
+# would otherwise switch the cache on for the rest of the suite.
+SHORT = ["--t1", "0.5", "--fps", "10", "--compile-cache", "none"]
 
 
-def test_help_lists_commands():
-    out = subprocess.run([sys.executable, "-m", "jaxmb.cli", "--help"], capture_output=True, text=True, check=True)
-    assert "simulate" in out.stdout and "moment-arms" in out.stdout
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("jaxmb: error: "), err
+    return err[0]
 
 
-def test_simulate_double_pendulum_writes_figure_and_summary(tmp_path):
-    # In this process, not a fresh one: the persistent compilation cache stays off here,
-    # so that the command does not switch it on for the rest of the suite.
+def test_help_lists_commands(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "simulate" in out and "moment-arms" in out and "info" in out
+
+
+def test_simulate_double_pendulum_writes_figure_csv_with_units_and_summary(tmp_path):
     assert main(["simulate", "double-pendulum", "--t1", "2", "--out", str(tmp_path), "--fps", "20",
                  "--compile-cache", "none"]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["success"] and summary["dtype"] == "float64" and summary["compile_cache"] is None
     assert summary["max_relative_energy_drift"] < 1e-10
+    assert summary["units"]["q"] == ["rad", "rad"]
     assert (tmp_path / "trajectory.png").stat().st_size > 10_000
     assert (tmp_path / "summary.txt").read_text().startswith("jaxmb simulate double-pendulum")
     rows = (tmp_path / "trajectory.csv").read_text().splitlines()
-    assert rows[0].startswith("t,q_theta1,q_theta2") and len(rows) == 2 * 20 + 2
+    assert rows[0] == "time [s],theta1 [rad],theta2 [rad],theta1_dot [rad/s],theta2_dot [rad/s],energy [J]"
+    assert len(rows) == 2 * 20 + 2
 
 
-def test_unknown_model_is_rejected():
-    with pytest.raises(SystemExit):
-        main(["simulate", "triple-pendulum"])
+def test_a_negative_span_is_one_line_on_stderr_without_traceback_and_makes_no_folder(tmp_path):
+    """What a user sees on a terminal: one line naming --t1, exit status 2, no folder."""
+    out = tmp_path / "results"
+    run = subprocess.run([sys.executable, "-m", "jaxmb.cli", "simulate", "double-pendulum", "--t1", "-1",
+                          "--out", str(out)], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [
+        "jaxmb: error: argument --t1: the final time must be after the start t0 = 0 s, got -1"]
+    assert "Traceback" not in run.stderr and run.stdout == ""
+    assert not out.exists()
+
+
+def test_debug_shows_the_error_with_its_traceback(tmp_path):
+    from jaxmb.cli._errors import UsageError
+
+    with pytest.raises(UsageError, match="--t1"):
+        main(["simulate", "double-pendulum", "--t1", "-1", "--out", str(tmp_path / "r"), "--debug"])
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--t1", "0"], ["--t1", "after the start"]),
+    (["--t1", "nan"], ["--t1", "finite"]),
+    (["--t1", "inf"], ["--t1", "finite"]),
+    (["--t1", "ten"], ["--t1", "number"]),
+    (["--rtol", "-1"], ["--rtol", "[1e-15, 1)"]),
+    (["--rtol", "1e-20"], ["--rtol", "1e-15"]),
+    (["--atol", "-1"], ["--atol", ">= 0"]),
+    (["--fps", "0"], ["--fps", "> 0"]),
+    (["--t1", "2", "--fps", "0.1"], ["--fps", "fewer than 2 samples"]),
+    (["--t1", "1e9"], ["--fps", "more than"]),
+    (["--max-steps", "0"], ["--max-steps", ">= 1"]),
+    (["--solver", "euler"], ["--solver", "euler"]),
+])
+def test_bad_arguments_are_one_line_usage_errors_before_any_output(tmp_path, capsys, args, names):
+    out = tmp_path / "results"
+    assert main(["simulate", "double-pendulum", "--out", str(out), *args]) == 2
+    line = _error_line(capsys)
+    for name in names:
+        assert name in line
+    assert not out.exists()
+
+
+def test_bad_arguments_of_other_models_and_folders(tmp_path, capsys):
+    assert main(["simulate", "planar-chain", "--n", "0", "--out", str(tmp_path / "a")]) == 2
+    assert "--n" in _error_line(capsys)
+    assert main(["simulate", "three-link-arm", "--pid", "--out", str(tmp_path / "a")]) == 2
+    assert "--pid" in _error_line(capsys)
+    assert main(["simulate", "triple-pendulum"]) == 2
+    line = _error_line(capsys)
+    assert "model" in line and "triple-pendulum" in line
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert main(["simulate", "double-pendulum", "--out", str(blocker), *SHORT]) == 2
+    assert "--out" in _error_line(capsys)
+    assert main(["simulate", "double-pendulum", "--out", str(blocker / "sub"), *SHORT]) == 2
+    line = _error_line(capsys)
+    assert "--out" in line and "is not a folder" in line
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_failed_simulation_is_an_error_naming_the_cause(tmp_path, capsys):
+    assert main(["simulate", "double-pendulum", "--max-steps", "5", "--out", str(tmp_path), *SHORT]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jaxmb: error: the simulation failed at t = ")
+    assert "--max-steps" in err[0]
+    assert "success: False" in captured.out
+    assert json.loads((tmp_path / "summary.json").read_text())["success"] is False
+
+
+def test_missing_and_broken_model_files_are_one_line_errors(tmp_path, capsys):
+    missing = tmp_path / "missing.osim"
+    for command in (["info", str(missing)], ["moment-arms", str(missing), "--coordinate", "x", "--out",
+                                             str(tmp_path / "r"), "--compile-cache", "none"]):
+        assert main(command) == 1
+        line = _error_line(capsys)
+        assert str(missing) in line and "no such model file" in line
+    broken = tmp_path / "broken.osim"
+    broken.write_text("<OpenSimDocument><Model name='x'>")
+    assert main(["info", str(broken)]) == 1
+    line = _error_line(capsys)
+    assert str(broken) in line and "not well-formed XML" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_model_error_from_the_library_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad_mass.osim"
+    bad.write_text(ARM26.read_text().replace("<mass>1.8645719999999999</mass>", "<mass>-1</mass>"))
+    assert main(["info", str(bad)]) == 1
+    line = _error_line(capsys)
+    assert str(bad) in line and "mass" in line
 
 
 @pytest.mark.skipif(not GAIT.exists(), reason="gait2354_simbody.osim not shipped")
-def test_moment_arms_of_gait2354(tmp_path):
-    assert main(["moment-arms", str(GAIT), "--coordinate", "knee_angle_r", "--out", str(tmp_path), "--n", "7",
+def test_an_unknown_coordinate_is_one_line_naming_it(tmp_path, capsys):
+    assert main(["moment-arms", str(GAIT), "--coordinate", "elbow", "--out", str(tmp_path / "r"),
+                 "--compile-cache", "none"]) == 1
+    line = _error_line(capsys)
+    assert "'elbow'" in line and "knee_angle_r" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"jaxmb {metadata.version('jaxmb')}"
+    assert jaxmb.__version__ == metadata.version("jaxmb")
+
+
+def test_info_of_arm26_lists_coordinates_bodies_muscles_wraps_and_skipped_forces(tmp_path, capsys):
+    text = ARM26.read_text().replace(
+        '<ForceSet name="forceset">\n\t\t\t<objects>',
+        '<ForceSet name="forceset">\n\t\t\t<objects>\n<CoordinateActuator name="shoulder_motor">'
+        '<coordinate>r_shoulder_elev</coordinate></CoordinateActuator>', 1)
+    model = tmp_path / "arm26_actuated.osim"
+    model.write_text(text)
+    assert main(["info", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "r_elbow_flex" in out and "range [0, 2.26893]  ([0, 130] deg)" in out
+    assert "r_humerus  " in out and "1.86457 kg" in out
+    assert "muscles: 6" in out and "BIClong" in out and "Thelen2003Muscle" in out
+    assert "TRIlonghh (WrapEllipsoid on r_humerus)" in out
+    assert "CoordinateActuator (shoulder_motor)" in out
+
+
+@pytest.mark.skipif(not GAIT.exists(), reason="gait2354_simbody.osim not shipped")
+def test_info_gives_translational_coordinates_in_metres(capsys):
+    assert main(["info", str(GAIT)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    tx = next(line for line in lines if line.strip().startswith("pelvis_tx"))
+    knee = next(line for line in lines if line.strip().startswith("knee_angle_r"))
+    assert " m " in tx and "deg" not in tx
+    assert " rad " in knee and "([-120, 10] deg)" in knee
+
+
+def test_info_of_a_built_in_model(capsys):
+    assert main(["info", "double-pendulum"]) == 0
+    out = capsys.readouterr().out
+    assert "theta1" in out and "theta2" in out and "muscles: none" in out
+
+
+@pytest.mark.skipif(not GAIT.exists(), reason="gait2354_simbody.osim not shipped")
+def test_moment_arms_of_gait2354_with_units_in_the_csv_header(tmp_path, capsys):
+    # With an actuator the importer skips, whose warning comes as one line.
+    model = tmp_path / "gait2354_actuated.osim"
+    model.write_text(GAIT.read_text().replace(
+        '<ForceSet name="forceset">\n\t\t\t<objects>',
+        '<ForceSet name="forceset">\n\t\t\t<objects>\n<CoordinateActuator name="knee_motor">'
+        '<coordinate>knee_angle_r</coordinate></CoordinateActuator>', 1))
+    assert main(["moment-arms", str(model), "--coordinate", "knee_angle_r", "--out", str(tmp_path), "--n", "7",
                  "--compile-cache", "none"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("jaxmb: warning: ") and "CoordinateActuator (knee_motor)" in err[0]
     lines = (tmp_path / "moment_arms_knee_angle_r.csv").read_text().splitlines()
-    assert lines[0].split(",")[0] == "knee_angle_r" and len(lines) == 8
+    header = lines[0].split(",")
+    assert header[0] == "knee_angle_r [rad]" and len(header) == 55
+    assert all(h.endswith(" [m]") for h in header[1:]) and "bifemsh_r [m]" in header
+    assert len(lines) == 8
     assert (tmp_path / "moment_arms_knee_angle_r.png").exists()
 
 
-def test_a_second_run_loads_its_programs_from_the_compilation_cache(tmp_path):
+def test_many_curves_go_to_panels_with_legends_outside_the_axes():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from jaxmb.io._report import curve_groups, plot_groups
+
+    groups = curve_groups(50)
+    assert [k for g in groups for k in g] == list(range(50))
+    assert max(len(g) for g in groups) <= 8 and len(groups) == 7
+    assert len(curve_groups(500)) <= 12
+    x = np.linspace(0, 1, 5)
+    ys = np.outer(x, np.arange(50))
+    fig, axes = plt.subplots(len(groups), 1)
+    plot_groups(axes, x, ys, [f"muscle_{k}" for k in range(50)], groups, "R [cm]")
+    fig.canvas.draw()
+    for ax in axes:
+        legend = ax.get_legend()
+        assert legend.get_window_extent().x0 >= ax.get_window_extent().x1
+    plt.close(fig)
+
+
+def test_progress_is_shown_on_stderr_while_compiling_and_computing(tmp_path, capsys):
+    assert main(["simulate", "double-pendulum", "--out", str(tmp_path), "--progress", *SHORT]) == 0
+    err = capsys.readouterr().err
+    assert "tracing and compiling" in err and "integrating" in err
+
+
+def test_importing_jaxmb_or_its_cli_leaves_x64_off():
+    probe = "import jax, jaxmb, jaxmb.cli; print(jax.config.jax_enable_x64)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"})
+    assert out.stdout.strip() == "False"
+
+
+def test_a_second_run_loads_the_main_job_from_the_compilation_cache(tmp_path):
     """Each command keeps its compiled programs in a persistent cache (``--compile-cache``,
-    default ``~/.cache/jaxmb/xla``): the first run writes them, the second writes nothing.
-    JAX looks a program up before compiling it and stores it after, so a second run that
-    adds no entry found every program it needed. JAX stores only programs that took at
-    least ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` to compile (1 s by default); the
-    threshold is 0 here, so that every program counts whatever the machine's speed."""
+    default ``~/.cache/jaxmb/xla``). JAX stores only programs whose XLA compilation took at
+    least ``jax_persistent_cache_min_compile_time_secs`` (1 s by default), which the main
+    job's program can fall under; the command sets it to 0, so the first run stores its
+    programs and the second loads them and stores none. Two processes: a second run in
+    this one would find its programs in memory."""
     cache = tmp_path / "cache"
-    env = dict(os.environ, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES")}
     cmd = [sys.executable, "-m", "jaxmb.cli", "simulate", "double-pendulum", "--t1", "0.5", "--fps", "10",
            "--compile-cache", str(cache)]
 
@@ -65,20 +271,21 @@ def test_a_second_run_loads_its_programs_from_the_compilation_cache(tmp_path):
         return json.loads((tmp_path / out / "summary.json").read_text())
 
     first = run("first")
-    assert first["compile_cache"] == str(cache)
-    stored = {f: f.stat().st_mtime_ns for f in cache.rglob("*") if f.is_file()}
-    assert stored, "the first run wrote nothing to the compilation cache"
+    assert first["compile_cache"] == str(cache) and first["compile_cache_stored"] > 0
+    assert any(cache.rglob("*")), "the first run wrote nothing to the compilation cache"
     second = run("second")
-    assert {f: f.stat().st_mtime_ns for f in cache.rglob("*") if f.is_file()} == stored
+    assert second["compile_cache_loaded"] >= first["compile_cache_stored"]
+    assert second["compile_cache_stored"] == 0
     assert second["q_final"] == first["q_final"]
 
 
 def test_the_compilation_cache_defaults_to_jax_s_variable_then_the_user_cache(tmp_path):
     """Without ``--compile-cache`` a command keeps the folder JAX_COMPILATION_CACHE_DIR names,
     and without that uses $XDG_CACHE_HOME/jaxmb/xla, or none where that cannot be made; a
-    folder the variable names that cannot be used is an error."""
-    probe = ("from jaxmb.cli import _use_compile_cache; import jax; "
-             "print(_use_compile_cache(None), jax.config.jax_compilation_cache_dir)")
+    folder the variable names that cannot be used is an error. (Fresh processes: the cache
+    is set up once per process.)"""
+    probe = ("from jaxmb.cli._cache import use_compile_cache; import jax; "
+             "print(use_compile_cache(None), jax.config.jax_compilation_cache_dir)")
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
 
     def chosen(**extra):
@@ -99,9 +306,11 @@ def test_the_compilation_cache_defaults_to_jax_s_variable_then_the_user_cache(tm
     assert out.returncode != 0 and "JAX_COMPILATION_CACHE_DIR" in out.stderr and "cannot use" in out.stderr
 
 
-def test_an_unusable_compilation_cache_is_a_clear_error(tmp_path):
+def test_an_unusable_compilation_cache_is_a_one_line_error(tmp_path, capsys):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    with pytest.raises(SystemExit, match="--compile-cache .*a_file/cache: cannot use this folder"):
-        main(["simulate", "double-pendulum", "--t1", "0.1", "--compile-cache", str(blocker / "cache"),
-              "--out", str(tmp_path)])
+    assert main(["simulate", "double-pendulum", "--t1", "0.1", "--compile-cache", str(blocker / "cache"),
+                 "--out", str(tmp_path / "r")]) == 1
+    line = _error_line(capsys)
+    assert "--compile-cache" in line and "a_file/cache: cannot use this folder" in line
+    assert not (tmp_path / "r").exists()

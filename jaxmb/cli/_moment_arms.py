@@ -1,0 +1,19 @@
+"""``jaxmb moment-arms MODEL.osim --coordinate NAME --out DIR``."""
+
+from __future__ import annotations
+
+from ._cache import CacheCounter
+from ._paths import check_model_file, check_out_folder
+from ._progress import Stages
+
+
+def moment_arms(args) -> int:
+    from ..io import moment_arm_report
+
+    model = check_model_file(args.model)
+    check_out_folder(args.out)
+    stages = ["loading the model", "compiling and computing the moment arms", "writing"]
+    with CacheCounter() as cache, Stages(stages, args.progress) as progress:
+        moment_arm_report(model, args.coordinate, args.out, n=args.n, stages=progress)
+    print(f"compilation cache: {cache.describe(args.compile_cache)}")
+    return 0

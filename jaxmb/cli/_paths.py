@@ -1,0 +1,34 @@
+"""Checks of the files and folders a command is given, before it computes anything."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from ._errors import CommandError, UsageError
+
+
+def check_model_file(path: str) -> pathlib.Path:
+    """`path` as a readable file, else a :class:`CommandError` naming it."""
+    file = pathlib.Path(path)
+    if not file.exists():
+        raise CommandError(f"{path}: no such model file")
+    if not file.is_file():
+        raise CommandError(f"{path}: not a model file (a folder?)")
+    return file
+
+
+def check_out_folder(path: str) -> pathlib.Path:
+    """`path` as an output folder that can be made, else a :class:`UsageError` naming ``--out``."""
+    out = pathlib.Path(path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"argument --out: {path} exists and is not a folder")
+    # The folder is made after the computation: check now that it can be.
+    parent = out.absolute()
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"argument --out: cannot make {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"argument --out: cannot make or write {path}: {parent} is not writable")
+    return out
