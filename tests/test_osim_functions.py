@@ -19,8 +19,8 @@ from jax.test_util import check_grads
 
 import jaxmb as mb
 from jaxmb.io import GCVSpline, read_osim
-from jaxmb.io._gcvspl import gcvspline_fit
-from jaxmb.io._osim_functions import parse_function
+from jaxmb._functions import gcvspline_fit
+from jaxmb.io import parse_function
 
 HERE = pathlib.Path(__file__).resolve().parent
 REFERENCE = HERE / "data" / "opensim" / "gcvspline.json"

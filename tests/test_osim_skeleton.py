@@ -28,7 +28,8 @@ import pytest
 
 import jaxmb as mb
 from jaxmb.io import read_osim
-from jaxmb.io._osim_functions import fmm_spline_coefficients, parse_function
+from jaxmb._functions import fmm_spline_coefficients
+from jaxmb.io import parse_function
 
 import xml.etree.ElementTree as ET
 
