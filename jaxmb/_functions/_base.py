@@ -49,7 +49,8 @@ def _check_finite(owner: str, fix: str, **arrays) -> None:
         bad = ~np.isfinite(a)
         if np.any(bad):
             where = np.argwhere(bad)[0]
-            at = f" at index {tuple(int(i) for i in where)}" if a.ndim else ""
+            at = f" at index {tuple(int(i) for i in where)}" if a.ndim > 1 else (
+                f" at index {int(where[0])}" if a.ndim else "")
             raise ModelError(
                 f"{owner}: {name} holds {int(bad.sum())} non-finite value(s) (first: "
                 f"{a[tuple(where)]}{at}); {fix}")

@@ -129,7 +129,8 @@ class XmlReader:
         allowed, skip = set(allowed), set(skip)
         for c in self.children(el):
             if c.tag not in allowed and c.tag not in skip:
-                self.unsupported(c, context, f"expected only {sorted(allowed)}")
+                self.fail(c, f"not supported by jaxmb's OpenSim importer in {context} (expected only "
+                             f"{sorted(allowed)}); remove it, or check its spelling.", owner=el)
 
     def set_objects(self, el: ET.Element | None) -> list[ET.Element]:
         """The components of an OpenSim Set (``<XSet><objects>...</objects><groups/>``)."""
