@@ -1,6 +1,7 @@
 """Elementary joint functions: a coordinate, a constant, affine and polynomial maps,
 composition, scaling and any user JAX callable."""
 
+import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,6 +12,31 @@ from jaxtyping import Array, Float
 from .._errors import ModelError
 from .._typing import RealLike
 from ._base import AbstractJointFunction, _as_float_array, _check_finite
+
+
+class _AbstractParametric(AbstractJointFunction):
+    """A pure function of its array parameters: several of one kind and shape may be
+    evaluated as one batched function (:meth:`vectorisable`)."""
+
+    def vectorisable(self):
+        return True
+
+
+class _AbstractWrapper(AbstractJointFunction):
+    """A function of the joint function `inner` (and of the others in :meth:`_wrapped`):
+    it reads the coordinates `inner` reads, and it is vectorisable where all of them are."""
+
+    inner: eqx.AbstractVar[AbstractJointFunction]
+
+    @abc.abstractmethod
+    def _wrapped(self) -> tuple[AbstractJointFunction, ...]:
+        """Every joint function this one evaluates."""
+
+    def vectorisable(self):
+        return all(fn.vectorisable() for fn in self._wrapped())
+
+    def coordinate_indices(self):
+        return self.inner.coordinate_indices()
 
 
 class Coordinate(AbstractJointFunction):
@@ -44,7 +70,7 @@ class Constant(AbstractJointFunction):
         return ()
 
 
-class Linear(AbstractJointFunction):
+class Linear(_AbstractParametric):
     """``f(q) = offset + Σ_k weights[k] q[indices[k]]`` (affine in several coordinates).
 
     The double pendulum's relative elbow angle ``θ2 - θ1`` is
@@ -67,9 +93,6 @@ class Linear(AbstractJointFunction):
         _check_finite(f"Linear joint function of coordinates {self.indices}",
                       "give finite weights and offset.", weights=self.weights, offset=self.offset)
 
-    def vectorisable(self):
-        return True
-
     def __call__(self, q):
         idx = jnp.asarray(self.indices, dtype=int)
         return self.offset + jnp.dot(self.weights, q[idx])
@@ -78,7 +101,7 @@ class Linear(AbstractJointFunction):
         return self.indices
 
 
-class Polynomial(AbstractJointFunction):
+class Polynomial(_AbstractParametric):
     """``f(q) = Σ_k coefficients[k] x^k`` with ``x = q[index]`` (lowest order first).
 
     OpenSim's PolynomialFunction lists the highest order first: reverse it.
@@ -95,9 +118,6 @@ class Polynomial(AbstractJointFunction):
         _check_finite(f"Polynomial of coordinate {self.index}", "give finite coefficients.",
                       coefficients=self.coefficients)
 
-    def vectorisable(self):
-        return True
-
     def __call__(self, q):
         return jnp.polyval(self.coefficients[::-1], q[self.index])
 
@@ -105,7 +125,7 @@ class Polynomial(AbstractJointFunction):
         return (self.index,)
 
 
-class Composed(AbstractJointFunction):
+class Composed(_AbstractWrapper):
     """``f(q) = outer(inner(q))``: a univariate ``outer`` applied to another joint function.
 
     ``outer`` is itself a joint function of a one-element vector (index 0), e.g. a
@@ -116,17 +136,14 @@ class Composed(AbstractJointFunction):
     outer: AbstractJointFunction
     inner: AbstractJointFunction
 
-    def vectorisable(self):
-        return self.outer.vectorisable() and self.inner.vectorisable()
+    def _wrapped(self):
+        return (self.outer, self.inner)
 
     def __call__(self, q):
         return self.outer(jnp.reshape(self.inner(q), (1,)))
 
-    def coordinate_indices(self):
-        return self.inner.coordinate_indices()
 
-
-class Scaled(AbstractJointFunction):
+class Scaled(_AbstractWrapper):
     """``f(q) = scale * inner(q)`` (OpenSim's MultiplierFunction)."""
 
     inner: AbstractJointFunction
@@ -137,14 +154,11 @@ class Scaled(AbstractJointFunction):
         self.scale = _as_float_array(scale)
         _check_finite("Scaled joint function", "give a finite scale.", scale=self.scale)
 
-    def vectorisable(self):
-        return self.inner.vectorisable()
+    def _wrapped(self):
+        return (self.inner,)
 
     def __call__(self, q):
         return self.scale * self.inner(q)
-
-    def coordinate_indices(self):
-        return self.inner.coordinate_indices()
 
 
 class JaxFunction(AbstractJointFunction):

@@ -65,7 +65,7 @@ def _cubic_spline_coefficients(xp, x, y, end_condition: str):
     b_int = delta - h * (sigma[1:] + 2.0 * sigma[:-1])
     d_int = (sigma[1:] - sigma[:-1]) / h
     # Slope at the last knot, from the last interval's cubic.
-    b_last = b_int[-1] + 2.0 * (3.0 * sigma[-2]) * h[-1] + 3.0 * d_int[-1] * h[-1] ** 2
+    b_last = delta[-1] + h[-1] * (sigma[-2] + 2.0 * sigma[-1])
     b = xp.concatenate([b_int, b_last[None]])
     d = xp.concatenate([d_int, d_int[-1:]])
     return b, 3.0 * sigma, d

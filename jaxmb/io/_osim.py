@@ -264,7 +264,6 @@ class _Importer(_JointReader):
             if obj.tag != "PhysicalOffsetFrame":
                 self.unsupported(obj, "<ComponentSet>", "only PhysicalOffsetFrame components are read")
 
-
     # -- muscles -----------------------------------------------------------
     def muscles(self, model_el, functions, body_names) -> tuple[Any, ...]:
         if not self.read_muscles:

@@ -198,7 +198,8 @@ class XmlReader:
         ref = el.get("file").strip()
         base = (self.locations.get(el) or (self.path or "", 0))[0]
         path = os.path.normpath(os.path.join(os.path.dirname(base), ref))
-        if self.children(el):
+        inline = [c for c in self.children(el) if c.tag not in ("objects", "groups") or self.children(c)]
+        if inline:
             self.fail(el, f"has both a file attribute ({ref!r}) and contents; keep one of them.")
         if path in stack:
             self.fail(el, f"file {ref!r} includes itself ({' -> '.join(stack + (path,))}).")
