@@ -279,6 +279,17 @@ class QuinticSpline(_AbstractUnivariateFunction):
         coefficients exact to rounding; traced data (inside ``jax.grad``, say) give
         the same spline in float64 arithmetic, whose second derivative is then good to
         about 1e-16·60/h² rather than to the data's precision.
+
+        **Arguments:**
+
+        - `index`: the coordinate ``q[index]`` the spline is a function of.
+        - `x`: the uniform grid, n + 1 knots (concrete: it fixes the basis).
+        - `y`, `dydx`, `d2ydx2`: value, first and second derivative at the knots
+          (shape of `x`, finite).
+        - `periodic`: whether the grid spans one period.
+        - `slope`: the secular term.
+
+        **Returns:** the :class:`QuinticSpline`.
         """
         try:
             xs = np.asarray(x, dtype=float)
