@@ -324,3 +324,59 @@ def test_quintic_spline_continues_linearly_outside_its_grid():
         np.testing.assert_allclose(v, y[end] + d1[end] * (beyond - x[end]), rtol=1e-14)
         np.testing.assert_allclose(slope, d1[end], rtol=1e-14)
         assert float(curvature) == 0.0
+
+
+# ---------------------------------------------------------------------------
+# Bad data: NaN or inf is an error naming the function and the fix
+# ---------------------------------------------------------------------------
+
+NAN, INF = float("nan"), float("inf")
+_X5 = jnp.linspace(0.0, 1.0, 5)
+_QY, _QD1, _QD2 = _sine_data(_X5)
+
+_BAD_DATA = {
+    "cubic_fit_y": (lambda: mb.CubicSpline.fit(0, [0.0, 1.0, 2.0], [0.0, NAN, 1.0]),
+                    "CubicSpline.fit of coordinate 0: y holds 1 non-finite"),
+    "cubic_fit_x": (lambda: mb.CubicSpline.fit(2, [0.0, 1.0, INF], [0.0, 1.0, 1.0], "not-a-knot-fmm"),
+                    "CubicSpline.fit of coordinate 2: x holds 1 non-finite"),
+    "cubic_coefficients": (lambda: mb.CubicSpline(1, [0.0, 1.0], [0.0, 1.0], [1.0, NAN], [0.0, 0.0], [0.0, 0.0]),
+                           "CubicSpline of coordinate 1: b holds 1 non-finite"),
+    "quintic_fit": (lambda: mb.QuinticSpline.fit(0, _X5, _QY.at[2].set(NAN), _QD1, _QD2),
+                    "QuinticSpline.fit of coordinate 0: y holds 1 non-finite"),
+    "quintic_fit_curvature": (lambda: mb.QuinticSpline.fit(0, _X5, _QY, _QD1, _QD2.at[0].set(-INF)),
+                              "QuinticSpline.fit of coordinate 0: d2ydx2 holds 1 non-finite"),
+    "quintic_coefficients": (lambda: mb.QuinticSpline(0, 0.0, 0.5, jnp.zeros((2, 6)).at[1, 3].set(INF)),
+                             "QuinticSpline of coordinate 0: coefficients holds 1 non-finite"),
+    "fourier_amplitudes": (lambda: mb.FourierSeries(1, 0.0, [1.0, NAN], [0.0, 0.0], 1.0),
+                           "FourierSeries of coordinate 1: a holds 1 non-finite"),
+    "fourier_fit": (lambda: mb.FourierSeries.fit(0, _X5, _QY.at[4].set(NAN), 1, 2.0),
+                    "FourierSeries.fit of coordinate 0: y holds 1 non-finite"),
+    "polynomial": (lambda: mb.Polynomial(0, [1.0, NAN, 2.0]),
+                   "Polynomial of coordinate 0: coefficients holds 1 non-finite"),
+    "linear_weights": (lambda: mb.Linear((0, 2), (INF, 1.0)),
+                       "Linear joint function of coordinates (0, 2): weights holds 1 non-finite"),
+    "linear_offset": (lambda: mb.Linear((0,), (1.0,), NAN),
+                      "Linear joint function of coordinates (0,): offset holds 1 non-finite"),
+    "constant": (lambda: mb.Constant(NAN), "Constant joint function: value holds 1 non-finite"),
+    "scaled": (lambda: mb.Scaled(mb.Coordinate(0), INF), "Scaled joint function: scale holds 1 non-finite"),
+}
+
+
+@pytest.mark.parametrize("name", list(_BAD_DATA))
+def test_non_finite_data_is_an_error_naming_the_function_and_the_fix(name):
+    """NaN or inf in a function's data gave NaN coefficients (and NaN dynamics) silently."""
+    build, names = _BAD_DATA[name]
+    with pytest.raises(mb.ModelError) as info:
+        build()
+    message = str(info.value)
+    assert names in message, message
+    fix = message.split("; ", 1)[1]  # after the cause: what to do
+    assert "finite" in fix or "NaN" in fix, message
+
+
+def test_traced_data_are_not_inspected_and_still_fit():
+    """Inside jit the data cannot be checked at construction; the fit still runs."""
+    x = jnp.linspace(0.0, 1.0, 5)
+    fit = jax.jit(lambda y: mb.CubicSpline.fit(0, x, y, "not-a-knot-fmm").c)
+    y = jnp.sin(3.0 * x)
+    np.testing.assert_allclose(fit(y), mb.CubicSpline.fit(0, x, y, "not-a-knot-fmm").c, rtol=1e-12, atol=1e-12)

@@ -89,7 +89,7 @@ def test_mobl_arms_loads_with_muscles_and_reports_skipped_forces(shared_dir):
     with pytest.warns(UserWarning, match=r"skipped 18: 4 Ligament .*14 CoordinateLimitForce"):
         model = mb.io.load_osim(path)
     assert len(model.muscles) == 50
-    from jaxmb.io._osim_forces import read_ligaments
+    from jaxmb.io._osim import read_ligaments
     ligs = read_ligaments(path)
     assert [m.name for m in ligs] == ["s_glenohum", "m_glenohum", "i_glenohum", "coracohum"]
     assert all(m.kind == "Ligament" and len(m.wraps) == 1 for m in ligs)

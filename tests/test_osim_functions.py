@@ -19,8 +19,8 @@ from jax.test_util import check_grads
 
 import jaxmb as mb
 from jaxmb.io import GCVSpline, read_osim
-from jaxmb.io._gcvspl import gcvspline_fit
-from jaxmb.io._osim_functions import parse_function
+from jaxmb._functions import gcvspline_fit
+from jaxmb.io import parse_function
 
 HERE = pathlib.Path(__file__).resolve().parent
 REFERENCE = HERE / "data" / "opensim" / "gcvspline.json"
@@ -125,3 +125,35 @@ def test_custom_joint_with_gcvspline_loads_and_evaluates(tmp_path):
     _close(value, ref["value"], TOL)
     _close(d1, ref["d1"], TOL)
     _close(d2, ref["d2"], TOL)
+
+
+@pytest.mark.parametrize("build, names", [
+    (lambda: mb.io.PiecewiseLinear(0, [0.0, 1.0], [0.0, float("nan")]),
+     "PiecewiseLinear of coordinate 0: y holds 1 non-finite"),
+    (lambda: mb.io.PiecewiseConstant(1, [float("-inf"), 1.0], [0.0, 1.0]),
+     "PiecewiseConstant of coordinate 1: x holds 1 non-finite"),
+    (lambda: GCVSpline.fit(0, [0.0, 1.0, 2.0, 3.0], [0.0, 1.0, float("nan"), 2.0], 2),
+     "GCVSpline.fit of coordinate 0: y holds 1 non-finite"),
+    (lambda: GCVSpline(0, [0.0, 1.0], np.full((3, 2), np.inf)),
+     "GCVSpline of coordinate 0: coefficients holds 6 non-finite"),
+])
+def test_opensim_functions_reject_non_finite_data(build, names):
+    with pytest.raises(mb.ModelError, match="non-finite") as info:
+        build()
+    assert names in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("element", [
+    "<SimmSpline name='f'><x>0 1 2</x><y>0 nan 1</y></SimmSpline>",
+    "<PiecewiseLinearFunction name='f'><x>0 inf</x><y>0 1</y></PiecewiseLinearFunction>",
+    "<GCVSpline name='f'><half_order>1</half_order><x>0 1 2</x><y>0 1 nan</y></GCVSpline>",
+    "<PolynomialFunction name='f'><coefficients>1 nan</coefficients></PolynomialFunction>",
+    "<MultiplierFunction name='f'><function><Constant><value>1</value></Constant></function>"
+    "<scale>inf</scale></MultiplierFunction>",
+])
+def test_function_elements_with_non_finite_numbers_name_the_element(element):
+    tag = element[1:element.index(" ")]
+    with pytest.raises(mb.ModelError, match="non-finite number") as info:
+        parse_function(ET.fromstring(element), mb.Coordinate(0))
+    assert f"<{tag} name='f'>" in str(info.value) or "<scale> of <MultiplierFunction name='f'>" in str(info.value)
+    assert "write finite numbers" in str(info.value)

@@ -28,7 +28,8 @@ import pytest
 
 import jaxmb as mb
 from jaxmb.io import read_osim
-from jaxmb.io._osim_functions import fmm_spline_coefficients, parse_function
+from jaxmb._functions import fmm_spline_coefficients
+from jaxmb.io import parse_function
 
 import xml.etree.ElementTree as ET
 
@@ -420,3 +421,59 @@ def test_broken_file_raises_naming_the_element(name):
     assert m, message
     line = text.splitlines()[int(m.group(1)) - 1]
     assert f"<{expect}" in line, (message, line)
+
+
+# ---------------------------------------------------------------------------
+# Non-finite numbers on the muscle side; <ForceSet file="...">
+# ---------------------------------------------------------------------------
+
+
+def test_nan_path_point_location_names_the_point_file_and_line(tmp_path):
+    """The muscle-side reader had no finiteness check: this file loaded silently."""
+    path = BROKEN / "path_point_nan_location.osim"
+    text = path.read_text()
+    line = 1 + text.splitlines().index("                  <location>nan 0.1 0</location>")
+    with pytest.raises(mb.ModelError) as info:
+        read_osim(path)
+    assert (f"<location> of <PathPoint name='flexor-P2'> at {path}:{line}: holds a non-finite number "
+            "('nan 0.1 0'); write finite numbers") in str(info.value)
+    finite = tmp_path / "finite.osim"
+    finite.write_text(text.replace("nan 0.1 0", "0.05 -0.3 0"))
+    assert mb.load_osim(finite).muscle_names == ("flexor",)
+
+
+def _arm26_with_forceset_in(folder: pathlib.Path, forces_name: str, forces_text=None) -> pathlib.Path:
+    """arm26.osim in `folder` with its ForceSet moved to the file `forces_name` (relative)."""
+    text = (DATA / "arm26.osim").read_text()
+    start, end = text.index("<ForceSet"), text.index("</ForceSet>") + len("</ForceSet>")
+    forces = folder / forces_name
+    forces.parent.mkdir(parents=True, exist_ok=True)
+    forces.write_text('<?xml version="1.0" encoding="UTF-8" ?>\n<OpenSimDocument Version="40000">\n'
+                      + (forces_text or text[start:end]) + "\n</OpenSimDocument>\n")
+    model = folder / "model" / "arm26.osim"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.write_text(text[:start] + f'<ForceSet name="forceset" file="../{forces_name}" />' + text[end:])
+    return model
+
+
+def test_forceset_file_is_read_relative_to_the_model(tmp_path):
+    """OpenSim reads ``<ForceSet file="...">`` from the named file (relative to the
+    model's folder); jaxmb ignored it and loaded the model with no muscles."""
+    import equinox as eqx
+
+    inline = mb.load_osim(DATA / "arm26.osim")
+    split = mb.load_osim(_arm26_with_forceset_in(tmp_path, "forces/arm26_forces.xml"))
+    assert len(inline.muscle_names) == 6
+    assert split.muscle_names == inline.muscle_names
+    assert eqx.tree_equal(split.muscles, inline.muscles)
+
+
+def test_errors_inside_an_included_forceset_name_that_file(tmp_path):
+    text = (DATA / "arm26.osim").read_text()
+    forceset = text[text.index("<ForceSet"):text.index("</ForceSet>") + len("</ForceSet>")]
+    first = re.search(r"<location>[^<]*</location>", forceset).group(0)
+    bad = forceset.replace(first, "<location>0 inf 0</location>", 1)
+    model = _arm26_with_forceset_in(tmp_path, "arm26_forces.xml", bad)
+    with pytest.raises(mb.ModelError, match=re.escape(str(tmp_path / "arm26_forces.xml")) + r":\d+: holds a "
+                       r"non-finite number \('0 inf 0'\)"):
+        mb.load_osim(model)

@@ -16,7 +16,8 @@ Other forces are not read. Every one of them is listed by name in one
 * ``Ligament`` (a passive force along a ``GeometryPath``, e.g. MoBL-ARMS's
   glenohumeral and coracohumeral ligaments): not a muscle, so it is not in
   ``model.muscles`` (``model.muscle_names`` stays OpenSim's ``getMuscles()``
-  list). Its path is read by :func:`read_ligaments` / :func:`parse_paths`, which
+  list). Its path is read by :func:`jaxmb.io._osim.read_ligaments` (with
+  :func:`parse_paths`), which
   return :class:`jaxmb.Muscle` objects (``kind="Ligament"``) whose length and
   moment arms jaxmb computes like a muscle's (put them in a model with
   ``eqx.tree_at(lambda m: m.muscles, model, ligaments)``).
@@ -37,16 +38,15 @@ MovingPathPoint functions are evaluated at the coordinate clamped to its range
 
 from __future__ import annotations
 
-import os
 import warnings
 import xml.etree.ElementTree as ET
-
-import numpy as np
 
 from .._errors import ModelError
 from .._functions import AbstractJointFunction, Constant
 from .._muscles import (ClampedCoordinate, ConditionalPathPoint, MovingPathPoint, Muscle, MuscleParameters, PathPoint,
                         WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus)
+from ._osim_functions import parse_function
+from ._xml import XmlReader
 
 MUSCLE_TYPES = (
     "Thelen2003Muscle", "Millard2012EquilibriumMuscle", "Millard2012AccelerationMuscle",
@@ -63,237 +63,219 @@ _PARAMS = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
            "pennation_angle_at_optimal", "max_contraction_velocity")
 
 
-def _fail(source, el, msg):
-    name = el.get("name", "") if el is not None else ""
-    raise ModelError(f"{source}: <{el.tag if el is not None else '?'} name={name!r}>: {msg}")
+def _first(xml: XmlReader, el: ET.Element | None, tag: str) -> ET.Element | None:
+    """The first child `tag` of `el` (None if `el` or the child is absent)."""
+    found = [] if el is None else xml.children(el, tag)
+    return found[0] if found else None
 
 
-def _objects(el):
-    if el is None:
-        return []
-    objs = el.find("objects")
-    return list(objs) if objs is not None else []
+def _text(xml: XmlReader, el: ET.Element, tag: str, default: str = "") -> str:
+    c = _first(xml, el, tag)
+    return (c.text or "").strip() if c is not None and c.text is not None else default
 
 
-def _floats(source, el, tag, n, default=None):
-    c = el.find(tag)
-    if c is None or c.text is None or not c.text.strip():
-        if default is None:
-            _fail(source, el, f"missing <{tag}>.")
-        return np.asarray(default, dtype=float)
-    vals = np.asarray([float(v) for v in c.text.split()], dtype=float)
-    if n is not None and vals.shape != (n,):
-        _fail(source, el, f"<{tag}> must have {n} values, got {c.text!r}.")
-    return vals
+def _floats(xml: XmlReader, el: ET.Element, tag: str, n: int, default=None):
+    """`n` finite numbers of the child `tag` of `el` (`default` if absent or blank)."""
+    if default is None:
+        return xml.floats(el, tag, n)
+    return xml.floats(el, tag, n, default, blank_is_missing=True)
 
 
-def _text(el, tag, default=""):
-    c = el.find(tag)
-    return c.text.strip() if c is not None and c.text is not None else default
-
-
-def _frame_body(source, el, body_names):
-    ref = _text(el, "socket_parent_frame") or _text(el, "body") or _text(el, "parent_frame")
+def _frame_body(xml, el, body_names):
+    ref = _text(xml, el, "socket_parent_frame") or _text(xml, el, "body") or _text(xml, el, "parent_frame")
     if not ref:
-        _fail(source, el, "has no socket_parent_frame.")
+        xml.fail(el, "has no <socket_parent_frame>; name the body the point is fixed to.")
     parts = [p for p in ref.split("/") if p and p not in (".", "..")]
     name = parts[-1]
     if len(parts) >= 2 and parts[-2] == "bodyset":
         name = parts[-1]
     elif parts and parts[0] == "bodyset" and len(parts) > 2:
-        _fail(source, el, f"path points on offset frames ({ref!r}) are not supported.")
+        xml.fail(el, f"path points on offset frames ({ref!r}) are not supported; give the point's "
+                     "location in its body.")
     if name == "ground":
         return "ground"
     if name not in body_names:
-        _fail(source, el, f"frame {ref!r} is not a body of the model.")
+        xml.fail(el, f"frame {ref!r} is not a body of the model.")
     return name
 
 
-def _coordinate(source, el, ref, coordinate_functions):
+def _coordinate(xml, el, ref, coordinate_functions):
     name = ref.split("/")[-1]
     if name not in coordinate_functions:
-        _fail(source, el, f"unknown coordinate {ref!r}.")
+        xml.fail(el, f"unknown coordinate {ref!r}.")
     return coordinate_functions[name]
 
 
-def _wrap_objects(root, source, body_names):
+def _wrap_objects(xml: XmlReader, model_el):
     """name -> (type, element, body) for every WrapObjectSet of the bodies and ground."""
     out = {}
     holders = []
-    ground = root.find("Ground")
+    ground = _first(xml, model_el, "Ground")
     if ground is not None:
         holders.append(("ground", ground))
-    bodyset = root.find("BodySet")
-    for b in _objects(bodyset):
+    for b in xml.set_objects(_first(xml, model_el, "BodySet")):
         holders.append((b.get("name"), b))
     for bname, holder in holders:
-        for w in _objects(holder.find("WrapObjectSet")):
+        for w in xml.set_objects(_first(xml, holder, "WrapObjectSet")):
             out[w.get("name")] = (w.tag, w, bname)
     return out
 
 
-def _make_wrap(source, tag, w, body, rng, method):
+def _make_wrap(xml, tag, w, body, rng, method):
     name = w.get("name")
-    active = _text(w, "active", "true").lower() != "false"
-    common = dict(translation=_floats(source, w, "translation", 3, (0, 0, 0)),
-                  xyz_body_rotation=_floats(source, w, "xyz_body_rotation", 3, (0, 0, 0)),
-                  quadrant=_text(w, "quadrant", "all") or "all", range=rng, method=method)
+    active = _text(xml, w, "active", "true").lower() != "false"
+    common = dict(translation=_floats(xml, w, "translation", 3, (0, 0, 0)),
+                  xyz_body_rotation=_floats(xml, w, "xyz_body_rotation", 3, (0, 0, 0)),
+                  quadrant=_text(xml, w, "quadrant", "all") or "all", range=rng, method=method)
     if not active:
         return None
     if tag == "WrapSphere":
-        return WrapSphere(name, body, float(_floats(source, w, "radius", 1)[0]), **common)
+        return WrapSphere(name, body, float(_floats(xml, w, "radius", 1)[0]), **common)
     if tag == "WrapCylinder":
-        return WrapCylinder(name, body, float(_floats(source, w, "radius", 1)[0]),
-                            float(_floats(source, w, "length", 1, (1.0,))[0]), **common)
+        return WrapCylinder(name, body, float(_floats(xml, w, "radius", 1)[0]),
+                            float(_floats(xml, w, "length", 1, (1.0,))[0]), **common)
     if tag == "WrapEllipsoid":
-        return WrapEllipsoid(name, body, _floats(source, w, "dimensions", 3), **common)
+        return WrapEllipsoid(name, body, _floats(xml, w, "dimensions", 3), **common)
     if tag == "WrapTorus":
-        return WrapTorus(name, body, float(_floats(source, w, "inner_radius", 1)[0]),
-                         float(_floats(source, w, "outer_radius", 1)[0]), **common)
-    _fail(source, w, "unsupported wrap object type (jaxmb reads WrapSphere, WrapCylinder, "
-                     "WrapEllipsoid and WrapTorus).")
+        return WrapTorus(name, body, float(_floats(xml, w, "inner_radius", 1)[0]),
+                         float(_floats(xml, w, "outer_radius", 1)[0]), **common)
+    xml.fail(w, "unsupported wrap object type (jaxmb reads WrapSphere, WrapCylinder, "
+                "WrapEllipsoid and WrapTorus).")
 
 
-def _moving_coordinate(source, pt, axis, base, coordinate_functions, ranges):
-    from ._osim_functions import parse_function
-
-    fn_el = pt.find(f"{axis}_location")
+def _moving_coordinate(xml, pt, axis, base, coordinate_functions, ranges):
+    fn_el = _first(xml, pt, f"{axis}_location")
     if fn_el is None:
         return Constant(float(base))
-    inner_ref = _text(pt, f"socket_{axis}_coordinate")
-    funcs = [c for c in fn_el] if fn_el.tag.endswith("_location") else [fn_el]
+    inner_ref = _text(xml, pt, f"socket_{axis}_coordinate")
+    funcs = xml.children(fn_el)
     if not funcs:
         return Constant(float(base))
-    inner = _coordinate(source, pt, inner_ref, coordinate_functions) if inner_ref else None
-    if inner is None:
-        _fail(source, pt, f"{axis}_location has a function but no socket_{axis}_coordinate.")
+    if not inner_ref:
+        xml.fail(pt, f"<{axis}_location> has a function but no <socket_{axis}_coordinate>; name the "
+                     "coordinate it is a function of.")
+    inner = _coordinate(xml, pt, inner_ref, coordinate_functions)
     rng = (ranges or {}).get(inner_ref.split("/")[-1])
     if rng is not None:  # OpenSim clamps the coordinate to its range here
         inner = ClampedCoordinate(inner, rng[0], rng[1])
-    return parse_function(funcs[0], inner)
+    return parse_function(funcs[0], inner, xml)
 
 
-def parse_muscles(root: ET.Element, coordinate_functions: dict[str, AbstractJointFunction],
-                  body_names: tuple[str, ...], source: str) -> tuple[Muscle, ...]:
+def _model_element(xml: XmlReader, root: ET.Element) -> ET.Element:
+    if root.tag == "Model":
+        return root
+    model_el = _first(xml, root, "Model")
+    if model_el is None:
+        xml.fail(root, "no <Model> element.")
+    return model_el
+
+
+def parse_muscles(xml: XmlReader, model_el: ET.Element,
+                  coordinate_functions: dict[str, AbstractJointFunction],
+                  body_names: tuple[str, ...]) -> tuple[Muscle, ...]:
     """The muscles of the model's ForceSet.
 
     **Arguments:**
 
-    - `root`: the ``<Model>`` element (or the document root ``<OpenSimDocument>``).
+    - `xml`: the file's reader (errors name the file and line).
+    - `model_el`: the ``<Model>`` element (or the document root ``<OpenSimDocument>``).
     - `coordinate_functions`: every OpenSim coordinate name -> its joint function of q.
     - `body_names`: the model's body names ('ground' is the fixed frame).
-    - `source`: the file name, for error messages.
 
     **Returns:** a tuple of :class:`jaxmb.Muscle` in file order.
     """
-    if root.tag != "Model":
-        model_el = root.find("Model")
-        if model_el is None:
-            raise ModelError(f"{source}: no <Model> element.")
-        root = model_el
-    forceset = root.find("ForceSet")
+    model_el = _model_element(xml, model_el)
+    forceset = _first(xml, model_el, "ForceSet")
     if forceset is None:
         return ()
-    wraps = _wrap_objects(root, source, body_names)
-    ranges = _coordinate_ranges(root)
+    wraps = _wrap_objects(xml, model_el)
+    ranges = _coordinate_ranges(xml, model_el)
     muscles, skipped = [], {}
-    for f in _objects(forceset):
+    for f in xml.set_objects(forceset):
         if f.tag in SKIPPED_FORCES or f.tag in PATH_FORCES:
             skipped.setdefault(f.tag, []).append(f.get("name", ""))
             continue
         if f.tag not in MUSCLE_TYPES:
-            _fail(source, f, "unsupported force type in <ForceSet> (jaxmb reads muscles; see "
-                             "jaxmb.io._osim_forces.SKIPPED_FORCES and PATH_FORCES for the forces it skips).")
-        muscles.append(_parse_muscle(f, coordinate_functions, body_names, source, wraps, ranges))
+            xml.fail(f, "unsupported force type in <ForceSet> (jaxmb reads muscles; see "
+                        "jaxmb.io._osim_forces.SKIPPED_FORCES and PATH_FORCES for the forces it skips).")
+        muscles.append(_parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges))
     if skipped:
         parts = [f"{len(v)} {k} ({', '.join(v)})" for k, v in skipped.items()]
-        hint = (" Ligament paths: jaxmb.io._osim_forces.read_ligaments(path)."
+        hint = (" Ligament paths: jaxmb.io._osim.read_ligaments(path)."
                 if "Ligament" in skipped else "")
-        warnings.warn(f"{source}: the ForceSet's non-muscle forces are not part of the model; skipped "
+        warnings.warn(f"{xml.path}: the ForceSet's non-muscle forces are not part of the model; skipped "
                       f"{sum(len(v) for v in skipped.values())}: " + "; ".join(parts) + "." + hint, stacklevel=4)
     return tuple(muscles)
 
 
-def parse_paths(root: ET.Element, coordinate_functions: dict[str, AbstractJointFunction],
-                body_names: tuple[str, ...], source: str, tags=PATH_FORCES) -> tuple[Muscle, ...]:
+def parse_paths(xml: XmlReader, model_el: ET.Element, coordinate_functions: dict[str, AbstractJointFunction],
+                body_names: tuple[str, ...], tags=PATH_FORCES) -> tuple[Muscle, ...]:
     """The ``GeometryPath`` of every ForceSet element whose tag is in `tags` (default:
     Ligament, PathSpring, ClutchedPathSpring, PathActuator), as :class:`jaxmb.Muscle`
     objects with ``kind`` = the tag and default Hill parameters."""
-    if root.tag != "Model":
-        root = root.find("Model")
-    forceset = root.find("ForceSet") if root is not None else None
+    model_el = _model_element(xml, model_el)
+    forceset = _first(xml, model_el, "ForceSet")
     if forceset is None:
         return ()
-    wraps = _wrap_objects(root, source, body_names)
-    ranges = _coordinate_ranges(root)
-    return tuple(_parse_muscle(f, coordinate_functions, body_names, source, wraps, ranges)
-                 for f in _objects(forceset) if f.tag in tags)
+    wraps = _wrap_objects(xml, model_el)
+    ranges = _coordinate_ranges(xml, model_el)
+    return tuple(_parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges)
+                 for f in xml.set_objects(forceset) if f.tag in tags)
 
 
-def read_ligaments(path, tags=("Ligament",)) -> tuple[Muscle, ...]:
-    """The Ligament paths of an ``.osim`` file (see :func:`parse_paths`), for the
-    model ``jaxmb.load_osim(path)`` returns (same coordinates ``q``)."""
-    from ._osim import read_osim
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        imp = read_osim(path, muscles=False)
-    root = ET.parse(os.fspath(path)).getroot()
-    return parse_paths(root, imp.coordinate_functions, imp.model.body_names, os.fspath(path), tags)
-
-
-def _coordinate_ranges(root):
+def _coordinate_ranges(xml, model_el):
     out = {}
-    for c in root.iter("Coordinate"):
-        r = c.find("range")
-        if c.get("name") and r is not None and r.text:
-            vals = [float(v) for v in r.text.split()]
-            if len(vals) == 2:
-                out[c.get("name")] = (vals[0], vals[1])
+    for c in model_el.iter("Coordinate"):
+        if not c.get("name"):
+            continue
+        r = xml.floats(c, "range", 2, None, blank_is_missing=True)
+        if r is not None:
+            out[c.get("name")] = (float(r[0]), float(r[1]))
     return out
 
 
-def _parse_muscle(f, coordinate_functions, body_names, source, wraps, ranges=None):
+def _parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges=None):
     name = f.get("name")
-    gp = f.find("GeometryPath")
+    gp = _first(xml, f, "GeometryPath")
     if gp is None:
-        _fail(source, f, "muscle has no <GeometryPath>.")
+        xml.fail(f, "muscle has no <GeometryPath>; give its path points.")
     points = []
-    for pt in _objects(gp.find("PathPointSet")):
+    for pt in xml.set_objects(_first(xml, gp, "PathPointSet")):
         pname = pt.get("name", "")
-        body = _frame_body(source, pt, body_names)
+        body = _frame_body(xml, pt, body_names)
         if pt.tag == "PathPoint":
-            points.append(PathPoint(body, _floats(source, pt, "location", 3), name=pname))
+            points.append(PathPoint(body, _floats(xml, pt, "location", 3), name=pname))
         elif pt.tag == "ConditionalPathPoint":
-            ref = _text(pt, "socket_coordinate") or _text(pt, "coordinate")
-            coord = _coordinate(source, pt, ref, coordinate_functions)
-            points.append(ConditionalPathPoint(body, _floats(source, pt, "location", 3), coord,
-                                               _floats(source, pt, "range", 2), name=pname))
+            ref = _text(xml, pt, "socket_coordinate") or _text(xml, pt, "coordinate")
+            coord = _coordinate(xml, pt, ref, coordinate_functions)
+            points.append(ConditionalPathPoint(body, _floats(xml, pt, "location", 3), coord,
+                                               _floats(xml, pt, "range", 2), name=pname))
         elif pt.tag == "MovingPathPoint":
-            base = _floats(source, pt, "location", 3, (0, 0, 0))
-            fx = _moving_coordinate(source, pt, "x", base[0], coordinate_functions, ranges)
-            fy = _moving_coordinate(source, pt, "y", base[1], coordinate_functions, ranges)
-            fz = _moving_coordinate(source, pt, "z", base[2], coordinate_functions, ranges)
+            base = _floats(xml, pt, "location", 3, (0, 0, 0))
+            fx = _moving_coordinate(xml, pt, "x", base[0], coordinate_functions, ranges)
+            fy = _moving_coordinate(xml, pt, "y", base[1], coordinate_functions, ranges)
+            fz = _moving_coordinate(xml, pt, "z", base[2], coordinate_functions, ranges)
             points.append(MovingPathPoint(body, fx, fy, fz, name=pname))
         else:
-            _fail(source, pt, f"unsupported path point type in muscle {name!r}.")
+            xml.fail(pt, f"unsupported path point type in muscle {name!r} (jaxmb reads PathPoint, "
+                         "ConditionalPathPoint and MovingPathPoint).")
     wlist = []
-    for pw in _objects(gp.find("PathWrapSet")):
-        wname = _text(pw, "wrap_object")
+    for pw in xml.set_objects(_first(xml, gp, "PathWrapSet")):
+        wname = _text(xml, pw, "wrap_object")
         if wname not in wraps:
-            _fail(source, pw, f"muscle {name!r} names unknown wrap object {wname!r}.")
+            xml.fail(pw, f"muscle {name!r} names unknown wrap object {wname!r}.")
         tag, wel, body = wraps[wname]
-        rng = _floats(source, pw, "range", 2, (-1, -1)).astype(int)
-        w = _make_wrap(source, tag, wel, body, (int(rng[0]), int(rng[1])), _text(pw, "method", "hybrid"))
+        rng = _floats(xml, pw, "range", 2, (-1, -1)).astype(int)
+        w = _make_wrap(xml, tag, wel, body, (int(rng[0]), int(rng[1])), _text(xml, pw, "method", "hybrid"))
         if w is not None:
             wlist.append(w)
     vals = {}
     for p in _PARAMS:
-        c = f.find(p)
-        if c is not None and c.text:
-            vals[p] = float(c.text)
+        v = xml.floats(f, p, 1, None, blank_is_missing=True) if _first(xml, f, p) is not None else None
+        if v is not None:
+            vals[p] = float(v[0])
     params = MuscleParameters(**vals)
     try:
         return Muscle(name, points, wlist, params, kind=f.tag)
     except ModelError as exc:
-        _fail(source, f, str(exc))
+        xml.fail(f, str(exc))

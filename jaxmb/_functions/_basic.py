@@ -1,0 +1,187 @@
+"""Elementary joint functions: a coordinate, a constant, affine and polynomial maps,
+composition, scaling and any user JAX callable."""
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._errors import ModelError
+from .._typing import RealLike
+from ._base import AbstractJointFunction, _as_float_array, _check_finite
+
+
+class _AbstractParametric(AbstractJointFunction):
+    """A pure function of its array parameters: several of one kind and shape may be
+    evaluated as one batched function (:meth:`vectorisable`)."""
+
+    def vectorisable(self):
+        return True
+
+
+class _AbstractWrapper(AbstractJointFunction):
+    """A function of the joint function `inner` (and of the others in :meth:`_wrapped`):
+    it reads the coordinates `inner` reads, and it is vectorisable where all of them are."""
+
+    inner: eqx.AbstractVar[AbstractJointFunction]
+
+    @abc.abstractmethod
+    def _wrapped(self) -> tuple[AbstractJointFunction, ...]:
+        """Every joint function this one evaluates."""
+
+    def vectorisable(self):
+        return all(fn.vectorisable() for fn in self._wrapped())
+
+    def coordinate_indices(self):
+        return self.inner.coordinate_indices()
+
+
+class Coordinate(AbstractJointFunction):
+    """``f(q) = q[index]``: the joint variable is a generalized coordinate itself."""
+
+    index: int = eqx.field(static=True)
+
+    def __call__(self, q):
+        return q[self.index]
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+    def rates_and_gradient(self, q, qd):
+        return q[self.index], qd[self.index], jnp.zeros((), q.dtype), jnp.zeros_like(q).at[self.index].set(1.0)
+
+
+class Constant(AbstractJointFunction):
+    """``f(q) = value``: a locked joint (OpenSim's locked coordinate or Constant)."""
+
+    value: Float[Array, ""]
+
+    def __init__(self, value: RealLike):
+        self.value = _as_float_array(value)
+        _check_finite("Constant joint function", "give a finite value.", value=self.value)
+
+    def __call__(self, q):
+        return self.value.astype(q.dtype)
+
+    def coordinate_indices(self):
+        return ()
+
+
+class Linear(_AbstractParametric):
+    """``f(q) = offset + Σ_k weights[k] q[indices[k]]`` (affine in several coordinates).
+
+    The double pendulum's relative elbow angle ``θ2 - θ1`` is
+    ``Linear((0, 1), (-1.0, 1.0))``.
+    """
+
+    indices: tuple[int, ...] = eqx.field(static=True)
+    weights: Float[Array, " k"]
+    offset: Float[Array, ""]
+
+    def __init__(self, indices: Sequence[int], weights: RealLike, offset: RealLike = 0.0):
+        self.indices = tuple(int(i) for i in indices)
+        self.weights = _as_float_array(weights)
+        self.offset = _as_float_array(offset)
+        if self.weights.shape != (len(self.indices),):
+            raise ModelError(
+                f"Linear joint function: {len(self.indices)} indices but weights of "
+                f"shape {self.weights.shape}; give one weight per coordinate index."
+            )
+        _check_finite(f"Linear joint function of coordinates {self.indices}",
+                      "give finite weights and offset.", weights=self.weights, offset=self.offset)
+
+    def __call__(self, q):
+        idx = jnp.asarray(self.indices, dtype=int)
+        return self.offset + jnp.dot(self.weights, q[idx])
+
+    def coordinate_indices(self):
+        return self.indices
+
+
+class Polynomial(_AbstractParametric):
+    """``f(q) = Σ_k coefficients[k] x^k`` with ``x = q[index]`` (lowest order first).
+
+    OpenSim's PolynomialFunction lists the highest order first: reverse it.
+    """
+
+    index: int = eqx.field(static=True)
+    coefficients: Float[Array, " k"]
+
+    def __init__(self, index: int, coefficients: RealLike):
+        self.index = int(index)
+        self.coefficients = _as_float_array(coefficients)
+        if self.coefficients.ndim != 1 or self.coefficients.shape[0] == 0:
+            raise ModelError("Polynomial joint function needs a non-empty 1-D coefficient array.")
+        _check_finite(f"Polynomial of coordinate {self.index}", "give finite coefficients.",
+                      coefficients=self.coefficients)
+
+    def __call__(self, q):
+        return jnp.polyval(self.coefficients[::-1], q[self.index])
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+
+class Composed(_AbstractWrapper):
+    """``f(q) = outer(inner(q))``: a univariate ``outer`` applied to another joint function.
+
+    ``outer`` is itself a joint function of a one-element vector (index 0), e.g. a
+    spline; this is how an OpenSim transform-axis function of a coupled
+    (dependent) coordinate is expressed.
+    """
+
+    outer: AbstractJointFunction
+    inner: AbstractJointFunction
+
+    def _wrapped(self):
+        return (self.outer, self.inner)
+
+    def __call__(self, q):
+        return self.outer(jnp.reshape(self.inner(q), (1,)))
+
+
+class Scaled(_AbstractWrapper):
+    """``f(q) = scale * inner(q)`` (OpenSim's MultiplierFunction)."""
+
+    inner: AbstractJointFunction
+    scale: Float[Array, ""]
+
+    def __init__(self, inner: AbstractJointFunction, scale: RealLike):
+        self.inner = inner
+        self.scale = _as_float_array(scale)
+        _check_finite("Scaled joint function", "give a finite scale.", scale=self.scale)
+
+    def _wrapped(self):
+        return (self.inner,)
+
+    def __call__(self, q):
+        return self.scale * self.inner(q)
+
+
+class JaxFunction(AbstractJointFunction):
+    """Any user JAX callable ``fn(q, params) -> scalar``.
+
+    ``params`` is a pytree of arrays (differentiable leaves); ``coordinates`` lists
+    the coordinate indices ``fn`` reads (used only to validate the model).
+    Example, a shoulder rhythm of two coordinates::
+
+        JaxFunction(lambda q, p: p[0] * q[0] + p[1] * q[0] * q[1], jnp.array([0.4, 0.1]), (0, 1))
+    """
+
+    fn: Callable[[Array, Any], Array] = eqx.field(static=True)
+    params: Any
+    coordinates: tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(self, fn: Callable[[Array, Any], Array], params: Any = None, coordinates: Sequence[int] = ()):
+        self.fn = fn
+        self.params = params
+        self.coordinates = tuple(int(c) for c in coordinates)
+
+    def __call__(self, q):
+        return jnp.asarray(self.fn(q, self.params)).reshape(())
+
+    def coordinate_indices(self):
+        return self.coordinates
