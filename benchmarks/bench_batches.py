@@ -71,7 +71,7 @@ def andrews_rows(sims, tol, kinds, rounds):
     for key, (kind, model, t) in configs.items():
         one = simulation(kind, model, "dopri8", baumgarte=100.0)
         batched = jax.vmap(lambda m, s, tl, one=one: one(scaled_spring(m, s), tl), in_axes=(None, 0, None))
-        call, c = compiled(lambda m, tl, batched=batched: batched(m, scale, tl), model)
+        call, c = compiled(lambda m, tl, batched=batched: batched(m, scale, tl), model, tol=t)
         calls[key] = lambda call=call, t=t: call(t)
         compile_s[key] = c
         angles, _ = call(t)
@@ -93,10 +93,10 @@ def andrews_rows(sims, tol, kinds, rounds):
 def run(quick=False, n=7, batch_sizes=None, chunk=128, sims=None, tol=1e-8, kinds=None, rounds=None,
         out_dir=H.RESULTS):
     batch_sizes = batch_sizes or ((1024,) if quick else (512, 4096))
-    sims = sims or (64 if quick else 1024)
+    sims = sims if sims is not None else (64 if quick else 1024)
     kinds = kinds or (("quintic",) if quick else ("implicit", "quintic", "fourier"))
     rounds = rounds or (3 if quick else 5)
-    rows = chain_rows(n, batch_sizes, chunk, rounds) + andrews_rows(sims, tol, kinds, rounds)
+    rows = chain_rows(n, batch_sizes, chunk, rounds) + (andrews_rows(sims, tol, kinds, rounds) if sims else [])
     result = {"meta": H.meta("batches", batch_sizes=list(batch_sizes), quick=quick, simulations=sims, tol=tol,
                              rounds=rounds),
               "rows": rows, "notes": [], "headline": headline(rows)}
