@@ -95,11 +95,11 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
         if "jaxmb" in libs:
             for quantity, f in _jaxmb_fns(model).items():
                 c, lo, co = H.compile_apart(f, model, q, qd, tau)
-                calls[("jaxmb", quantity, n, "single")] = (lambda c=c: c(model, q, qd, tau), lo + co, 1)
+                calls[("jaxmb", quantity, n, "single")] = (lambda c=c, a=(model, q, qd, tau): c(*a), lo + co, 1)
                 for b in batch_sizes:
                     args = (Q[:b], QD[:b], TAU[:b])
                     c, lo, co = H.compile_apart(jax.vmap(f, in_axes=(None, 0, 0, 0)), model, *args)
-                    calls[("jaxmb", quantity, n, b)] = (lambda c=c, a=args: c(model, *a), lo + co, b)
+                    calls[("jaxmb", quantity, n, b)] = (lambda c=c, a=(model, *args): c(*a), lo + co, b)
         mujoco, mjx, pin = found.get("mujoco"), found.get("mjx"), found.get("pinocchio")
         if mujoco is not None:
             m = mujoco.MjModel.from_xml_string(mujoco_xml(n))
@@ -131,11 +131,11 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
                 agreement.append(("mjx", "forward_dynamics", n, np.asarray(jax.jit(mjx_fd)(mx, q, qd, tau)),
                                   ref["forward_dynamics"]))
                 c, lo, co = H.compile_apart(mjx_fd, mx, q, qd, tau)
-                calls[("mjx", "forward_dynamics", n, "single")] = (lambda c=c: c(mx, q, qd, tau), lo + co, 1)
+                calls[("mjx", "forward_dynamics", n, "single")] = (lambda c=c, a=(mx, q, qd, tau): c(*a), lo + co, 1)
                 for b in batch_sizes:
                     args = (Q[:b], QD[:b], TAU[:b])
                     c, lo, co = H.compile_apart(jax.vmap(mjx_fd, in_axes=(None, 0, 0, 0)), mx, *args)
-                    calls[("mjx", "forward_dynamics", n, b)] = (lambda c=c, a=args: c(mx, *a), lo + co, b)
+                    calls[("mjx", "forward_dynamics", n, b)] = (lambda c=c, a=(mx, *args): c(*a), lo + co, b)
         if pin is not None:
             pm = pinocchio_chain(pin, n)
             pd = pm.createData()
@@ -145,8 +145,9 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
                    "bias_forces": pin.nonLinearEffects(pm, pd, qn, qdn).copy(),
                    "forward_dynamics": pin.aba(pm, pd, qn, qdn, taun).copy()}
             agreement += [("pinocchio", k, n, got[k], ref[k]) for k in QUANTITIES]
-            for quantity, f in zip(QUANTITIES, (lambda: pin.crba(pm, pd, qn), lambda: pin.nonLinearEffects(pm, pd, qn, qdn),
-                                                lambda: pin.aba(pm, pd, qn, qdn, taun))):
+            fs = (lambda a=(pm, pd, qn): pin.crba(*a), lambda a=(pm, pd, qn, qdn): pin.nonLinearEffects(*a),
+                  lambda a=(pm, pd, qn, qdn, taun): pin.aba(*a))
+            for quantity, f in zip(QUANTITIES, fs):
                 calls[("pinocchio", quantity, n, "single")] = (f, None, 1)
     for lib, quantity, n, got, want in agreement:
         rel = float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))

@@ -115,8 +115,9 @@ def headline(rows):
     by = {r["derivative"]: r["times_value"] for r in sims if r["problem"] == problem}
     full = next(v for k, v in by.items() if k.startswith("reverse mode, all"))
     return [{"what": f"{problem} (Dopri8, 1e-8): a derivative through the simulation, × one simulation",
-             "jaxmb": f"forward mode {by['forward mode, 1 parameter']:.1f}x, reverse {by['reverse mode, 1 parameter']:.1f}x "
-                      f"(1 parameter); whole model {full:.1f}x", "alternative": "", "script": "bench_gradients.py"}]
+             "jaxmb": f"forward mode {by['forward mode, 1 parameter']:.1f}x, "
+                      f"reverse {by['reverse mode, 1 parameter']:.1f}x (1 parameter); whole model {full:.1f}x",
+             "alternative": "", "script": "bench_gradients.py"}]
 
 
 def main(argv=None):

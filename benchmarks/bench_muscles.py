@@ -93,12 +93,16 @@ def run(quick=False, model=None, reference=None, batch_sizes=None, muscles=None,
         source = f"stored in {ref_path.name} when it was generated (no OpenSim given: --opensim-python)"
     notes.append(f"OpenSim {H.ms(osim_wall):.4g} ms/state wall, {H.ms(osim_cpu):.4g} ms CPU, {source}")
     osim = osim_cpu if H.clock() == "cpu" else osim_wall
-    rows = [dict(how=how, batch=b, compile_s=compile_s[(how, b)], ms_per_state=H.ms(timed[(how, b)]["best_s"]) / per[(how, b)],
-                 opensim_over_this=osim / (timed[(how, b)]["best_s"] / per[(how, b)])) for (how, b) in calls]
+    rows = []
+    for key in calls:
+        seconds = timed[key]["best_s"] / per[key]
+        rows.append(dict(how=key[0], batch=key[1], compile_s=compile_s[key], ms_per_state=H.ms(seconds),
+                         opensim_over_this=osim / seconds))
     result = {"meta": H.meta("muscles", batch_sizes=list(batch_sizes), quick=quick, model=model_path.name,
                              n_muscles=len(m.muscles), nq=int(m.nq), rounds=rounds,
                              opensim_seconds_per_state=osim, opensim_source=source),
-              "rows": rows, "notes": notes, "headline": headline(rows, model_path.name, len(m.muscles), int(m.nq), osim)}
+              "rows": rows, "notes": notes,
+              "headline": headline(rows, model_path.name, len(m.muscles), int(m.nq), osim)}
     table = H.markdown_table(rows, [("how", "how"), ("batch", "batch"), ("compile_s", "compile s"),
                                     ("ms_per_state", "ms/state"), ("opensim_over_this", "OpenSim / jaxmb")])
     return H.write(result, out_dir, table)
@@ -108,8 +112,8 @@ def headline(rows, model, n_muscles, nq, osim):
     best = min(rows, key=lambda r: r["ms_per_state"])
     jit = next(r for r in rows if r["how"] == "jit")
     return [{"what": f"{model}: {n_muscles} muscle lengths and the {nq} x {n_muscles} moment arms, ms per state",
-             "jaxmb": f"{jit['ms_per_state']:.4g} single (compile {jit['compile_s']:.0f} s); best {best['ms_per_state']:.4g} "
-                      f"({best['how']}, batch {best['batch']})",
+             "jaxmb": f"{jit['ms_per_state']:.4g} single (compile {jit['compile_s']:.0f} s); "
+                      f"best {best['ms_per_state']:.4g} ({best['how']}, batch {best['batch']})",
              "alternative": f"OpenSim 4.6 {H.ms(osim):.4g}", "script": "bench_muscles.py"}]
 
 

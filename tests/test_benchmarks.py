@@ -52,7 +52,8 @@ def test_harness_times_compile_and_run_apart(bench):
         assert 0.0 < t["best_s"] <= t["median_s"] and t["rounds"] == 2 and t["clock"] == bench.clock()
     meta = bench.meta("x", batch_sizes=(1, 8))
     assert meta["batch_sizes"] == [1, 8] and meta["backend"] == jax.default_backend()
-    assert bench.markdown_table([{"a": 1.23456, "b": None}], [("a", "A"), ("b", "B")]).splitlines()[-1] == "| 1.235 |  |"
+    table = bench.markdown_table([{"a": 1.23456, "b": None}], [("a", "A"), ("b", "B")])
+    assert table.splitlines()[-1] == "| 1.235 |  |"
     missing, note = bench.optional("no_such_module_jaxmb")
     assert missing is None and "not installed" in note
 
