@@ -10,7 +10,7 @@ separate venv), by ``tests/data/opensim/opensim_reference.py --timing-only``;
 otherwise the figure stored in the reference file is used, and the result says so.
 
 Models: MoBL-ARMS (50 muscles, 7 coordinates; its first compile takes minutes) by
-default, arm26 (6 muscles, 2 coordinates) with ``--quick``.
+default, arm26 (6 muscles, 2 coordinates; single states only) with ``--quick``.
 
     python benchmarks/bench_muscles.py [--quick] [--model M.osim --reference R.npz]
                                        [--batch-sizes 16,256] [--opensim-python PY]
@@ -60,7 +60,8 @@ def run(quick=False, model=None, reference=None, batch_sizes=None, muscles=None,
         out_dir=H.RESULTS):
     name = "arm26" if quick else "mobl_arms"
     model_path, ref_path = Path(model or MODELS[name][0]), Path(reference or MODELS[name][1])
-    batch_sizes = batch_sizes if batch_sizes is not None else ((16,) if quick else (16, 256))
+    # Batches compile for minutes even on arm26 (every wrap's iterations under vmap): not in --quick.
+    batch_sizes = batch_sizes if batch_sizes is not None else (() if quick else (16, 256))
     rounds = rounds or (3 if quick else 5)
     opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
     notes = []
@@ -119,7 +120,7 @@ def headline(rows, model, n_muscles, nq, osim):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="arm26, one batch of 16")
+    p.add_argument("--quick", action="store_true", help="arm26, single states only")
     p.add_argument("--model")
     p.add_argument("--reference", help="the model's reference .npz (tests/data/opensim/)")
     p.add_argument("--batch-sizes", help="comma-separated; empty for single states only")
