@@ -1,10 +1,11 @@
 """What a derivative costs, as a multiple of the value it differentiates.
 
 - Through a simulation: Andrews' squeezer, 0..0.03 s, Dopri8 at rtol = atol = 1e-8, the
-  loss β(0.03). Derivatives with respect to one parameter (the first entry of the model's
-  arrays raveled into one vector, scaled by 1 + p) by forward mode (``jax.jacfwd`` with
-  ``adjoint=diffrax.ForwardMode()``) and by reverse mode (``jax.grad``, diffrax's default
-  checkpointed adjoint), and with respect to every array of the model (reverse mode).
+  loss β(0.03). Derivatives with respect to one parameter (the model's first
+  floating-point array in pytree order, the first body's mass, scaled by 1 + p) by
+  forward mode (``jax.jacfwd`` with ``adjoint=diffrax.ForwardMode()``) and by reverse
+  mode (``jax.grad``, diffrax's default checkpointed adjoint), and with respect to
+  every array of the model (reverse mode).
   Forward and reverse derivatives must agree to 1e-6 relative.
 - Through the dynamics: `forward_dynamics` of `planar_chain(7)` at one state, its
   Jacobian in q (``jax.jacfwd``) and the gradient of Σ qdd in every array of the model.
@@ -29,29 +30,34 @@ import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from jax.flatten_util import ravel_pytree  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
-from benchmarks.bench_closed_chains import BETA0, andrews_models, model_as_vector  # noqa: E402
+from benchmarks.bench_closed_chains import BETA0, andrews_models  # noqa: E402
 
 
 def simulation_problems(kinds, t1=0.03, tol=1e-8):
-    """``{name: (flat model vector, loss(flat, adjoint))}``."""
+    """``{name: (flat model vector, loss(vector, p, adjoint))}``: β(t1) (the first joint
+    value) of the model rebuilt from the vector, its first floating-point array (in
+    pytree order: the first body's mass) scaled by 1 + p. Only that array depends on p, so a derivative
+    in p carries no cotangents of the other arrays."""
     out = {}
     if "pendulum" in kinds:  # the smallest problem (tests)
-        model, q0, joint = mb.models.double_pendulum(), jnp.array([0.3, -0.2]), 0
-        out["double pendulum, 0.1 s"] = (model, q0, 0.1, joint)
+        out["double pendulum, 0.1 s"] = (mb.models.double_pendulum(), jnp.array([0.3, -0.2]), 0.1)
     models = andrews_models(fourier="fourier" in kinds, quintic="quintic" in kinds)
     for kind in ("implicit", "quintic", "fourier"):
         if kind in kinds:
-            out[f"Andrews, {kind}"] = (models[kind], jnp.array([BETA0]), t1, 0)
+            out[f"Andrews, {kind}"] = (models[kind], jnp.array([BETA0]), t1)
     problems = {}
-    for name, (model, q0, t1_, joint) in out.items():
-        flat, rebuild = model_as_vector(model)
+    for name, (model, q0, t1_) in out.items():
+        params, static = eqx.partition(model, eqx.is_inexact_array)
+        flat, unravel = ravel_pytree(params)
 
-        def loss(v, adjoint, rebuild=rebuild, q0=q0, t1_=t1_, joint=joint):
-            m = rebuild(v)
+        def loss(v, p, adjoint, unravel=unravel, static=static, q0=q0, t1_=t1_):
+            leaves, tree = jax.tree_util.tree_flatten(unravel(v))
+            m = eqx.combine(jax.tree_util.tree_unflatten(tree, [leaves[0] * (1.0 + p)] + leaves[1:]), static)
             s = mb.simulate(m, q0, jnp.zeros_like(q0), t1_, rtol=tol, atol=tol, solver="dopri8", adjoint=adjoint)
-            return mb.joint_values(m, s.q[-1])[joint]
+            return mb.joint_values(m, s.q[-1])[0]
         problems[name] = (flat, loss)
     return problems
 
@@ -62,20 +68,19 @@ def run(quick=False, kinds=None, chain=None, rounds=None, out_dir=H.RESULTS):
     rounds = rounds or (3 if quick else 5)
     reverse = diffrax.RecursiveCheckpointAdjoint()
     calls, compile_s, rows, notes = {}, {}, [], []
+    p0 = jnp.asarray(0.0)
     for name, (flat, loss) in simulation_problems(kinds).items():
-        def one(p, flat=flat, loss=loss, adjoint=reverse):  # the loss of one parameter p
-            return loss(flat.at[0].multiply(1.0 + p), adjoint)
         variants = {
-            "value": (lambda p, one=one: one(p), jnp.asarray(0.0)),
-            "forward mode, 1 parameter": (lambda p, one=one, loss=loss, flat=flat: jax.jacfwd(
-                lambda x: loss(flat.at[0].multiply(1.0 + x), diffrax.ForwardMode()))(p), jnp.asarray(0.0)),
-            "reverse mode, 1 parameter": (lambda p, one=one: jax.grad(one)(p), jnp.asarray(0.0)),
-            f"reverse mode, all {flat.size} entries of the model": (
-                lambda v, loss=loss: jax.grad(lambda x: loss(x, reverse))(v), flat),
+            "value": lambda v, p, loss=loss: loss(v, p, reverse),
+            "forward mode, 1 parameter": lambda v, p, loss=loss: jax.jacfwd(
+                lambda x: loss(v, x, diffrax.ForwardMode()))(p),
+            "reverse mode, 1 parameter": lambda v, p, loss=loss: jax.grad(lambda x: loss(v, x, reverse))(p),
+            f"reverse mode, all {flat.size} entries of the model": lambda v, p, loss=loss: jax.grad(
+                lambda x: loss(x, p, reverse))(v),
         }
-        for what, (fn, arg) in variants.items():
-            comp, lo, co = H.compile_apart(fn, arg)
-            calls[(name, what)] = lambda comp=comp, arg=arg: comp(arg)
+        for what, fn in variants.items():
+            comp, lo, co = H.compile_apart(fn, flat, p0)
+            calls[(name, what)] = lambda comp=comp, flat=flat: comp(flat, p0)
             compile_s[(name, what)] = lo + co
         fwd, rev = (float(calls[(name, w)]()) for w in ("forward mode, 1 parameter", "reverse mode, 1 parameter"))
         if abs(fwd - rev) > 1e-6 * max(1.0, abs(rev)) + 1e-9:
