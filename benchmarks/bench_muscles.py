@@ -1,171 +1,135 @@
-"""Time muscle lengths + moment arms per state (single and batched), compile separate.
+"""Muscle geometry against OpenSim: all muscle lengths and the moment-arm matrix
+R = -dL/dq (nq x n_muscles) per state, `mb.muscle_lengths_and_moment_arms` (one
+resolution of the paths), single states and batches, compile time apart.
 
-    python benchmarks/bench_muscles.py [model.osim] [reference.npz] [--batch-sizes 16,256,4096]
-                                       [--repeats 20] [--method closed_form|autodiff]
-                                       [--opensim-python /path/to/venv-with-opensim/bin/python]
+OpenSim's cost for the same work (``State.setQ``, ``realizePosition``, ``getLength`` of
+every muscle and ``computeMomentArm`` of every muscle and independent coordinate, at
+the same random states) is measured in the same run when a Python with OpenSim is given
+(``--opensim-python`` or ``$JAXMB_OPENSIM_PYTHON``; ``pip install opensim`` into a
+separate venv), by ``tests/data/opensim/opensim_reference.py --timing-only``;
+otherwise the figure stored in the reference file is used, and the result says so.
 
-Prints a table and writes benchmarks/results/muscles.json. Default model:
-MoBL-ARMS with its OpenSim 4.6 reference data (tests/data/opensim/mobl_arms.npz),
-and OpenSim's per-state cost (State.setQ, realizePosition, getLength of every
-muscle and computeMomentArm of every muscle x independent coordinate, at the
-same random states) beside jaxmb's: measured in the same run when a Python with
-OpenSim is given (``--opensim-python`` or ``$JAXMB_OPENSIM_PYTHON``; OpenSim
-4.6 installs with ``pip install opensim`` into a separate venv), otherwise the
-figure stored in the reference file. Each state evaluates all muscle lengths and the full
-moment-arm matrix R = -dL/dq (nq x n_muscles): with the default closed form by
-``muscle_lengths_and_moment_arms`` (one resolution of the paths), with
-``--method autodiff`` by ``muscle_lengths`` and ``-jax.jacfwd`` of it.
+Models: MoBL-ARMS (50 muscles, 7 coordinates; its first compile takes minutes) by
+default, arm26 (6 muscles, 2 coordinates; single states only) with ``--quick``.
 
-Rows: "jit" is one state per call, timed like OpenSim's stored figure: a loop
-over the 20 reference random states, best of --repeats loops, divided by 20
-(the cost depends on the state: multi-wrap muscles stop their wrap passes
-early where they converge). Each batch size runs as ``jax.vmap`` and as
-``lax.map`` over the random states repeated to the batch size (best of 3
-calls; per-state time = call time / batch). Compile time
-(``lower().compile()``) is reported apart.
-MoBL-ARMS compiles in about 1-2 min per row on the shared 2-core VM, so the
-full default (3 batch sizes x 2 modes + jit = 7 compilations) takes about
-15 min there; ``--batch-sizes 16,256`` about 8 min.
+    python benchmarks/bench_muscles.py [--quick] [--model M.osim --reference R.npz]
+                                       [--batch-sizes 16,256] [--opensim-python PY]
 """
 
+from __future__ import annotations
+
 import argparse
-import json
 import os
-import pathlib
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
-from datetime import datetime, timezone
+from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import _harness as H  # noqa: E402  (sets XLA flags and x64 before jax)
 
-jax.config.update("jax_enable_x64", True)
-# Compile times are reported: no persistent compilation cache (JAX_COMPILATION_CACHE_DIR).
-jax.config.update("jax_compilation_cache_dir", None)
+import equinox as eqx  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
-from jaxmb import _muscles as M  # noqa: E402
-from jaxmb.io import load_osim  # noqa: E402
+import jaxmb as mb  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _best(f, x, repeats):
-    best = np.inf
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(f(x))
-        best = min(best, time.perf_counter() - t)
-    return best
+DATA = H.ROOT / "tests" / "data" / "opensim"
+MODELS = {"mobl_arms": (H.ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim", DATA / "mobl_arms.npz"),
+          "arm26": (H.ROOT / "jaxmb" / "data" / "arm26.osim", DATA / "arm26.npz")}
 
 
-def _time_opensim(python, model, reference, repeats):
-    """OpenSim's per-state cost, measured now by scripts/opensim_reference.py --timing-only
-    (State.setQ, realizePosition, getLength of every muscle, computeMomentArm of every muscle x
-    independent coordinate, at the reference file's random states) on a scratch copy of the
-    reference file. Returns (wall s/state, CPU s/state, method note)."""
+def opensim_seconds(python, model, reference, repeats):
+    """OpenSim's (wall, CPU) seconds per state, measured now on a scratch copy of the
+    reference file."""
     with tempfile.TemporaryDirectory() as tmp:
-        scratch = pathlib.Path(tmp) / "reference.npz"
+        scratch = Path(tmp) / "reference.npz"
         shutil.copyfile(reference, scratch)
-        subprocess.run([python, str(ROOT / "scripts" / "opensim_reference.py"), str(model), str(scratch),
-                        "--timing-only", "--timing-repeats", str(repeats)], check=True)
+        subprocess.run([python, str(DATA / "opensim_reference.py"), str(model), str(scratch), "--timing-only",
+                        "--timing-repeats", str(repeats)], check=True)
         d = np.load(scratch)
         return (float(d["opensim_seconds_per_state_lengths_and_moment_arms"]),
-                float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"]),
-                str(d["opensim_timing_method"]))
+                float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"]))
+
+
+def run(quick=False, model=None, reference=None, batch_sizes=None, muscles=None, opensim_python=None, rounds=None,
+        out_dir=H.RESULTS):
+    name = "arm26" if quick else "mobl_arms"
+    model_path, ref_path = Path(model or MODELS[name][0]), Path(reference or MODELS[name][1])
+    # Batches compile for minutes even on arm26 (every wrap's iterations under vmap): not in --quick.
+    batch_sizes = batch_sizes if batch_sizes is not None else (() if quick else (16, 256))
+    rounds = rounds or (3 if quick else 5)
+    opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
+    notes = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = mb.load_osim(str(model_path))
+    if muscles:  # a subset (a smaller program to compile)
+        m = eqx.tree_at(lambda x: x.muscles, m, tuple(x for x in m.muscles if x.name in muscles))
+        notes.append(f"only the muscles {list(muscles)}: OpenSim's figure is for all of the model's muscles")
+    d = np.load(ref_path)
+    states = jnp.asarray(d["random_q_ind"])
+    fn = lambda q: mb.muscle_lengths_and_moment_arms(m, q)  # noqa: E731
+    calls, compile_s, per = {}, {}, {}
+    single, lo, co = H.compile_apart(fn, states[0])
+    calls[("jit", 1)] = lambda: [single(q) for q in states]
+    compile_s[("jit", 1)], per[("jit", 1)] = lo + co, len(states)
+    for b in batch_sizes:
+        qs = jnp.asarray(np.resize(np.asarray(states), (b, m.nq)))
+        for how, f in (("vmap", jax.vmap(fn)), ("lax.map", lambda x: jax.lax.map(fn, x))):
+            comp, lo, co = H.compile_apart(f, qs)
+            calls[(how, b)] = lambda comp=comp, qs=qs: comp(qs)
+            compile_s[(how, b)], per[(how, b)] = lo + co, b
+    timed = H.time_calls(calls, rounds=rounds, min_time=0.0)
+    if opensim_python:
+        osim_wall, osim_cpu = opensim_seconds(opensim_python, model_path, ref_path, rounds)
+        source = f"measured in this run ({opensim_python})"
+    else:
+        osim_wall = float(d["opensim_seconds_per_state_lengths_and_moment_arms"])
+        osim_cpu = float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"])
+        source = f"stored in {ref_path.name} when it was generated (no OpenSim given: --opensim-python)"
+    notes.append(f"OpenSim {H.ms(osim_wall):.4g} ms/state wall, {H.ms(osim_cpu):.4g} ms CPU, {source}")
+    osim = osim_cpu if H.clock() == "cpu" else osim_wall
+    rows = []
+    for key in calls:
+        seconds = timed[key]["best_s"] / per[key]
+        rows.append(dict(how=key[0], batch=key[1], compile_s=compile_s[key], ms_per_state=H.ms(seconds),
+                         opensim_over_this=osim / seconds))
+    result = {"meta": H.meta("muscles", batch_sizes=list(batch_sizes), quick=quick, model=model_path.name,
+                             n_muscles=len(m.muscles), nq=int(m.nq), rounds=rounds,
+                             opensim_seconds_per_state=osim, opensim_source=source),
+              "rows": rows, "notes": notes,
+              "headline": headline(rows, model_path.name, len(m.muscles), int(m.nq), osim)}
+    table = H.markdown_table(rows, [("how", "how"), ("batch", "batch"), ("compile_s", "compile s"),
+                                    ("ms_per_state", "ms/state"), ("opensim_over_this", "OpenSim / jaxmb")])
+    return H.write(result, out_dir, table)
+
+
+def headline(rows, model, n_muscles, nq, osim):
+    best = min(rows, key=lambda r: r["ms_per_state"])
+    jit = next(r for r in rows if r["how"] == "jit")
+    return [{"what": f"{model}: {n_muscles} muscle lengths and the {nq} x {n_muscles} moment arms, ms per state",
+             "jaxmb": f"{jit['ms_per_state']:.4g} single (compile {jit['compile_s']:.0f} s); "
+                      f"best {best['ms_per_state']:.4g} ({best['how']}, batch {best['batch']})",
+             "alternative": f"OpenSim 4.6 {H.ms(osim):.4g}", "script": "bench_muscles.py"}]
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model", nargs="?", default=str(ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim"))
-    ap.add_argument("reference", nargs="?", default=str(ROOT / "tests" / "data" / "opensim" / "mobl_arms.npz"))
-    ap.add_argument("--batch-sizes", default="16,256,4096", help="comma-separated; empty for jit only")
-    ap.add_argument("--repeats", type=int, default=5, help="loops over the random states timed for jit (best of)")
-    ap.add_argument("--method", default="closed_form", choices=("closed_form", "autodiff"))
-    ap.add_argument("--opensim-python", default=os.environ.get("JAXMB_OPENSIM_PYTHON", ""),
-                    help="a Python with `opensim` installed (e.g. a separate venv's bin/python): "
-                         "OpenSim's own per-state cost is then measured in this run, at the same "
-                         "random states, instead of read from the reference file "
-                         "(default: $JAXMB_OPENSIM_PYTHON)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "muscles.json"))
-    args = ap.parse_args(argv)
-    batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
-    load_start = list(os.getloadavg())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = load_osim(args.model)
-    d = np.load(args.reference)
-    if args.method == "closed_form":
-        # One resolution of the paths for both (what a muscle-driven simulation calls).
-        fn = lambda q: M.muscle_lengths_and_moment_arms(model, q)  # noqa: E731
-    else:
-        fn = lambda q: (M.muscle_lengths(model, q), M.moment_arms(model, q, method=args.method))  # noqa: E731
-    rows = []
-    q0 = jnp.asarray(d["random_q_ind"][0])
-    t = time.perf_counter()
-    single = jax.jit(fn).lower(q0).compile()
-    c = time.perf_counter() - t
-    jax.block_until_ready(single(q0))
-    states = [jnp.asarray(q) for q in d["random_q_ind"]]
-    loop = lambda _: [single(q) for q in states]  # noqa: E731
-    rows.append({"mode": "jit", "batch": 1, "compile_s": c,
-                 "s_per_state": _best(loop, None, args.repeats) / len(states)})
-    print(f"jit compiled in {c:.1f} s", flush=True)
-    for b in batches:
-        qs = jnp.asarray(np.resize(d["random_q_ind"], (b, model.nq)))
-        for mode, batched in (("vmap", jax.vmap(fn)), ("lax.map", lambda x: jax.lax.map(fn, x))):
-            t = time.perf_counter()
-            f = jax.jit(batched).lower(qs).compile()
-            c = time.perf_counter() - t
-            jax.block_until_ready(f(qs))
-            rows.append({"mode": mode, "batch": b, "compile_s": c, "s_per_state": _best(f, qs, 3) / b})
-            print(f"{mode} {b} compiled in {c:.1f} s", flush=True)
-    osim_source = "stored in the reference file (measured when it was generated)"
-    osim = float(d["opensim_seconds_per_state_lengths_and_moment_arms"])
-    osim_cpu = float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"])
-    osim_note = str(d["opensim_timing_method"]) if "opensim_timing_method" in d else ""
-    if args.opensim_python:
-        osim, osim_cpu, osim_note = _time_opensim(args.opensim_python, args.model, args.reference,
-                                                  args.repeats)
-        osim_source = f"measured in this run ({args.opensim_python})"
-    print(f"\n{'mode':8s} {'batch':>6s} {'compile s':>10s} {'ms/state':>10s} {'vs OpenSim':>11s}"
-          f"   (OpenSim {osim * 1e3:.1f} ms/state wall, {osim_cpu * 1e3:.1f} ms CPU; {osim_source})")
-    for r in rows:
-        print(f"{r['mode']:8s} {r['batch']:6d} {r['compile_s']:10.1f} {r['s_per_state'] * 1e3:10.3f} "
-              f"{osim / r['s_per_state']:10.1f}x")
-    out = {
-        "benchmark": "muscles",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": "python " + " ".join([os.path.relpath(__file__, ROOT)] + (sys.argv[1:] if argv is None else argv)),
-        "model": pathlib.Path(args.model).name,
-        "n_muscles": len(model.muscles),
-        "nq": int(model.nq),
-        "method": args.method,
-        "computes": "all muscle lengths + moment-arm matrix R (nq x n_muscles) per state",
-        "device": str(jax.devices()[0]),
-        "cpu_count": os.cpu_count(),
-        "load_average_at_start": load_start,
-        "load_average_at_end": list(os.getloadavg()),
-        "platform": platform.platform(),
-        "versions": {"jax": jax.__version__, "numpy": np.__version__, "python": platform.python_version()},
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "dtype": "float64",
-        "timing": ("jit: best of --repeats loops over the random states, per state; batched: best of 3 calls "
-                   "after a warm-up call, per state; compile = lower().compile()"),
-        "repeats": args.repeats,
-        "opensim_seconds_per_state": osim,
-        "opensim_cpu_seconds_per_state": osim_cpu,
-        "opensim_timing_source": osim_source,
-        "opensim_timing_note": osim_note,
-        "rows": rows,
-    }
-    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    pathlib.Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="arm26, single states only")
+    p.add_argument("--model")
+    p.add_argument("--reference", help="the model's reference .npz (tests/data/opensim/)")
+    p.add_argument("--batch-sizes", help="comma-separated; empty for single states only")
+    p.add_argument("--opensim-python", help="a Python with `opensim` (default: $JAXMB_OPENSIM_PYTHON)")
+    p.add_argument("--out-dir", default=str(H.RESULTS))
+    a = p.parse_args(argv)
+    batches = None if a.batch_sizes is None else tuple(int(x) for x in a.batch_sizes.split(",") if x.strip())
+    run(quick=a.quick, model=a.model, reference=a.reference, batch_sizes=batches, opensim_python=a.opensim_python,
+        out_dir=a.out_dir)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Parity with OpenSim 4.6: muscle lengths and R = -dL/dq of arm26, gait2354 and MoBL-ARMS
-against the reference data of scripts/opensim_reference.py (tests/data/opensim/*.npz).
+against the reference data of tests/data/opensim/opensim_reference.py (tests/data/opensim/*.npz).
 
 OpenSim's -dL/dq by central differences is the oracle for R; points where the length is
 not smooth (a conditional point switching, a wrap engaging) are excluded and reported.

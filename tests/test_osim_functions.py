@@ -1,7 +1,7 @@
 """OpenSim's GCVSpline, against OpenSim 4.6 itself.
 
 Reference numbers: ``tests/data/opensim/gcvspline.json``, made by
-``scripts/opensim_gcvspline_reference.py`` with OpenSim 4.6 (see the README there).
+``tests/data/opensim/opensim_gcvspline_reference.py`` with OpenSim 4.6 (see the README there).
 """
 
 from __future__ import annotations

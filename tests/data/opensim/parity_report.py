@@ -1,8 +1,8 @@
 """Parity of jaxmb's muscle lengths and moment arms with OpenSim 4.6, per muscle, at every
-stored state of a reference file of scripts/opensim_reference.py.
+stored state of a reference file of tests/data/opensim/opensim_reference.py.
 
-    .venv/bin/python scripts/parity_report.py jaxmb/data/arm26.osim tests/data/opensim/arm26.npz
-    .venv/bin/python scripts/parity_report.py ../shared/models/MOBL_ARMS_fixed_41.osim \
+    .venv/bin/python tests/data/opensim/parity_report.py jaxmb/data/arm26.osim tests/data/opensim/arm26.npz
+    .venv/bin/python tests/data/opensim/parity_report.py ../shared/models/MOBL_ARMS_fixed_41.osim \
         tests/data/opensim/mobl_arms.npz --muscles TMIN,ECRL,SUBSC,ECRB
 
 Prints, per muscle, max |L - L_OpenSim| over the sweep states, max |R - R_FD| over the

@@ -7,7 +7,7 @@ separate virtual environment, e.g.::
 
     python3.11 -m venv /work/osim-venv
     /work/osim-venv/bin/pip install opensim numpy
-    /work/osim-venv/bin/python scripts/opensim_reference.py \\
+    /work/osim-venv/bin/python tests/data/opensim/opensim_reference.py \\
         ../shared/models/arm26.osim tests/data/opensim/arm26.npz
 
 Conventions (everything SI: radians, metres, kilograms, seconds, newtons)
@@ -561,7 +561,7 @@ def main(argv=None):
         np.savez_compressed(a.output, **d)
         print(f"{a.output}: {best*1e3:.3f} ms/state wall, {best_cpu*1e3:.3f} ms/state CPU")
         return
-    cmd = " ".join(["scripts/opensim_reference.py"] + list(sys.argv[1:] if argv is None else argv))
+    cmd = " ".join(["tests/data/opensim/opensim_reference.py"] + list(sys.argv[1:] if argv is None else argv))
     t0 = time.perf_counter()
     d = generate(a.model, a.output, a.points_per_coordinate, a.random_states, a.seed,
                  a.timing_repeats, cmd)

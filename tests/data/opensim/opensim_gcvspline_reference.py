@@ -2,7 +2,7 @@
 
 Run with the OpenSim venv (OpenSim is not a jaxmb dependency):
 
-    /work/osim-venv/bin/python scripts/opensim_gcvspline_reference.py tests/data/opensim/gcvspline.json
+    /work/osim-venv/bin/python tests/data/opensim/opensim_gcvspline_reference.py tests/data/opensim/gcvspline.json
 
 Each case builds an ``OpenSim.GCVSpline`` from XML (``half_order``,
 ``error_variance``, ``x``, ``y``) and records ``calcValue`` and the first and second
@@ -83,7 +83,7 @@ def main(path):
             "coefficients": [coef.get(i) for i in range(coef.getSize())],
         })
     doc = {"opensim_version": osim.GetVersionAndDate(),
-           "command": "/work/osim-venv/bin/python scripts/opensim_gcvspline_reference.py " + path,
+           "command": "/work/osim-venv/bin/python tests/data/opensim/opensim_gcvspline_reference.py " + path,
            "cases": records}
     with open(path, "w") as f:
         json.dump(doc, f, indent=None)

@@ -3,7 +3,7 @@
 loader) and print the observations; the results are written up in
 tests/data/opensim/README.md.  Needs the ``opensim`` package (separate venv):
 
-    /work/osim-venv/bin/python scripts/opensim_semantics.py ../shared/models
+    /work/osim-venv/bin/python tests/data/opensim/opensim_semantics.py ../shared/models
 
 1. SimmSpline: compared with a numpy Forsythe-Malcolm-Moler ("fmm") cubic
    spline, for n = 2, 3, 4, 7 knots, inside and outside the knot range.

@@ -1,0 +1,5 @@
+"""``python -m benchmarks``: run every benchmark (benchmarks/run.py)."""
+
+from benchmarks.run import main
+
+main()

@@ -1,0 +1,207 @@
+"""Rigid-body dynamics against Pinocchio, MuJoCo and MJX: mass matrix, bias forces and
+forward dynamics of `planar_chain(n)`, µs per state, single calls and batches.
+
+The chain: n uniform rods of 1 m and 1 kg (inertia m l²/12 about the two axes across
+the rod), revolute joints about z, gravity (0, -9.81, 0); built as
+`jaxmb.models.planar_chain(n)`, as a Pinocchio model (`JointModelRZ`) and as MJCF
+(hinges about z; MuJoCo rejects a zero principal inertia, so the rod's own axis gets
+1e-12, which never enters M, bias or qdd here). Before timing, every library's M,
+bias and qdd at one random state are compared with jaxmb's (tolerance 1e-9 relative).
+
+jaxmb and MJX: ``jax.jit`` of the call with the model as an argument, single and under
+``jax.vmap`` for each batch size, compiled apart. Pinocchio (`crba`,
+`nonLinearEffects`, `aba`) and MuJoCo (`mj_forward` and its sub-pipelines) are timed
+one call at a time from Python. Libraries not installed are skipped with a note
+(``pip install pin mujoco mujoco-mjx``).
+
+    python benchmarks/bench_dynamics.py [--quick] [--n 2,7,20] [--batch-sizes 1,512,4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import _harness as H  # noqa: E402  (sets XLA flags and x64 before jax)
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxmb as mb  # noqa: E402
+
+QUANTITIES = ("mass_matrix", "bias_forces", "forward_dynamics")
+L, MASS, G = 1.0, 1.0, 9.81
+
+
+def pinocchio_chain(pin, n):
+    model = pin.Model()
+    model.gravity = pin.Motion(np.array([0.0, -G, 0.0]), np.zeros(3))
+    parent, i_rod = 0, MASS * L**2 / 12.0
+    for i in range(n):
+        placement = pin.SE3(np.eye(3), np.array([0.0, 0.0 if i == 0 else -L, 0.0]))
+        jid = model.addJoint(parent, pin.JointModelRZ(), placement, f"joint{i + 1}")
+        model.appendBodyToJoint(jid, pin.Inertia(MASS, np.array([0.0, -L / 2, 0.0]), np.diag([i_rod, 0.0, i_rod])),
+                                pin.SE3.Identity())
+        parent = jid
+    return model
+
+
+def mujoco_xml(n):
+    i_rod, body = MASS * L**2 / 12.0, ""
+    for i in reversed(range(n)):
+        pos = "0 0 0" if i == 0 else f"0 {-L!r} 0"
+        body = (f'<body name="rod{i + 1}" pos="{pos}"><joint name="joint{i + 1}" type="hinge" axis="0 0 1" '
+                f'damping="0" armature="0" frictionloss="0" stiffness="0" limited="false"/>'
+                f'<inertial pos="0 {-L / 2!r} 0" mass="{MASS!r}" diaginertia="{i_rod!r} 1e-12 {i_rod!r}"/>'
+                f"{body}</body>")
+    return (f'<mujoco><compiler angle="radian" inertiafromgeom="false"/><option gravity="0 {-G!r} 0">'
+            f'<flag contact="disable" constraint="disable"/></option><worldbody>{body}</worldbody></mujoco>')
+
+
+def _jaxmb_fns(model):
+    return {"mass_matrix": lambda m, q, qd, tau: mb.mass_matrix(m, q),
+            "bias_forces": lambda m, q, qd, tau: mb.bias_forces(m, q, qd),
+            "forward_dynamics": lambda m, q, qd, tau: mb.forward_dynamics(m, q, qd, tau)}
+
+
+def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio", "mujoco"), rounds=None,
+        min_time=None, out_dir=H.RESULTS):
+    ns = ns or ((7,) if quick else (2, 7, 20))
+    batch_sizes = batch_sizes or ((1, 1024) if quick else (1, 64, 512, 4096))
+    rounds = rounds or (3 if quick else 7)
+    min_time = min_time or (0.02 if quick else 0.1)
+    notes, found = [], {}
+    if "pinocchio" in libs:
+        found["pinocchio"], note = H.optional("pinocchio")
+        notes += [f"Pinocchio skipped: {note}"] if note else []
+    if "mujoco" in libs or "mjx" in libs:
+        found["mujoco"], note = H.optional("mujoco")
+        notes += [f"MuJoCo skipped: {note}"] if note else []
+    if "mjx" in libs and found.get("mujoco") is not None:
+        found["mjx"], note = H.optional("mujoco.mjx")
+        notes += [f"MJX skipped: {note}"] if note else []
+    rng = np.random.default_rng(0)
+    rows, calls, agreement = [], {}, []
+    for n in ns:
+        model = mb.models.planar_chain(n, length=L, mass=MASS)
+        q, qd, tau = (jnp.asarray(rng.uniform(-a, a, n)) for a in (np.pi, 2.0, 5.0))
+        big = max(batch_sizes)
+        Q, QD, TAU = (jnp.asarray(rng.uniform(-a, a, (big, n))) for a in (np.pi, 2.0, 5.0))
+        ref = {k: np.asarray(f(model, q, qd, tau)) for k, f in _jaxmb_fns(model).items()}
+        if "jaxmb" in libs:
+            for quantity, f in _jaxmb_fns(model).items():
+                c, lo, co = H.compile_apart(f, model, q, qd, tau)
+                calls[("jaxmb", quantity, n, "single")] = (lambda c=c, a=(model, q, qd, tau): c(*a), lo + co, 1)
+                for b in batch_sizes:
+                    args = (Q[:b], QD[:b], TAU[:b])
+                    c, lo, co = H.compile_apart(jax.vmap(f, in_axes=(None, 0, 0, 0)), model, *args)
+                    calls[("jaxmb", quantity, n, b)] = (lambda c=c, a=(model, *args): c(*a), lo + co, b)
+        mujoco, mjx, pin = found.get("mujoco"), found.get("mjx"), found.get("pinocchio")
+        if mujoco is not None:
+            m = mujoco.MjModel.from_xml_string(mujoco_xml(n))
+            d = mujoco.MjData(m)
+            d.qpos[:], d.qvel[:], d.qfrc_applied[:] = np.asarray(q), np.asarray(qd), np.asarray(tau)
+            mujoco.mj_forward(m, d)
+            full = np.zeros((n, n))
+            try:  # MuJoCo >= 4: mj_fullM(m, d, dst); MuJoCo 3: mj_fullM(m, dst, qM)
+                mujoco.mj_fullM(m, d, full)
+            except TypeError:
+                mujoco.mj_fullM(m, full, d.qM)
+            got = {"mass_matrix": full, "bias_forces": d.qfrc_bias.copy(), "forward_dynamics": d.qacc.copy()}
+            agreement += [("mujoco", k, n, got[k], ref[k]) for k in QUANTITIES]
+            if "mujoco" in libs:
+                def mj_m(m=m, d=d):
+                    mujoco.mj_kinematics(m, d), mujoco.mj_comPos(m, d), mujoco.mj_makeM(m, d)
+
+                def mj_b(m=m, d=d):
+                    mujoco.mj_kinematics(m, d), mujoco.mj_comPos(m, d), mujoco.mj_comVel(m, d)
+                    mujoco.mj_rne(m, d, 0, d.qfrc_bias)
+                for quantity, f in zip(QUANTITIES, (mj_m, mj_b, lambda m=m, d=d: mujoco.mj_forward(m, d))):
+                    calls[("mujoco", quantity, n, "single")] = (f, None, 1)
+            if mjx is not None:
+                mx = mjx.put_model(m)
+                dx = mjx.make_data(mx)
+
+                def mjx_fd(mx, q, qd, tau):
+                    return mjx.forward(mx, dx.replace(qpos=q, qvel=qd, qfrc_applied=tau)).qacc
+                agreement.append(("mjx", "forward_dynamics", n, np.asarray(jax.jit(mjx_fd)(mx, q, qd, tau)),
+                                  ref["forward_dynamics"]))
+                c, lo, co = H.compile_apart(mjx_fd, mx, q, qd, tau)
+                calls[("mjx", "forward_dynamics", n, "single")] = (lambda c=c, a=(mx, q, qd, tau): c(*a), lo + co, 1)
+                for b in batch_sizes:
+                    args = (Q[:b], QD[:b], TAU[:b])
+                    c, lo, co = H.compile_apart(jax.vmap(mjx_fd, in_axes=(None, 0, 0, 0)), mx, *args)
+                    calls[("mjx", "forward_dynamics", n, b)] = (lambda c=c, a=(mx, *args): c(*a), lo + co, b)
+        if pin is not None:
+            pm = pinocchio_chain(pin, n)
+            pd = pm.createData()
+            qn, qdn, taun = (np.asarray(x) for x in (q, qd, tau))
+            crba = pin.crba(pm, pd, qn)
+            got = {"mass_matrix": np.triu(crba) + np.triu(crba, 1).T,
+                   "bias_forces": pin.nonLinearEffects(pm, pd, qn, qdn).copy(),
+                   "forward_dynamics": pin.aba(pm, pd, qn, qdn, taun).copy()}
+            agreement += [("pinocchio", k, n, got[k], ref[k]) for k in QUANTITIES]
+            fs = (lambda a=(pm, pd, qn): pin.crba(*a), lambda a=(pm, pd, qn, qdn): pin.nonLinearEffects(*a),
+                  lambda a=(pm, pd, qn, qdn, taun): pin.aba(*a))
+            for quantity, f in zip(QUANTITIES, fs):
+                calls[("pinocchio", quantity, n, "single")] = (f, None, 1)
+    for lib, quantity, n, got, want in agreement:
+        rel = float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))
+        if rel > 1e-9:
+            raise AssertionError(f"{lib} {quantity} n={n} differs from jaxmb by {rel:.1e} (relative)")
+    timed = H.time_calls({k: v[0] for k, v in calls.items()}, rounds=rounds, min_time=min_time)
+    for key, (_, compile_s, states) in calls.items():
+        lib, quantity, n, batch = key
+        t = timed[key]
+        rows.append(dict(library=lib, quantity=quantity, n=n, batch=batch, compile_s=compile_s,
+                         us_per_call=H.us(t["best_s"]), us_per_state=H.us(t["best_s"]) / states,
+                         us_per_state_median=H.us(t["median_s"]) / states))
+    notes.append(f"agreement with jaxmb within 1e-9 (relative): {sorted({a[0] for a in agreement}) or 'no competitor'}")
+    result = {"meta": H.meta("dynamics", batch_sizes=batch_sizes, quick=quick, ns=list(ns), rounds=rounds,
+                             model="planar_chain", model_passed_as="argument"),
+              "rows": rows, "notes": notes, "headline": headline(rows)}
+    table = H.markdown_table(rows, [("library", "library"), ("quantity", "quantity"), ("n", "n"), ("batch", "batch"),
+                                    ("compile_s", "compile s"), ("us_per_call", "µs/call"),
+                                    ("us_per_state", "µs/state")])
+    return H.write(result, out_dir, table)
+
+
+def headline(rows):
+    """One headline row: forward dynamics of the largest chain timed near n = 7, µs per
+    state, jaxmb's best batch against each competitor's."""
+    fd = [r for r in rows if r["quantity"] == "forward_dynamics"]
+    if not fd:
+        return []
+    n = min({r["n"] for r in fd}, key=lambda k: abs(k - 7))
+    best = {}
+    for r in fd:
+        if r["n"] == n and (r["library"] not in best or r["us_per_state"] < best[r["library"]]["us_per_state"]):
+            best[r["library"]] = r
+    if "jaxmb" not in best:
+        return []
+    def at(r):
+        return f"{r['us_per_state']:.3g} (batch {r['batch']})"
+    others = "; ".join(f"{lib} {at(r)}" for lib, r in best.items() if lib != "jaxmb") or "no competitor installed"
+    return [{"what": f"planar_chain({n}) forward dynamics, µs per state", "jaxmb": at(best["jaxmb"]),
+             "alternative": others, "script": "bench_dynamics.py"}]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="n = 7, batches 1 and 1024, 3 rounds")
+    p.add_argument("--n", help="comma-separated chain lengths")
+    p.add_argument("--batch-sizes", help="comma-separated vmap batch sizes")
+    p.add_argument("--libs", default="jaxmb,mjx,pinocchio,mujoco")
+    p.add_argument("--out-dir", default=str(H.RESULTS))
+    a = p.parse_args(argv)
+    ints = lambda s: tuple(int(x) for x in s.split(",")) if s else None  # noqa: E731
+    run(quick=a.quick, ns=ints(a.n), batch_sizes=ints(a.batch_sizes), libs=tuple(a.libs.split(",")),
+        out_dir=a.out_dir)
+
+
+if __name__ == "__main__":
+    main()
