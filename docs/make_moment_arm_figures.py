@@ -3,11 +3,16 @@ MoBL-ARMS parity table (per muscle and per wrap type).
 
     python docs/make_moment_arm_figures.py
 
-Evaluates lengths and R = -dL/dq (closed form) at every stored sweep state of
+Run from anywhere with jaxmb installed (`pip install -e .`; or `PYTHONPATH=.` from the
+repository root). Needs `../shared/models/MOBL_ARMS_fixed_41.osim` next to the
+repository (MoBL-ARMS is not shipped) and compiles for minutes. Evaluates lengths and
+R = -dL/dq (closed form) at every stored sweep state of
 tests/data/opensim/mobl_arms.npz, compares them with OpenSim's lengths and its
--dL/dq by central differences (where `sweep_fd_smooth`), writes
-docs/figures/mobl_shoulder_{shoulder_elv,shoulder_rot}.png (the seed 001 Table 5
-group leaders, as in its Fig. 14-15) and docs/figures/mobl_parity.json.
+-dL/dq by central differences (where `sweep_fd_smooth`), and writes, whatever the
+working directory, docs/figures/mobl_shoulder_{shoulder_elv,shoulder_rot}.png (the
+group leaders of Ehsani (2016), Table 5, as in its Fig. 14-15), which the OpenSim
+parity page shows, and docs/figures/mobl_parity.json (every number per muscle; not
+part of the site).
 """
 
 import json
@@ -22,23 +27,22 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import jaxmb as mb  # noqa: E402
-from jaxmb import _muscles as M  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODEL = ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim"
 REF = ROOT / "tests" / "data" / "opensim" / "mobl_arms.npz"
 OUT = ROOT / "docs" / "figures"
-LEADERS = ("LAT1", "PECM3", "DELT1", "PECM1", "SUBSC", "DELT2")  # seed 001 Table 5
+LEADERS = ("LAT1", "PECM3", "DELT1", "PECM1", "SUBSC", "DELT2")  # Ehsani (2016), Table 5
 
 
 def main():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = mb.io.load_osim(MODEL)
+        model = mb.load_osim(MODEL)
     d = np.load(REF)
     names = list(d["muscle_names"])
     assert tuple(names) == model.muscle_names
-    f = jax.jit(lambda qs: jax.lax.map(lambda q: M.muscle_lengths_and_moment_arms(model, q), qs))
+    f = jax.jit(lambda qs: jax.lax.map(lambda q: mb.muscle_lengths_and_moment_arms(model, q), qs))
     qs = jnp.asarray(d["sweep_q_ind"])
     t = time.perf_counter()
     length, r = (np.asarray(a) for a in f(qs))

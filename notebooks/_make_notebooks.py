@@ -29,9 +29,9 @@ HERMITE = """def hermite(t, t1, a, b):
 
 NOTEBOOKS = {
     "four_bar": [
-        ("md", "# Four-bar linkage (seed 001, Eq. 121, Figs. 4-6)\n\n"
+        ("md", "# Four-bar linkage (Ehsani 2016, Eq. 121, Figs. 4-6)\n\n"
                "`q` is the centre-of-mass height of body 2; the three joint angles are implicit "
-               "functions of q (Newton + implicit differentiation). Lengths: see `docs/closed_chains.md`."),
+               "functions of q (Newton + implicit differentiation). Lengths: see `docs/how-to/closed-chains.md`."),
         ("code", SETUP),
         ("code", "model = mb.models.four_bar()\nclosure = model.joints[0].function.closure\n"
                  "qs = jnp.linspace(-2.0, 2.0, 201)[:, None]\n"
@@ -51,7 +51,7 @@ NOTEBOOKS = {
                  "ax[1].plot(ts, jnp.linalg.norm(ae, axis=1), lw=3); ax[1].plot(ts, jnp.linalg.norm(at, axis=1), 'k:'); ax[1].set_title('|a_p|');"),
     ],
     "five_bar": [
-        ("md", "# Five-bar linkage (seed 001, Eq. 123, Table 2, Figs. 7-11)\n\n"
+        ("md", "# Five-bar linkage (Ehsani 2016, Eq. 123, Table 2, Figs. 7-11)\n\n"
                "`q = (theta1, theta2)`; theta3, theta4 implicit (branch sin theta4 > 0). "
                "Derivatives by implicit differentiation, the analytical projection method and the "
                "computational molecule."),
@@ -80,7 +80,7 @@ NOTEBOOKS = {
                  "plt.title('Fig. 11: theta4 manifold');"),
     ],
     "andrews_squeezer": [
-        ("md", "# Andrews' squeezer (seed 001, section 4-4 B, Eq. 199, Fig. 18)\n\n"
+        ("md", "# Andrews' squeezer (Ehsani 2016, section 4-4 B, Eq. 199, Fig. 18)\n\n"
                "Embedded ODE in `q = beta` (Hairer & Wanner's parameters), integrated with diffrax; "
                "compared with the Test Set reference at t = 0.03 s and with the index-1 DAE."),
         ("code", SETUP),
