@@ -228,7 +228,9 @@ def test_solution_fields():
     sol = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 0.5, ts=jnp.linspace(0, 0.5, 4)))(PENDULUM)
     assert sol.ts.shape == (4,) and sol.q.shape == (4, 2) and sol.qd.shape == (4, 2)
     np.testing.assert_allclose(sol.q[0], Q0)
-    assert isinstance(sol.result, diffrax.RESULTS)
+    assert sol.result == mb.RESULTS.successful and bool(sol.success)
+    assert sol.state.q is sol.q and sol.state.controller is None and sol.z.shape == (4, 0)
+    np.testing.assert_allclose(sol.state_end.q, sol.q_end)
     assert float(sol.t_end) == 0.5 and sol.loop_results == {}
     np.testing.assert_allclose(sol.q_end, sol.q[-1], rtol=1e-12)
     np.testing.assert_allclose(sol.qd_end, sol.qd[-1], rtol=1e-12)
@@ -240,7 +242,7 @@ def test_a_solve_traces_the_dynamics_once(monkeypatch):
     once and reused there (the suite and large models are trace-bound). Three traces
     here without that (five with a loop's step-end check); none if a model of the same
     structure was traced before."""
-    from jaxmb import _simulate
+    from jaxmb import _simulate_state
 
     calls = []
 
@@ -248,7 +250,7 @@ def test_a_solve_traces_the_dynamics_once(monkeypatch):
         calls.append(1)
         return mb.forward_dynamics(*args, **kwargs)
 
-    monkeypatch.setattr(_simulate, "forward_dynamics", counting)
+    monkeypatch.setattr(_simulate_state, "forward_dynamics", counting)
     model = mb.models.three_link_arm(spring_force=3.0)
     jax.jit(lambda q0: mb.simulate(model, q0, jnp.zeros(3), 0.1, solver="dopri8").q).lower(jnp.zeros(3))
     assert len(calls) <= 1
