@@ -29,6 +29,7 @@ from ._simulate_state import (
     _diagnose,
     _guarded_controller,
     _initial_loops,
+    _Layout,
     _start_code,
     _VectorField,
     _warm_loops,
@@ -165,11 +166,13 @@ class _LoopCheck(eqx.Module):
     a closure, so that the model's arrays stay arguments of the compiled solve."""
 
     model: Model
+    layout: _Layout
     warm: tuple = eqx.field(static=True)
     names: tuple = eqx.field(static=True)
 
-    def codes(self, y: SimulationState) -> dict:
-        """``{name: LoopSolution.result}`` at ``y``."""
+    def codes(self, flat) -> dict:
+        """``{name: LoopSolution.result}`` at the state laid out in `flat`."""
+        y = self.layout.unravel(flat)
         model, _ = _warm_started(self.model, self.warm, y.loops)
         return dict(zip(self.names, (c._status(y.q) for c, _ in _closure_joints(model) if not c.throw)))
 
@@ -432,15 +435,16 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
             _finite_argument(leaf, "the controller's initial state (controller.init)")
     warm = _warm_loops(model)
     y0 = SimulationState(q=q0, qd=qd0, controller=z0, loops=_initial_loops(model, warm, q0))
+    layout = _Layout.of(y0)
     # Checked once before the solve (a mass matrix): a state that is not finite, or a
     # singular M(q0) (whose Cholesky factor may hold finite garbage rather than NaN),
     # ends the run at its first step.
     start = _start_code(model, warm, y0)
-    vector = _VectorField(model, torque, controller, method, warm)
+    vector = _VectorField(model, torque, controller, layout, method, warm)
     # A second output holds the state where the integration stopped (t_end, q_end): a
     # t1 save in the same output would land in the first unused slot of `ts` instead.
     saveat = diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=save_ts), diffrax.SubSaveAt(t1=True)))
-    check = _LoopCheck(model, warm, _unchecked_loops(model))
+    check = _LoopCheck(model, layout, warm, _unchecked_loops(model))
     # A loop built with throw=False raises nothing inside the right-hand side (no host
     # check per solve), so a solve that fails there (a singular configuration, q past
     # the end of its range) would go unseen and the carried w could jump to another
@@ -453,9 +457,10 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
         t0=t0,
         t1=t1,
         dt0=dt0,
-        y0=y0,
+        y0=layout.ravel(y0),
         saveat=saveat,
-        stepsize_controller=_guarded_controller(rtol, atol, t0, t1, q0.dtype, halt=start != RESULTS.successful),
+        stepsize_controller=_guarded_controller(rtol, atol, layout.norm(), t0, t1, q0.dtype,
+                                                halt=start != RESULTS.successful),
         max_steps=max_steps,
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
@@ -463,8 +468,9 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
         event=event,
     )
     (save_ts, t_end), (states, end) = sol.ts, sol.ys
-    t_end, end = t_end[0], jax.tree.map(lambda x: x[0], end)
-    codes = _loop_codes_at(check, end) if check.names else {}
+    t_end = t_end[0]
+    codes = _loop_codes_at(check, end[0]) if check.names else {}
+    states, end = layout.unravel(states), layout.unravel(end[0])
     result = _diagnose(model, warm, sol.result, _loop_result(codes), end)
     result = RESULTS.where(start == RESULTS.successful, result, start)
     outputs = (save_ts, states, t_end, end)

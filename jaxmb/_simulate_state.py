@@ -1,15 +1,23 @@
 """The state that :func:`jaxmb.simulate` integrates, its vector field, its error norm,
 and the guards that end a run whose state or dynamics stop making sense.
 
-The state is a pytree (:class:`SimulationState`) handed to diffrax as it is: diffrax
-combines the Runge-Kutta stages leaf by leaf, so new kinds of state (muscle
-activations, fibre lengths) are new fields, integrated with the mechanics.
+The state is a pytree (:class:`SimulationState`): new kinds of state (muscle
+activations, fibre lengths) are new fields, integrated with the mechanics. diffrax
+integrates it laid out as one flat array (:class:`_Layout`): diffrax combines the
+Runge-Kutta stages, the error estimate and the step's accept/reject leaf by leaf, and
+on a CPU each leaf's operations are small kernels of their own, which a cheap right-hand
+side (a double pendulum, a PID controller) pays for at every step. One array keeps the
+compiled solver loop the one it was before the state became a pytree; the vector field
+reads its pytree view (slices) and writes its derivative as one array (a concatenation).
 """
+
+from typing import Any
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, PyTree
 
@@ -45,15 +53,51 @@ class SimulationState(eqx.Module):
     loops: tuple[Array, ...] | None = None
 
 
-class _StateRMSNorm(eqx.Module):
-    """The step-size control's norm: the RMS over every component of ``q``, ``q'`` and
-    the controller state, as over one flat vector of them; the loops' warm-start
-    variables are left out (they only start Newton solves). A Module rather than a
-    function defined in :func:`~jaxmb.simulate`, so that calls with equal arguments hit
-    diffrax's compilation cache."""
+class _Layout(eqx.Module):
+    """Where each leaf of a :class:`SimulationState` lies in the flat array that diffrax
+    integrates: the leaves in pytree order (``q``, ``q'``, the controller's, the loops'),
+    each flattened. The loops come last, so that the step-size control's norm can weigh
+    the first `n_controlled` components only."""
 
-    def __call__(self, e: SimulationState):
-        return optx.rms_norm((e.q, e.qd, e.controller))
+    treedef: Any = eqx.field(static=True)
+    shapes: tuple = eqx.field(static=True)
+    n_controlled: int = eqx.field(static=True)
+
+    @classmethod
+    def of(cls, state: SimulationState) -> "_Layout":
+        leaves, treedef = jax.tree.flatten(state)
+        n_loops = sum(x.size for x in jax.tree.leaves(state.loops))
+        return cls(treedef, tuple(x.shape for x in leaves), sum(x.size for x in leaves) - n_loops)
+
+    def ravel(self, state: SimulationState) -> Float[Array, " n"]:
+        return jnp.concatenate([jnp.reshape(x, (-1,)) for x in jax.tree.leaves(state)])
+
+    def unravel(self, y: Float[Array, "*T n"]) -> SimulationState:
+        """The state in `y` (n,), or the states in `y` (T, n), each leaf with the leading axes of `y`."""
+        leaves, k = [], 0
+        for shape in self.shapes:
+            size = int(np.prod(shape, dtype=int))
+            leaves.append(jnp.reshape(y[..., k:k + size], y.shape[:-1] + shape))
+            k += size
+        return jax.tree.unflatten(self.treedef, leaves)
+
+    def norm(self):
+        """The step-size control's norm: the RMS over every component of ``q``, ``q'`` and
+        the controller state; the loops' warm-start variables are left out (they only
+        start Newton solves)."""
+        if self.n_controlled == sum(int(np.prod(shape, dtype=int)) for shape in self.shapes):
+            return optx.rms_norm
+        return _LeadingRMSNorm(self.n_controlled)
+
+
+class _LeadingRMSNorm(eqx.Module):
+    """The RMS norm of the first `n` components. A Module rather than a lambda, so that
+    calls of :func:`~jaxmb.simulate` with equal arguments hit diffrax's compilation cache."""
+
+    n: int = eqx.field(static=True)
+
+    def __call__(self, e):
+        return optx.rms_norm(e[:self.n])
 
 
 def _warm_loops(model: Model) -> tuple:
@@ -92,10 +136,12 @@ class _VectorField(eqx.Module):
     model: Model
     torque: eqx.Module
     controller: AbstractController | None
+    layout: _Layout
     method: str = eqx.field(static=True)
     warm: tuple = eqx.field(static=True, default=())
 
-    def __call__(self, t, y: SimulationState, args) -> SimulationState:
+    def __call__(self, t, flat, args):
+        y = self.layout.unravel(flat)
         model, closures = _warm_started(self.model, self.warm, y.loops)
         tau = self.torque(t, y.q, y.qd)
         dz = None
@@ -105,7 +151,7 @@ class _VectorField(eqx.Module):
         qdd = forward_dynamics(model, y.q, y.qd, tau, method=self.method)
         # The loops' rates: shared with forward_dynamics's solve of the same (q, q').
         dw = tuple(jax.lax.stop_gradient(c.rates(y.q, y.qd)[2]) for c in closures)
-        return SimulationState(q=y.qd, qd=qdd, controller=dz, loops=dw if dw else None)
+        return self.layout.ravel(SimulationState(q=y.qd, qd=qdd, controller=dz, loops=dw if dw else None))
 
 
 def _all_finite(tree) -> Bool[Array, ""]:
@@ -152,21 +198,22 @@ class _GuardedController(diffrax.AbstractAdaptiveStepSizeController):
         return keep & ~stuck, tprev, tnext, made_jump, state, result
 
 
-def _guarded_controller(rtol, atol, t0, t1, dtype, halt) -> _GuardedController:
+def _guarded_controller(rtol, atol, norm, t0, t1, dtype, halt) -> _GuardedController:
     """The step-size control of :func:`~jaxmb.simulate`: PID at `rtol`, `atol`, with the
-    norm of :class:`_StateRMSNorm`, that gives up once a non-finite step has shrunk below
+    `norm` of the :class:`_Layout`, that gives up once a non-finite step has shrunk below
     10 ulp of the larger of ``|t0|``, ``|t1|``, or at the first step where `halt`."""
     span = jnp.maximum(jnp.abs(jnp.asarray(t0, dtype)), jnp.abs(jnp.asarray(t1, dtype)))
     tiny = 10.0 * jnp.finfo(dtype).eps * jnp.maximum(span, 1.0)
-    return _GuardedController(diffrax.PIDController(rtol=rtol, atol=atol, norm=_StateRMSNorm()), tiny,
+    return _GuardedController(diffrax.PIDController(rtol=rtol, atol=atol, norm=norm), tiny,
                               jnp.asarray(halt))
 
 
 def _singular(m: Float[Array, "nq nq"]) -> Bool[Array, ""]:
-    """Whether the symmetric `m` is not positive definite to within rounding: its
-    smallest eigenvalue below ``10 nq eps`` times its largest (or not finite)."""
-    ev = jnp.linalg.eigvalsh(m)
-    return ~(ev[0] > 10.0 * m.shape[0] * jnp.finfo(m.dtype).eps * ev[-1])
+    """Whether the symmetric `m` is not positive definite to within rounding: a pivot of
+    its Cholesky factorisation ``M = L Lᵀ`` below ``10 nq eps`` times its largest
+    diagonal element (or not finite, where the factorisation fails)."""
+    pivots = jnp.diagonal(jnp.linalg.cholesky(m)) ** 2
+    return ~(jnp.min(pivots) > 10.0 * m.shape[0] * jnp.finfo(m.dtype).eps * jnp.max(jnp.diagonal(m)))
 
 
 # Jitted so that its trace (a mass matrix, which for a large model is most of the
