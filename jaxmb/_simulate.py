@@ -484,10 +484,70 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
 
 def _raise_failure(result, outputs):
     """Raise, through ``eqx.branched_error_if`` on every array of `outputs`, when
-    `result` is not ``successful``, with the message of its cause."""
-    # RESULTS items carry their index as `_value` (equinox's Enumeration); the messages
-    # are listed by index, each prefixed with the caller and the way to inspect it.
-    messages = [f"simulate: {m} Pass throw=False to simulate to get the result instead (Solution.result, "
-                ".t_end, .q_end; under jax.vmap, one per batch member)." if m else ""
-                for m in RESULTS._index_to_message]
-    return eqx.branched_error_if(outputs, result != RESULTS.successful, result._value, messages)
+    `result` is not ``successful``, with the message of its cause; under ``jax.vmap``
+    also the index of the first failing member (along the innermost vmapped axis)."""
+    # RESULTS items carry their index as `_value` (equinox's Enumeration).
+    code = result._value
+    if _is_concrete(code):  # eagerly: equinox's own error, not a JAX runtime error around it
+        return eqx.branched_error_if(outputs, code != 0, code, _MESSAGES)
+    return _checked(outputs, code)
+
+
+def _failure_message(message: str, member: int | None = None) -> str:
+    where = "" if member is None else f" (batch member {member} along the vmapped axis, the first that failed)"
+    return (f"simulate{where}: {message}. Pass throw=False to simulate to get the result instead "
+            "(Solution.result, .t_end, .q_end; under jax.vmap, one per batch member).")
+
+
+_MESSAGES = tuple(_failure_message(m) if m else "" for m in RESULTS._index_to_message)
+
+
+class _BatchMessages:
+    """The messages of a batch of `n` members, indexed by ``cause * n + member``: built
+    when one is raised, not ``len(RESULTS) * n`` strings up front. Hashable, as
+    ``eqx.branched_error_if`` needs."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self):
+        return len(RESULTS._index_to_message) * self.n
+
+    def __getitem__(self, i):
+        cause, member = divmod(int(i), self.n)
+        return _failure_message(RESULTS._index_to_message[cause], member)
+
+    def __hash__(self):
+        return hash((_BatchMessages, self.n))
+
+    def __eq__(self, other):
+        return isinstance(other, _BatchMessages) and other.n == self.n
+
+
+@jax.custom_batching.custom_vmap
+def _checked_members(outputs, code):
+    return eqx.branched_error_if(outputs, code != 0, code, _MESSAGES)
+
+
+@_checked_members.def_vmap
+def _checked_batch(axis_size, in_batched, outputs, code):
+    # Under vmap the whole batch of codes is here: the first failing member can be named.
+    outputs_batched, code_batched = in_batched
+    if not code_batched:
+        return _checked_members(outputs, code), outputs_batched
+    bad = code != 0
+    first = jnp.argmax(bad)
+    index = code[first] * axis_size + first
+    return eqx.branched_error_if(outputs, jnp.any(bad), index, _BatchMessages(axis_size)), outputs_batched
+
+
+@jax.custom_jvp
+def _checked(outputs, code):
+    return _checked_members(outputs, code)
+
+
+@_checked.defjvp
+def _checked_jvp(primals, tangents):
+    # The check passes the tangents through (as eqx.error_if does).
+    outputs, code = primals
+    return _checked(outputs, code), tangents[0]
