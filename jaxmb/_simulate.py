@@ -1,8 +1,8 @@
 """Forward simulation of ``M(q) q'' + bias(q, q') = tau + Q_ext`` with diffrax.
 
-The state is a pytree, :class:`~jaxmb._simulate_state.SimulationState` ``(q, q', z,
-w)``: ``z`` an optional controller's state, ``w`` the loops' warm-start variables, and
-room for muscle states, so that they integrate together with the mechanics.
+The state is a pytree, a ``SimulationState`` ``(q, q', z, w)`` (``Solution.state``):
+``z`` an optional controller's state, ``w`` the loops' warm-start variables, and room
+for muscle states, so that they integrate together with the mechanics.
 """
 
 
@@ -42,7 +42,7 @@ class Solution(eqx.Module):
     """Result of :func:`simulate`.
 
     - `ts`: (T,) save times, s.
-    - `state`: the :class:`SimulationState` at the save times (each leaf with a leading
+    - `state`: the ``SimulationState`` at the save times (each leaf with a leading
       axis T); `q`, `qd`: (T, nq), its coordinates and their rates; `z`: its controller
       state ((T, 0) without a controller).
     - `success`: scalar bool, ``result == RESULTS.successful``; False only with
@@ -279,9 +279,9 @@ class _VeryChord(diffrax.VeryChord):
     iteration that has not converged yet as diverged, and optimistix 0.1.0 ends a
     root find at the first unsuccessful result. So each stage got at most two
     iterations, and a stage that needed a third failed and rejected the step:
-    Kvaerno5 took 550 steps instead of 59 on Andrews' squeezer (rtol 1e-5; Tsit5 57),
-    and 1925 instead of 164 on seed 000's double pendulum (2 s at 1e-6; Tsit5 163;
-    ``tests/test_simulate.py``). diffrax PR #754 fixes it upstream, after 0.7.2. The
+    Kvaerno5 took several times the steps of Tsit5 on Andrews' squeezer and on Watanabe
+    and Duarte's double pendulum, most of them rejected (``tests/test_simulate.py``).
+    diffrax PR #754 fixes it upstream, after 0.7.2. The
     iteration itself (one Jacobian per step) is diffrax's."""
 
     def terminate(self, fn, y, args, options, state, tags):
@@ -377,7 +377,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
       PID step-size controller at `rtol`/`atol`. Prefer ``"kvaerno5"`` to
       ``diffrax.Kvaerno5()``: the name comes with a stage iteration that stops by its
       contraction rate, where diffrax 0.7.2's default root finder gives up after two
-      iterations and rejects the step (9-12x the steps on Andrews' squeezer). Another
+      iterations and rejects the step (several times the steps). Another
       implicit diffrax solver is used as given; build it with
       ``root_finder=mb.stage_root_finder()`` (without, it gets a warning).
     - `rtol`, `atol`: relative and absolute tolerances of the step-size control

@@ -11,6 +11,7 @@ compiled solver loop the one it was before the state became a pytree; the vector
 reads its pytree view (slices) and writes its derivative as one array (a concatenation).
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import diffrax
@@ -107,7 +108,7 @@ def _warm_loops(model: Model) -> tuple:
     return tuple(tuple(idx.values()) for closure, idx in _closure_joints(model) if closure.guess is None)
 
 
-def _warm_started(model: Model, warm: tuple, loops: tuple):
+def _warm_started(model: Model, warm: tuple, loops: tuple | None):
     """`model` with the loops in `warm` started from `loops` (one array each), and those loops."""
     if not warm:
         return model, []
@@ -120,7 +121,7 @@ def _warm_started(model: Model, warm: tuple, loops: tuple):
     return eqx.tree_at(lambda m: m.joints, model, tuple(joints)), closures
 
 
-def _initial_loops(model: Model, warm: tuple, q0) -> tuple:
+def _initial_loops(model: Model, warm: tuple, q0) -> tuple | None:
     """The loops' variables at ``q0``: their solves from ``q_ref`` (None without loops)."""
     if not warm:
         return None
@@ -134,7 +135,7 @@ class _VectorField(eqx.Module):
     ``z'``, and the loops' rates ``w' = J q'``."""
 
     model: Model
-    torque: eqx.Module
+    torque: Callable
     controller: AbstractController | None
     layout: _Layout
     method: str = eqx.field(static=True)
