@@ -359,7 +359,9 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
              dt0: float | None = None, max_steps: int = 1_000_000, progress: bool = False,
              throw: bool = True, adjoint: diffrax.AbstractAdjoint | None = None,
              method: Method = "recursive") -> Solution:
-    """Integrate the equations of motion from ``(q0, q0')`` over ``[t0, t1]``.
+    """Integrate the equations of motion ``M(q) q'' + bias(q, q') = tau + Q_ext``
+    (Ehsani 2016, Eq. 198, in the independent coordinates q) from ``(q0, q0')`` over
+    ``[t0, t1]``.
 
     **Arguments:**
 
@@ -369,7 +371,8 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
       forwards only).
     - `ts`: save times (default: ``t1`` only).
     - `tau`: generalized forces: ``None`` (zero), a constant (nq,), a (T, nq) array
-      sampled at `tau_ts` (linearly interpolated), or a callable ``tau(t, q, q')``.
+      sampled at `tau_ts` (T,) s (linearly interpolated), or a callable
+      ``tau(t, q, q')``; N m or N per coordinate.
     - `controller`: an :class:`~jaxmb.control.AbstractController` (e.g. PID), whose
       torque adds to `tau` and whose state integrates with the mechanics.
     - `solver`: ``"tsit5"`` (default), ``"dopri5"``, ``"dopri8"``, ``"kvaerno5"``
@@ -384,11 +387,14 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
       (positive, finite, at least 10 machine epsilons of the dtype of `q0`: with
       float32, switch on ``jax_enable_x64`` for tighter ones). Its error norm is the
       RMS over ``q``, ``q'`` and the controller state.
+    - `dt0`: the first step, s (default: chosen by diffrax); `max_steps`: at most
+      this many steps.
     - `progress`: show a tqdm progress bar.
     - `throw`: raise when the run fails, with its cause (``eqx.EquinoxRuntimeError``);
       with ``throw=False`` check ``.result`` or ``.success`` (useful under ``vmap``,
       one per batch member).
     - `adjoint`: diffrax adjoint for ``jax.grad`` (default: recursive checkpointing).
+    - `method`: the dynamics route of :func:`~jaxmb.forward_dynamics`.
 
     **Returns:**
 
@@ -400,7 +406,9 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     Arguments that cannot be integrated raise a ``ValueError`` naming them at the call:
     `q0`, `qd0` of the wrong shape (a :class:`~jaxmb.ModelError`), NaN or inf in `q0`,
     `qd0`, a constant `tau`, `t0` or `t1` (when concrete), ``t1 < t0``, tolerances that
-    are not positive or below the dtype's resolution. A run that cannot go on ends
+    are not positive or below the dtype's resolution; under ``jit``, non-finite or
+    reversed `t0`, `t1` raise at run time (``eqx.error_if``, whatever `throw`). A run
+    that cannot go on ends
     early with a result naming the cause instead of running to `max_steps`:
     ``RESULTS.nonfinite_state`` when the state or the forces (a callable `tau`, the
     controller) become NaN or inf, ``RESULTS.singular_mass_matrix`` when ``M(q)`` is
