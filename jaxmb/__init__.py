@@ -82,6 +82,7 @@ from ._muscles import WrapCylinder as WrapCylinder
 from ._muscles import WrapEllipsoid as WrapEllipsoid
 from ._muscles import WrapSphere as WrapSphere
 from ._muscles import WrapTorus as WrapTorus
+from ._results import RESULTS as RESULTS
 from ._simulate import simulate as simulate
 from ._simulate import Solution as Solution
 from ._simulate import stage_root_finder as stage_root_finder

@@ -1,40 +1,60 @@
 """Controllers that produce generalized forces during a simulation.
 
-A controller may carry its own state ``z`` (e.g. the integral of a PID error),
-integrated by :func:`jaxmb.simulate` together with ``q`` and ``q'``.
+A controller may carry its own state ``z`` (e.g. the integral of a PID error), any
+pytree of arrays, integrated by :func:`jaxmb.simulate` together with ``q`` and ``q'``
+(the ``controller`` field of :class:`jaxmb.SimulationState`).
 """
 
 import abc
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, PyTree
 
+from ._dynamics import inverse_dynamics
 from ._typing import RealLike
 
 
 class AbstractController(eqx.Module):
-    """``tau = torque(t, q, q', z)`` with controller state ``z' = state_derivative(t, q, q', z)``."""
+    """A feedback law ``tau = torque(t, q, q', z)`` with its own state ``z``, integrated as
+    ``z' = state_derivative(t, q, q', z)`` together with the mechanics.
+
+    Concrete controllers are final and implement the three abstract methods (equinox's
+    abstract/final pattern). `z` is any pytree of arrays (an array of size 0 for a
+    controller without state); :func:`jaxmb.simulate` weighs it in its step-size
+    control like ``q`` and ``q'``.
+    """
 
     @abc.abstractmethod
-    def init(self, q0, qd0) -> Array:
-        """Initial controller state (an array, possibly of size 0)."""
+    def init(self, q0: Float[Array, " nq"], qd0: Float[Array, " nq"]) -> PyTree[Array]:
+        """The controller state at the start, a pytree of arrays in the dtype of `q0`."""
 
     @abc.abstractmethod
-    def torque(self, t, q, qd, z) -> Float[Array, " nq"]:
-        """Generalized force applied at the coordinates."""
+    def torque(self, t, q: Float[Array, " nq"], qd: Float[Array, " nq"], z: PyTree[Array]) -> Float[Array, " nq"]:
+        """The generalized force (N m or N per coordinate, (nq,)) applied at the coordinates."""
 
-    def state_derivative(self, t, q, qd, z) -> Array:
-        return jnp.zeros_like(z)
+    @abc.abstractmethod
+    def state_derivative(self, t, q: Float[Array, " nq"], qd: Float[Array, " nq"],
+                         z: PyTree[Array]) -> PyTree[Array]:
+        """``z'``: a pytree of the structure, shapes and dtypes of `z`."""
 
 
 class PID(AbstractController):
     """PID on selected coordinates: ``tau_k = kp e + ki ∫e dt - kd q'_k`` with ``e = r - q_k``.
 
-    Seed 000's commented controller holds the elbow at ``r = π/3`` with
-    ``M12 = 30 (r - θ2) - 2 θ2' + 3 ∫(r - θ2) dt``. The derivative acts on the
-    measured rate (no derivative kick). ``selection`` (nq, k) maps the k
-    controlled torques to generalized forces (default: the controlled coordinates).
+    Watanabe and Duarte's commented controller for the double pendulum holds the elbow
+    at ``r = π/3`` with ``M12 = 30 (r - θ2) - 2 θ2' + 3 ∫(r - θ2) dt``. The derivative
+    acts on the measured rate (no derivative kick).
+
+    **Arguments:**
+
+    - `indices`: the k controlled coordinates.
+    - `target`: ``r``, (k,) or a scalar, in the coordinates' units.
+    - `kp`, `ki`, `kd`: gains, (k,) or scalars.
+    - `selection`: (nq, k), maps the k controlled torques to generalized forces
+      (default: each acts at its own coordinate).
+
+    The state ``z`` is ``∫e dt``, (k,).
     """
 
     indices: tuple[int, ...] = eqx.field(static=True)
@@ -73,8 +93,13 @@ class PID(AbstractController):
 class ComputedTorque(AbstractController):
     """Computed-torque tracking: ``tau = ID(q, q', q''_ref + kd (q'_ref - q') + kp (q_ref - q))``.
 
-    `reference` is a callable ``t -> (q_ref, qd_ref, qdd_ref)``; `model` the model
-    used for inverse dynamics (it may differ from the simulated one).
+    **Arguments:**
+
+    - `model`: the model used for inverse dynamics (it may differ from the simulated one).
+    - `reference`: a callable ``t -> (q_ref, qd_ref, qdd_ref)``, each (nq,).
+    - `kp`, `kd`: gains, (nq,) or scalars, in 1/s² and 1/s.
+
+    It has no state (an array of size 0).
     """
 
     model: object
@@ -92,8 +117,9 @@ class ComputedTorque(AbstractController):
         return jnp.zeros((0,), dtype=jnp.asarray(q0).dtype)
 
     def torque(self, t, q, qd, z):
-        from ._dynamics import inverse_dynamics
-
         q_ref, qd_ref, qdd_ref = self.reference(t)
         qdd = qdd_ref + self.kd * (qd_ref - qd) + self.kp * (q_ref - q)
         return inverse_dynamics(self.model, q, qd, qdd)
+
+    def state_derivative(self, t, q, qd, z):
+        return jnp.zeros_like(z)

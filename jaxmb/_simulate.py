@@ -1,14 +1,14 @@
 """Forward simulation of ``M(q) q'' + bias(q, q') = tau + Q_ext`` with diffrax.
 
-The state is ``y = (q, q', z)`` where ``z`` is an optional controller state, so
-muscle or controller states integrate together with the mechanics.
+The state is a pytree, a ``SimulationState`` ``(q, q', z, w)`` (``Solution.state``):
+``z`` an optional controller's state, ``w`` the loops' warm-start variables, and room
+for muscle states, so that they integrate together with the mechanics.
 """
 
 
 import re
 import warnings
 from collections.abc import Callable
-from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -16,28 +16,46 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from ._typing import RealLike
-
-from ._constraints import RESULT_MESSAGES, SUCCESS, LoopClosureError, _closure_joints, _is_concrete
+from ._checks import coordinate_vector, finite_tolerance
+from ._constraints import NOT_CONVERGED, RESULT_MESSAGES, SINGULAR, SUCCESS, LoopClosureError, _closure_joints
 from ._control import AbstractController
-from ._dynamics import Method, forward_dynamics
+from ._dynamics import Method
 from ._model import Model
+from ._results import RESULTS
+from ._simulate_state import (
+    SimulationState,
+    _diagnose,
+    _guarded_controller,
+    _initial_loops,
+    _Layout,
+    _start_code,
+    _VectorField,
+    _warm_loops,
+    _warm_started,
+)
+from ._typing import RealLike
 
 
 class Solution(eqx.Module):
     """Result of :func:`simulate`.
 
-    - `ts`: (T,) save times; `q`, `qd`: (T, nq); `z`: (T, nz) controller state.
-    - `success`: scalar bool, False when the solver failed or a loop closure failed
-      to solve (both only with ``throw=False``).
-    - `result`: the diffrax result code (``diffrax.RESULTS.event_occurred`` when a
-      loop failed); `stats`: solver statistics (``num_steps``,
-      ``num_accepted_steps``, ``num_rejected_steps``).
-    - `t_end`, `q_end`, `qd_end`: where the integration stopped: ``t1`` and the
-      final state, or the end of the step at which it failed. Save times after
-      ``t_end`` hold ``inf``.
+    - `ts`: (T,) save times, s.
+    - `state`: the ``SimulationState`` at the save times (each leaf with a leading
+      axis T); `q`, `qd`: (T, nq), its coordinates and their rates; `z`: its controller
+      state ((T, 0) without a controller).
+    - `success`: scalar bool, ``result == RESULTS.successful``; False only with
+      ``throw=False`` (otherwise a failure raises).
+    - `result`: a :class:`~jaxmb.RESULTS` item: ``successful``, ``max_steps_reached``,
+      ``nonfinite_state`` (the state or the forces became NaN or inf),
+      ``singular_mass_matrix``, ``loop_*`` (a loop closure built with ``throw=False``
+      failed to solve at the end of a step) or ``solver_failed``.
+    - `stats`: solver statistics (``num_steps``, ``num_accepted_steps``,
+      ``num_rejected_steps``).
+    - `t_end`, `state_end`: where the integration stopped: ``t1`` and the final state,
+      or the last accepted step before it failed; `q_end`, `qd_end` (nq,) its
+      coordinates and rates. Save times after ``t_end`` hold ``inf``.
     - `loop_results`: ``{loop name: code}`` for every :class:`~jaxmb.LoopClosure`
       built with ``throw=False`` (which check nothing inside the right-hand side):
       its :attr:`~jaxmb.LoopSolution.result` at ``(t_end, q_end)``, 0 when it solved
@@ -45,16 +63,35 @@ class Solution(eqx.Module):
     """
 
     ts: Float[Array, " T"]
-    q: Float[Array, "T nq"]
-    qd: Float[Array, "T nq"]
-    z: Array
+    state: SimulationState
     success: Bool[Array, ""]
-    result: Any
+    result: RESULTS
     stats: dict
     t_end: Float[Array, ""]
-    q_end: Float[Array, " nq"]
-    qd_end: Float[Array, " nq"]
+    state_end: SimulationState
     loop_results: dict[str, Int[Array, ""]]
+
+    @property
+    def q(self) -> Float[Array, "T nq"]:
+        return self.state.q
+
+    @property
+    def qd(self) -> Float[Array, "T nq"]:
+        return self.state.qd
+
+    @property
+    def z(self) -> PyTree[Array]:
+        if self.state.controller is None:
+            return jnp.zeros(self.ts.shape + (0,), self.state.q.dtype)
+        return self.state.controller
+
+    @property
+    def q_end(self) -> Float[Array, " nq"]:
+        return self.state_end.q
+
+    @property
+    def qd_end(self) -> Float[Array, " nq"]:
+        return self.state_end.qd
 
 
 class _TimeSeriesTorque(eqx.Module):
@@ -74,40 +111,6 @@ class _Constant(eqx.Module):
 class _Zero(eqx.Module):
     def __call__(self, t, q, qd):
         return jnp.zeros_like(q)
-
-
-class _Vector(eqx.Module):
-    """``y' = (q', q'', z', w')`` on the flat state ``y = (q, q', z, w)``: one array
-    rather than a tuple, so that each Runge-Kutta stage's combinations are one
-    kernel, not four.
-
-    ``w`` holds the dependent variables of the loops in `warm` (joint indices per
-    loop), integrated as ``w' = J q'``. They only start each loop's Newton solve
-    (:meth:`~jaxmb.LoopClosure.warm_started`): the dynamics use the solved ``f(q)``,
-    so ``w`` adds no unknowns to the ODE in q, and the step-size control leaves it
-    out."""
-
-    model: Model
-    torque: Any
-    controller: AbstractController | None
-    method: str = eqx.field(static=True)
-    warm: tuple = eqx.field(static=True, default=())
-    nz: int = eqx.field(static=True, default=0)
-
-    def __call__(self, t, y, args):
-        nq = self.model.nq
-        nqz = 2 * nq + self.nz
-        q, qd, z, w = y[:nq], y[nq:2 * nq], y[2 * nq:nqz], y[nqz:]
-        model, closures = _warm_started(self.model, self.warm, w)
-        tau = self.torque(t, q, qd)
-        dz = jnp.zeros_like(z)
-        if self.controller is not None:
-            tau = tau + self.controller.torque(t, q, qd, z)
-            dz = self.controller.state_derivative(t, q, qd, z)
-        qdd = forward_dynamics(model, q, qd, tau, method=self.method)
-        # The loops' rates: shared with forward_dynamics's solve of the same (q, q').
-        dw = [jax.lax.stop_gradient(c.rates(q, qd)[2]) for c in closures]
-        return jnp.concatenate([qd, qdd, dz, *dw])
 
 
 class _TracedOnce(eqx.Module):
@@ -130,22 +133,9 @@ def _call_field(field, t, y, args):
     return field(t, y, args)
 
 
-class _LeadingRMSNorm(eqx.Module):
-    """The RMS norm of the first `n` components: the step-size control's norm when the
-    state carries loop variables ``w`` after them. A Module rather than a lambda, so
-    that calls of :func:`simulate` with equal arguments hit diffrax's compilation cache."""
-
-    n: int = eqx.field(static=True)
-
-    def __call__(self, e):
-        return optx.rms_norm(e[:self.n])
-
-
-def _warm_loops(model: Model) -> tuple:
-    """For each loop without a `guess` (whose solves would otherwise start from a
-    continuation from ``q_ref``, which fails far from it), the indices of the joints
-    that are its variables."""
-    return tuple(tuple(idx.values()) for closure, idx in _closure_joints(model) if closure.guess is None)
+def _is_concrete(tree) -> bool:
+    """Whether `tree` holds no tracer (called eagerly, not under jit, vmap or grad)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
 
 
 # Jitted (and so cached) because simulate calls it outside its solve: run eagerly, its
@@ -153,21 +143,6 @@ def _warm_loops(model: Model) -> tuple:
 @eqx.filter_jit
 def _loop_codes_at(check: "_LoopCheck", y) -> dict:
     return check.codes(y)
-
-
-def _warm_started(model: Model, warm: tuple, w):
-    """`model` with the loops in `warm` started from their slices of `w`, and those loops."""
-    if not warm:
-        return model, []
-    joints, closures, k = list(model.joints), [], 0
-    for idx in warm:
-        closure = joints[idx[0]].function.closure
-        closure = closure.warm_started(w[k:k + closure.m])
-        for i in idx:
-            joints[i] = eqx.tree_at(lambda j: j.function.closure, joints[i], closure)
-        closures.append(closure)
-        k += closure.m
-    return eqx.tree_at(lambda m: m.joints, model, tuple(joints)), closures
 
 
 def _unchecked_loops(model: Model) -> tuple[str, ...]:
@@ -185,25 +160,38 @@ def _unchecked_loops(model: Model) -> tuple[str, ...]:
 
 
 class _LoopCheck(eqx.Module):
-    """Whether a loop built with ``throw=False`` fails to solve at a state ``y`` of
-    :class:`_Vector`, each solved as the right-hand side solves it (from its slice of
-    the carried ``w`` when it has no `guess`): diffrax's event condition, called at
-    the end of every step. A Module, not a closure, so that the model's arrays stay
-    arguments of the compiled solve."""
+    """Whether a loop built with ``throw=False`` fails to solve at a state ``y``, each
+    solved as the right-hand side solves it (from its carried variables when it has no
+    `guess`): diffrax's event condition, called at the end of every step. A Module, not
+    a closure, so that the model's arrays stay arguments of the compiled solve."""
 
     model: Model
+    layout: _Layout
     warm: tuple = eqx.field(static=True)
     names: tuple = eqx.field(static=True)
-    n_controlled: int = eqx.field(static=True)
 
-    def codes(self, y) -> dict:
-        """``{name: LoopSolution.result}`` at ``y``."""
-        model, _ = _warm_started(self.model, self.warm, y[self.n_controlled:])
-        q = y[:model.nq]
-        return dict(zip(self.names, (c._status(q) for c, _ in _closure_joints(model) if not c.throw)))
+    def codes(self, flat) -> dict:
+        """``{name: LoopSolution.result}`` at the state laid out in `flat`."""
+        y = self.layout.unravel(flat)
+        model, _ = _warm_started(self.model, self.warm, y.loops)
+        return dict(zip(self.names, (c._status(y.q) for c, _ in _closure_joints(model) if not c.throw)))
 
     def __call__(self, t, y, args, **kwargs):
         return jnp.any(jnp.stack(list(self.codes(y).values())) != SUCCESS)
+
+
+def _loop_result(codes: dict):
+    """The :class:`~jaxmb.RESULTS` item of the first loop in `codes` that failed
+    (``successful`` if none)."""
+    result = RESULTS.successful
+    for code in reversed(list(codes.values())):
+        if isinstance(code, type(RESULTS.successful)):  # already a RESULTS item
+            result = RESULTS.where(code == RESULTS.successful, result, code)
+            continue
+        item = RESULTS.where(code == NOT_CONVERGED, RESULTS.loop_not_converged,
+                             RESULTS.where(code == SINGULAR, RESULTS.loop_singular, RESULTS.loop_wrong_branch))
+        result = RESULTS.where(code == SUCCESS, result, item)
+    return result
 
 
 def _raise_loop_failures(codes: dict, t_end, q_end, outputs):
@@ -224,19 +212,61 @@ def _raise_loop_failures(codes: dict, t_end, q_end, outputs):
     return outputs
 
 
-def _torque_function(tau, tau_ts, dtype):
+def _finite_argument(x, name: str):
+    """Raise a ValueError naming `name` when the concrete array `x` holds NaN or inf."""
+    if _is_concrete(x) and not bool(np.all(np.isfinite(np.asarray(x)))):
+        bad = np.flatnonzero(~np.isfinite(np.asarray(x))).tolist()
+        raise ValueError(f"simulate: {name} must be finite, got NaN or inf at flat index {bad[:8]}: "
+                         f"{np.asarray(x).tolist() if np.size(x) <= 16 else '...'}.")
+
+
+def _torque_function(tau, tau_ts, model: Model, dtype):
     if tau is None:
         return _Zero()
     if callable(tau) and not isinstance(tau, jax.Array):
         return tau
     tau = jnp.asarray(tau, dtype=dtype)
     if tau.ndim == 1:
+        if tau.shape != (model.nq,):
+            raise ValueError(f"simulate: tau must have shape ({model.nq},) for model {model.name!r}, "
+                             f"got shape {tau.shape}.")
+        _finite_argument(tau, "tau")
         return _Constant(tau)
     if tau.ndim == 2:
         if tau_ts is None:
             raise ValueError("simulate: a (T, nq) torque array needs its sample times `tau_ts` (T,).")
-        return _TimeSeriesTorque(diffrax.LinearInterpolation(ts=jnp.asarray(tau_ts, dtype=dtype), ys=tau))
+        tau_ts = jnp.asarray(tau_ts, dtype=dtype)
+        if tau.shape[1] != model.nq or tau_ts.shape != tau.shape[:1]:
+            raise ValueError(f"simulate: tau (T, nq) and tau_ts (T,) must match for model {model.name!r} "
+                             f"(nq = {model.nq}), got shapes {tau.shape} and {tau_ts.shape}.")
+        _finite_argument(tau, "tau")
+        _finite_argument(tau_ts, "tau_ts")
+        return _TimeSeriesTorque(diffrax.LinearInterpolation(ts=tau_ts, ys=tau))
     raise ValueError(f"simulate: tau must be None, (nq,), (T, nq) or a callable, got shape {tau.shape}.")
+
+
+def _time_span(t0, t1, ts, dtype):
+    """`t0`, `t1` and the save times `ts` (default ``[t1]``) as arrays of `dtype`,
+    checked: finite and ``t0 <= t1`` (a ValueError naming the argument when concrete,
+    an ``eqx.error_if`` under jit)."""
+    t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+    ts = jnp.reshape(t1, (1,)) if ts is None else jnp.asarray(ts, dtype)
+    for name, t in (("t0", t0), ("t1", t1)):
+        if t.shape != ():
+            raise ValueError(f"simulate: {name} must be a scalar, got shape {t.shape}.")
+        _finite_argument(t, name)
+    _finite_argument(ts, "ts")
+    if ts.ndim != 1:
+        raise ValueError(f"simulate: ts must be a 1-D array of save times, got shape {ts.shape}.")
+    if _is_concrete((t0, t1)):
+        if float(t1) < float(t0):
+            raise ValueError(f"simulate: t1 = {float(t1)!r} is before t0 = {float(t0)!r}; simulate integrates "
+                             "forwards in time only.")
+    else:
+        bad = ~jnp.isfinite(t0) | ~jnp.isfinite(t1)
+        t1 = eqx.error_if(t1, bad, "simulate: t0 and t1 must be finite.")
+        t1 = eqx.error_if(t1, t1 < t0, "simulate: t1 is before t0; simulate integrates forwards in time only.")
+    return t0, t1, ts
 
 
 class _VeryChord(diffrax.VeryChord):
@@ -249,9 +279,9 @@ class _VeryChord(diffrax.VeryChord):
     iteration that has not converged yet as diverged, and optimistix 0.1.0 ends a
     root find at the first unsuccessful result. So each stage got at most two
     iterations, and a stage that needed a third failed and rejected the step:
-    Kvaerno5 took 550 steps instead of 59 on Andrews' squeezer (rtol 1e-5; Tsit5 57),
-    and 1925 instead of 164 on seed 000's double pendulum (2 s at 1e-6; Tsit5 163;
-    ``tests/test_simulate.py``). diffrax PR #754 fixes it upstream, after 0.7.2. The
+    Kvaerno5 took several times the steps of Tsit5 on Andrews' squeezer and on Watanabe
+    and Duarte's double pendulum, most of them rejected (``tests/test_simulate.py``).
+    diffrax PR #754 fixes it upstream, after 0.7.2. The
     iteration itself (one Jacobian per step) is diffrax's."""
 
     def terminate(self, fn, y, args, options, state, tags):
@@ -329,13 +359,20 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
              dt0: float | None = None, max_steps: int = 1_000_000, progress: bool = False,
              throw: bool = True, adjoint: diffrax.AbstractAdjoint | None = None,
              method: Method = "recursive") -> Solution:
-    """Integrate the equations of motion from ``(q0, q0')`` over ``[t0, t1]``.
+    """Integrate the equations of motion ``M(q) q'' + bias(q, q') = tau + Q_ext``
+    (Ehsani 2016, Eq. 198, in the independent coordinates q) from ``(q0, q0')`` over
+    ``[t0, t1]``.
 
     **Arguments:**
 
+    - `model`: the model to simulate.
+    - `q0`, `qd0`: (nq,) initial coordinates and rates (rad or m, rad/s or m/s), finite.
+    - `t1`, `t0`: end and start time, s, finite, ``t0 <= t1`` (integration runs
+      forwards only).
     - `ts`: save times (default: ``t1`` only).
     - `tau`: generalized forces: ``None`` (zero), a constant (nq,), a (T, nq) array
-      sampled at `tau_ts` (linearly interpolated), or a callable ``tau(t, q, q')``.
+      sampled at `tau_ts` (T,) s (linearly interpolated), or a callable
+      ``tau(t, q, q')``; N m or N per coordinate.
     - `controller`: an :class:`~jaxmb.control.AbstractController` (e.g. PID), whose
       torque adds to `tau` and whose state integrates with the mechanics.
     - `solver`: ``"tsit5"`` (default), ``"dopri5"``, ``"dopri8"``, ``"kvaerno5"``
@@ -343,16 +380,39 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
       PID step-size controller at `rtol`/`atol`. Prefer ``"kvaerno5"`` to
       ``diffrax.Kvaerno5()``: the name comes with a stage iteration that stops by its
       contraction rate, where diffrax 0.7.2's default root finder gives up after two
-      iterations and rejects the step (9-12x the steps on Andrews' squeezer). Another
+      iterations and rejects the step (several times the steps). Another
       implicit diffrax solver is used as given; build it with
       ``root_finder=mb.stage_root_finder()`` (without, it gets a warning).
+    - `rtol`, `atol`: relative and absolute tolerances of the step-size control
+      (positive, finite, at least 10 machine epsilons of the dtype of `q0`: with
+      float32, switch on ``jax_enable_x64`` for tighter ones). Its error norm is the
+      RMS over ``q``, ``q'`` and the controller state.
+    - `dt0`: the first step, s (default: chosen by diffrax); `max_steps`: at most
+      this many steps.
     - `progress`: show a tqdm progress bar.
-    - `throw`: raise on solver failure; with ``throw=False`` check ``.success``
-      (useful under ``vmap``).
+    - `throw`: raise when the run fails, with its cause (``eqx.EquinoxRuntimeError``);
+      with ``throw=False`` check ``.result`` or ``.success`` (useful under ``vmap``,
+      one per batch member).
     - `adjoint`: diffrax adjoint for ``jax.grad`` (default: recursive checkpointing).
+    - `method`: the dynamics route of :func:`~jaxmb.forward_dynamics`.
+
+    **Returns:**
+
+    A :class:`Solution`: ``.ts``, ``.q``, ``.qd`` (T, nq), ``.result``, ``.state``.
 
     Works under ``jax.jit`` and ``jax.vmap`` (over initial conditions or over model
     parameters) and is differentiable.
+
+    Arguments that cannot be integrated raise a ``ValueError`` naming them at the call:
+    `q0`, `qd0` of the wrong shape (a :class:`~jaxmb.ModelError`), NaN or inf in `q0`,
+    `qd0`, a constant `tau`, `t0` or `t1` (when concrete), ``t1 < t0``, tolerances that
+    are not positive or below the dtype's resolution; under ``jit``, non-finite or
+    reversed `t0`, `t1` raise at run time (``eqx.error_if``, whatever `throw`). A run
+    that cannot go on ends
+    early with a result naming the cause instead of running to `max_steps`:
+    ``RESULTS.nonfinite_state`` when the state or the forces (a callable `tau`, the
+    controller) become NaN or inf, ``RESULTS.singular_mass_matrix`` when ``M(q)`` is
+    singular (a coordinate that moves no mass).
 
     Loops without a `guess` (:class:`~jaxmb.LoopClosure`) are solved at every
     right-hand side by Newton's method started from their variables carried along
@@ -367,26 +427,32 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     ``.success`` is False and ``.loop_results``, ``.t_end``, ``.q_end`` say which loop
     and where.
     """
-    q0 = jnp.asarray(q0)
-    if not jnp.issubdtype(q0.dtype, jnp.floating):
-        q0 = q0.astype(float)
-    qd0 = jnp.asarray(qd0, dtype=q0.dtype)
-    if q0.shape != (model.nq,) or qd0.shape != (model.nq,):
-        raise ValueError(
-            f"simulate: q0 and qd0 must have shape ({model.nq},) for model {model.name!r} "
-            f"(coordinates {model.coordinate_names}); got {q0.shape} and {qd0.shape}."
-        )
+    q0 = coordinate_vector(model, q0, "simulate", "q0")
+    qd0 = coordinate_vector(model, qd0, "simulate", "qd0", dtype=q0.dtype)
+    _finite_argument(q0, "q0")
+    _finite_argument(qd0, "qd0")
+    rtol = finite_tolerance(rtol, "simulate", "rtol", q0.dtype)
+    atol = finite_tolerance(atol, "simulate", "atol", q0.dtype)
+    t0, t1, save_ts = _time_span(t0, t1, ts, q0.dtype)
     solver = _solver_by_name(solver)
-    z0 = jnp.zeros((0,), q0.dtype) if controller is None else jnp.asarray(controller.init(q0, qd0), q0.dtype)
+    torque = _torque_function(tau, tau_ts, model, q0.dtype)
+    z0 = None
+    if controller is not None:
+        z0 = jax.tree.map(lambda x: jnp.asarray(x, q0.dtype), controller.init(q0, qd0))
+        for leaf in jax.tree.leaves(z0):
+            _finite_argument(leaf, "the controller's initial state (controller.init)")
     warm = _warm_loops(model)
-    w0 = [model.joints[idx[0]].function.closure.solve(q0).f.astype(q0.dtype) for idx in warm]
-    vector = _Vector(model, _torque_function(tau, tau_ts, q0.dtype), controller, method, warm, z0.shape[0])
+    y0 = SimulationState(q=q0, qd=qd0, controller=z0, loops=_initial_loops(model, warm, q0))
+    layout = _Layout.of(y0)
+    # Checked once before the solve (a mass matrix): a state that is not finite, or a
+    # singular M(q0) (whose Cholesky factor may hold finite garbage rather than NaN),
+    # ends the run at its first step.
+    start = _start_code(model, warm, y0)
+    vector = _VectorField(model, torque, controller, layout, method, warm)
     # A second output holds the state where the integration stopped (t_end, q_end): a
     # t1 save in the same output would land in the first unused slot of `ts` instead.
-    saveat = diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=jnp.asarray([t1] if ts is None else ts, dtype=q0.dtype)),
-                                  diffrax.SubSaveAt(t1=True)))
-    nq, n_controlled = model.nq, 2 * model.nq + z0.shape[0]
-    check = _LoopCheck(model, warm, _unchecked_loops(model), n_controlled)
+    saveat = diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=save_ts), diffrax.SubSaveAt(t1=True)))
+    check = _LoopCheck(model, layout, warm, _unchecked_loops(model))
     # A loop built with throw=False raises nothing inside the right-hand side (no host
     # check per solve), so a solve that fails there (a singular configuration, q past
     # the end of its range) would go unseen and the carried w could jump to another
@@ -399,24 +465,97 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
         t0=t0,
         t1=t1,
         dt0=dt0,
-        y0=jnp.concatenate([q0, qd0, z0, *w0]),
+        y0=layout.ravel(y0),
         saveat=saveat,
-        stepsize_controller=diffrax.PIDController(
-            rtol=rtol, atol=atol, norm=optx.rms_norm if not warm else _LeadingRMSNorm(n_controlled)),
+        stepsize_controller=_guarded_controller(rtol, atol, layout.norm(), t0, t1, q0.dtype,
+                                                halt=start != RESULTS.successful),
         max_steps=max_steps,
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
-        throw=throw,
+        throw=False,
         event=event,
     )
-    (ts, t_end), (ys, end) = sol.ts, sol.ys
-    t_end, end = t_end[0], end[0]
-    q, qd, z = ys[:, :nq], ys[:, nq:2 * nq], ys[:, 2 * nq:n_controlled]
-    q_end, qd_end = end[:nq], end[nq:2 * nq]
-    codes = _loop_codes_at(check, end) if check.names else {}
+    (save_ts, t_end), (states, end) = sol.ts, sol.ys
+    t_end = t_end[0]
+    codes = _loop_codes_at(check, end[0]) if check.names else {}
+    states, end = layout.unravel(states), layout.unravel(end[0])
+    result = _diagnose(model, warm, sol.result, _loop_result(codes), end)
+    result = RESULTS.where(start == RESULTS.successful, result, start)
+    outputs = (save_ts, states, t_end, end)
     if throw:
-        ts, q, qd, z, t_end, q_end, qd_end = _raise_loop_failures(codes, t_end, q_end,
-                                                                   (ts, q, qd, z, t_end, q_end, qd_end))
-    return Solution(ts=ts, q=q, qd=qd, z=z, success=sol.result == diffrax.RESULTS.successful,
-                    result=sol.result, stats=sol.stats, t_end=t_end, q_end=q_end, qd_end=qd_end,
-                    loop_results=codes)
+        outputs = _raise_loop_failures(codes, t_end, end.q, outputs)
+        outputs = _raise_failure(result, outputs)
+    save_ts, states, t_end, end = outputs
+    return Solution(ts=save_ts, state=states, success=result == RESULTS.successful, result=result,
+                    stats=sol.stats, t_end=t_end, state_end=end, loop_results=codes)
+
+
+def _raise_failure(result, outputs):
+    """Raise, through ``eqx.branched_error_if`` on every array of `outputs`, when
+    `result` is not ``successful``, with the message of its cause; under ``jax.vmap``
+    also the index of the first failing member (along the innermost vmapped axis)."""
+    # RESULTS items carry their index as `_value` (equinox's Enumeration).
+    code = result._value
+    if _is_concrete(code):  # eagerly: equinox's own error, not a JAX runtime error around it
+        return eqx.branched_error_if(outputs, code != 0, code, _MESSAGES)
+    return _checked(outputs, code)
+
+
+def _failure_message(message: str, member: int | None = None) -> str:
+    where = "" if member is None else f" (batch member {member} along the vmapped axis, the first that failed)"
+    return (f"simulate{where}: {message}. Pass throw=False to simulate to get the result instead "
+            "(Solution.result, .t_end, .q_end; under jax.vmap, one per batch member).")
+
+
+_MESSAGES = tuple(_failure_message(m) if m else "" for m in RESULTS._index_to_message)
+
+
+class _BatchMessages:
+    """The messages of a batch of `n` members, indexed by ``cause * n + member``: built
+    when one is raised, not ``len(RESULTS) * n`` strings up front. Hashable, as
+    ``eqx.branched_error_if`` needs."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self):
+        return len(RESULTS._index_to_message) * self.n
+
+    def __getitem__(self, i):
+        cause, member = divmod(int(i), self.n)
+        return _failure_message(RESULTS._index_to_message[cause], member)
+
+    def __hash__(self):
+        return hash((_BatchMessages, self.n))
+
+    def __eq__(self, other):
+        return isinstance(other, _BatchMessages) and other.n == self.n
+
+
+@jax.custom_batching.custom_vmap
+def _checked_members(outputs, code):
+    return eqx.branched_error_if(outputs, code != 0, code, _MESSAGES)
+
+
+@_checked_members.def_vmap
+def _checked_batch(axis_size, in_batched, outputs, code):
+    # Under vmap the whole batch of codes is here: the first failing member can be named.
+    outputs_batched, code_batched = in_batched
+    if not code_batched:
+        return _checked_members(outputs, code), outputs_batched
+    bad = code != 0
+    first = jnp.argmax(bad)
+    index = code[first] * axis_size + first
+    return eqx.branched_error_if(outputs, jnp.any(bad), index, _BatchMessages(axis_size)), outputs_batched
+
+
+@jax.custom_jvp
+def _checked(outputs, code):
+    return _checked_members(outputs, code)
+
+
+@_checked.defjvp
+def _checked_jvp(primals, tangents):
+    # The check passes the tangents through (as eqx.error_if does).
+    outputs, code = primals
+    return _checked(outputs, code), tangents[0]

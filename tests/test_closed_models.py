@@ -2,7 +2,6 @@
 H&W's closed-form mass matrix and initial accelerations, energy balance, constraint
 drift (embedded: none; DAE baseline: reported)."""
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -297,7 +296,8 @@ def test_four_bar_falling_freely_stops_at_the_turning_point_of_its_coordinate():
     # The same motion to the integrator's accuracy: under vmap a Newton loop iterates
     # until every member has converged, so the steps differ at round-off.
     np.testing.assert_allclose(ok.q, down.q, rtol=1e-8)
-    assert not bool(over.success) and over.result == diffrax.RESULTS.event_occurred
+    assert not bool(over.success)
+    assert bool((over.result == mb.RESULTS.loop_not_converged) | (over.result == mb.RESULTS.loop_singular))
     assert int(over.loop_results["four_bar"]) != 0
     assert 1.2 < float(over.t_end) < 1.25 and -2.5222 < float(over.q_end[0]) < -2.5217
     saved = np.asarray(over.ts) <= float(over.t_end)

@@ -13,7 +13,7 @@ import pytest
 import jaxmb as mb
 
 PENDULUM = mb.models.double_pendulum()
-Q0 = jnp.array([np.pi / 10, np.pi / 3])  # seed 000's initial state
+Q0 = jnp.array([np.pi / 10, np.pi / 3])  # Watanabe and Duarte's initial state
 QD0 = jnp.array([2 * np.pi, -6 * np.pi])
 
 
@@ -22,7 +22,7 @@ def _energy(model, sol):
 
 
 def test_unforced_double_pendulum_conserves_energy_over_20_s():
-    """Chaotic, fast motion (seed 000's initial state): relative energy drift < 1e-10."""
+    """Chaotic, fast motion (Watanabe and Duarte's initial state): relative energy drift < 1e-10."""
     run = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 20.0, ts=jnp.linspace(0, 20, 101), solver="dopri8",
                                         rtol=1e-13, atol=1e-13))
     sol = run(PENDULUM)
@@ -58,8 +58,8 @@ def test_torque_forms_agree():
     np.testing.assert_allclose(qa, qc, rtol=1e-9, atol=1e-10)
 
 
-def test_pid_holds_the_elbow_of_seed_000():
-    """Seed 000's commented controller: M12 = 30 (pi/3 - theta2) - 2 theta2' + 3 ∫ e dt."""
+def test_pid_holds_the_elbow_of_the_double_pendulum():
+    """Watanabe and Duarte's commented controller: M12 = 30 (pi/3 - theta2) - 2 theta2' + 3 ∫ e dt."""
     pid = mb.control.PID((1,), np.pi / 3, kp=30.0, ki=3.0, kd=2.0, selection=jnp.array([[-1.0], [1.0]]))
     sol = jax.jit(lambda m: mb.simulate(m, jnp.zeros(2), jnp.zeros(2), 20.0, ts=jnp.array([20.0]), controller=pid,
                                         rtol=1e-9, atol=1e-9))(PENDULUM)
@@ -124,7 +124,7 @@ def test_kvaerno5_stage_iteration_runs_until_it_converges():
 
 def test_kvaerno5_takes_about_the_steps_of_an_explicit_solver():
     """On a non-stiff problem an implicit solver of order 5 takes about as many steps as
-    Tsit5 (double pendulum, seed 000's fast initial state, 2 s at 1e-6), and few of them are
+    Tsit5 (Watanabe and Duarte's double pendulum from its fast initial state, 2 s at 1e-6), and few of them are
     rejected. With diffrax 0.7.2's ``Kvaerno5()`` (its default stage iteration) the same run
     takes several times the steps, most of them rejected."""
     run = jax.jit(lambda m, s: mb.simulate(m, Q0, QD0, 2.0, rtol=1e-6, atol=1e-6, solver=s).stats,
@@ -188,8 +188,7 @@ def test_gradient_through_simulation_matches_finite_differences():
 
 def test_forward_mode_derivative_equals_reverse_mode():
     """For a few parameters, ``jax.jacfwd`` with ``adjoint=diffrax.ForwardMode()`` carries
-    the tangents along the simulation (no backward pass, about 2-3x a simulation against
-    6-7x for ``jax.grad``: scripts/check_gradient_cost.py). Both differentiate the same
+    the tangents along the simulation (no backward pass). Both differentiate the same
     discrete solution, so they agree to rounding, and with the finite differences above."""
     import diffrax
 
@@ -228,7 +227,9 @@ def test_solution_fields():
     sol = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 0.5, ts=jnp.linspace(0, 0.5, 4)))(PENDULUM)
     assert sol.ts.shape == (4,) and sol.q.shape == (4, 2) and sol.qd.shape == (4, 2)
     np.testing.assert_allclose(sol.q[0], Q0)
-    assert isinstance(sol.result, diffrax.RESULTS)
+    assert sol.result == mb.RESULTS.successful and bool(sol.success)
+    assert sol.state.q is sol.q and sol.state.controller is None and sol.z.shape == (4, 0)
+    np.testing.assert_allclose(sol.state_end.q, sol.q_end)
     assert float(sol.t_end) == 0.5 and sol.loop_results == {}
     np.testing.assert_allclose(sol.q_end, sol.q[-1], rtol=1e-12)
     np.testing.assert_allclose(sol.qd_end, sol.qd[-1], rtol=1e-12)
@@ -240,7 +241,7 @@ def test_a_solve_traces_the_dynamics_once(monkeypatch):
     once and reused there (the suite and large models are trace-bound). Three traces
     here without that (five with a loop's step-end check); none if a model of the same
     structure was traced before."""
-    from jaxmb import _simulate
+    from jaxmb import _simulate_state
 
     calls = []
 
@@ -248,7 +249,7 @@ def test_a_solve_traces_the_dynamics_once(monkeypatch):
         calls.append(1)
         return mb.forward_dynamics(*args, **kwargs)
 
-    monkeypatch.setattr(_simulate, "forward_dynamics", counting)
+    monkeypatch.setattr(_simulate_state, "forward_dynamics", counting)
     model = mb.models.three_link_arm(spring_force=3.0)
     jax.jit(lambda q0: mb.simulate(model, q0, jnp.zeros(3), 0.1, solver="dopri8").q).lower(jnp.zeros(3))
     assert len(calls) <= 1

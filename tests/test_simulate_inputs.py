@@ -1,0 +1,150 @@
+"""simulate() at its boundary: arguments that cannot be integrated fail at the call with a
+message naming them, and runs that cannot go on end early with a result naming the cause
+(issue 34, items 9 and 10)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb as mb
+
+PENDULUM = mb.models.double_pendulum()
+Q0 = jnp.array([0.3, 1.0])
+QD0 = jnp.zeros(2)
+
+
+def _coupled():
+    """One rod turned by q = (a, c) through a + c: c drives nothing of its own, so the
+    mass matrix J^T m J with J = (1, 1) is singular everywhere."""
+    b = mb.ModelBuilder("coupled", gravity=(0.0, -9.81, 0.0))
+    a, c = b.add_coordinate("a"), b.add_coordinate("c")
+    b.add_body(mb.Body("rod", 1.0, (0.5, 0.0, 0.0), jnp.diag(jnp.array([0.01, 0.1, 0.1]))))
+    b.add_joint(mb.revolute("pin", "ground", "rod", (0.0, 0.0, 1.0), mb.Linear((a, c), (1.0, 1.0))))
+    return b.build()
+
+
+@pytest.mark.parametrize("name", ["rtol", "atol"])
+@pytest.mark.parametrize("value", [-1.0, 0.0, np.nan, np.inf])
+def test_tolerances_must_be_positive_and_finite(name, value):
+    with pytest.raises(ValueError, match=f"simulate: {name} must be a positive finite number"):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, **{name: value})
+
+
+def test_a_tolerance_float32_cannot_reach_names_x64():
+    with pytest.raises(ValueError, match=r"rtol=1e-12 is below what float32 can resolve.*jax_enable_x64"):
+        mb.simulate(PENDULUM, Q0.astype(jnp.float32), QD0, 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(t1=np.nan), "t1"), (dict(t1=np.inf), "t1"),
+                                          (dict(t1=1.0, t0=np.nan), "t0"), (dict(t1=1.0, t0=-np.inf), "t0")])
+def test_time_span_must_be_finite(kwargs, name):
+    with pytest.raises(ValueError, match=f"simulate: {name} must be finite"):
+        mb.simulate(PENDULUM, Q0, QD0, **kwargs)
+
+
+def test_backwards_time_span_is_an_error():
+    with pytest.raises(ValueError, match=r"simulate: t1 = -1\.0 is before t0 = 0\.0"):
+        mb.simulate(PENDULUM, Q0, QD0, -1.0)
+    # Traced, the same check raises at run time.
+    with pytest.raises(eqx.EquinoxRuntimeError, match="simulate: t1 is before t0"):
+        eqx.filter_jit(lambda t1: mb.simulate(PENDULUM, Q0, QD0, t1).q)(jnp.asarray(-1.0))
+
+
+@pytest.mark.parametrize("name", ["q0", "qd0", "tau"])
+def test_nonfinite_inputs_fail_at_the_call(name):
+    args = dict(q0=Q0, qd0=QD0, tau=jnp.zeros(2))
+    args[name] = jnp.array([0.1, np.nan])
+    with pytest.raises(ValueError, match=f"simulate: {name} must be finite"):
+        mb.simulate(PENDULUM, args["q0"], args["qd0"], 1.0, tau=args["tau"])
+
+
+def test_wrong_shapes_name_the_argument():
+    with pytest.raises(ValueError, match=r"simulate: q0 must have shape \(2,\).*got shape \(3,\)"):
+        mb.simulate(PENDULUM, jnp.zeros(3), QD0, 1.0)
+    with pytest.raises(ValueError, match=r"simulate: qd0 must have shape \(2,\).*got shape \(2, 1\)"):
+        mb.simulate(PENDULUM, Q0, jnp.zeros((2, 1)), 1.0)
+    with pytest.raises(ValueError, match=r"simulate: tau must have shape \(2,\)"):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, tau=jnp.zeros(3))
+
+
+def test_integer_initial_state_is_promoted():
+    run = jax.jit(lambda q0: mb.simulate(PENDULUM, q0, jnp.zeros(2, int), 0.5).q)
+    np.testing.assert_array_equal(run(jnp.array([1, 0])), run(jnp.array([1.0, 0.0])))
+
+
+def test_nonfinite_state_under_jit_ends_the_run_with_its_cause():
+    """Under jit the values are not known at the call: a NaN initial state, or forces that
+    turn NaN along the way, end the run at once with RESULTS.nonfinite_state (it ran to
+    max_steps and blamed the step count before)."""
+    run = jax.jit(lambda q0, tau: mb.simulate(PENDULUM, q0, QD0, 1.0, tau=tau, throw=False))
+    bad_state = run(jnp.array([np.nan, 0.0]), jnp.zeros(2))
+    assert bad_state.result == mb.RESULTS.nonfinite_state and not bool(bad_state.success)
+    assert int(bad_state.stats["num_steps"]) <= 1
+    bad_force = run(Q0, jnp.array([np.inf, 0.0]))
+    assert bad_force.result == mb.RESULTS.nonfinite_state
+    assert int(bad_force.stats["num_steps"]) < 100  # it gives up once the steps reach rounding
+
+    late = jax.jit(lambda q0: mb.simulate(PENDULUM, q0, QD0, 1.0, throw=False,
+                                          tau=lambda t, q, qd: jnp.where(t > 0.5, jnp.nan, 0.0) * q))(Q0)
+    assert late.result == mb.RESULTS.nonfinite_state
+    np.testing.assert_allclose(float(late.t_end), 0.5, atol=1e-12)  # where it stopped
+    assert np.all(np.isfinite(np.asarray(late.q_end)))
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"simulate: the state \(q, qd\) or the applied forces became "
+                                                       "non-finite"):
+        jax.block_until_ready(eqx.filter_jit(lambda q0: mb.simulate(PENDULUM, q0, QD0, 1.0).q)(
+            jnp.array([np.nan, 0.0])))
+
+
+def test_singular_mass_matrix_is_a_result_not_a_million_steps():
+    model = _coupled()
+    assert float(jnp.linalg.det(mb.mass_matrix(model, Q0))) == pytest.approx(0.0, abs=1e-12)
+    sol = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 1.0, throw=False))(model)
+    assert sol.result == mb.RESULTS.singular_mass_matrix and not bool(sol.success)
+    assert int(sol.stats["num_steps"]) <= 1 and float(sol.t_end) == 0.0
+    with pytest.raises(eqx.EquinoxRuntimeError, match="simulate: the mass matrix is singular"):
+        jax.block_until_ready(mb.simulate(model, Q0, QD0, 1.0).q)
+
+
+def test_a_failing_member_of_a_batch_says_why():
+    """With throw=True a batch raises when one member fails, naming the cause; with
+    throw=False each member has its own result."""
+    q0s = jnp.array([[0.1, 0.0], [np.nan, 0.0], [0.2, 0.0]])
+    loose = eqx.filter_jit(jax.vmap(lambda q0: mb.simulate(PENDULUM, q0, QD0, 1.0, throw=False)))(q0s)
+    ok = np.asarray(loose.result == mb.RESULTS.successful)
+    assert ok.tolist() == [True, False, True]
+    assert np.asarray(loose.result == mb.RESULTS.nonfinite_state).tolist() == [False, True, False]
+    with pytest.raises(eqx.EquinoxRuntimeError, match="non-finite"):
+        jax.block_until_ready(eqx.filter_jit(jax.vmap(lambda q0: mb.simulate(PENDULUM, q0, QD0, 1.0).q))(q0s))
+
+
+def test_controller_state_is_a_pytree():
+    """A controller whose state is a pytree (here a dict of two arrays) integrates with the
+    mechanics, and its state is saved leaf by leaf."""
+
+    class Integrals(mb.control.AbstractController):
+        def init(self, q0, qd0):
+            return {"e": jnp.zeros(2, q0.dtype), "t": jnp.zeros((), q0.dtype)}
+
+        def torque(self, t, q, qd, z):
+            return -q - qd - z["e"]
+
+        def state_derivative(self, t, q, qd, z):
+            return {"e": q, "t": jnp.ones((), q.dtype)}
+
+    ts = jnp.linspace(0.0, 1.0, 3)
+    sol = jax.jit(lambda: mb.simulate(PENDULUM, Q0, QD0, 1.0, ts=ts, controller=Integrals(), rtol=1e-10,
+                                      atol=1e-10))()
+    assert sol.z["e"].shape == (3, 2) and sol.state.controller["t"].shape == (3,)
+    np.testing.assert_allclose(sol.z["t"], ts, atol=1e-9)  # the integral of 1
+
+
+def test_a_failing_member_of_a_batch_is_named():
+    q0s = jnp.array([[0.1, 0.0], [0.2, 0.0], [np.nan, 0.0], [0.3, 0.0]])
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"simulate \(batch member 2 along the vmapped axis, the first "
+                                                       r"that failed\): the state \(q, qd\)"):
+        jax.block_until_ready(eqx.filter_jit(jax.vmap(lambda q0: mb.simulate(PENDULUM, q0, QD0, 1.0).q))(q0s))
+    # Gradients pass through the check.
+    grad = jax.jit(jax.grad(lambda q0: mb.simulate(PENDULUM, q0, QD0, 0.1).q[-1, 0]))(Q0)
+    assert np.all(np.isfinite(np.asarray(grad)))
