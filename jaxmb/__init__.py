@@ -13,11 +13,11 @@ from . import control as control
 from . import io as io
 from . import models as models
 from . import seed as seed
-from ._constraints import implicit_joint_functions as implicit_joint_functions
-from ._constraints import ImplicitJointFunction as ImplicitJointFunction
-from ._constraints import LoopClosure as LoopClosure
-from ._constraints import LoopClosureError as LoopClosureError
-from ._constraints import LoopSolution as LoopSolution
+from ._loop_closure import implicit_joint_functions as implicit_joint_functions
+from ._loop_closure import ImplicitJointFunction as ImplicitJointFunction
+from ._loop_closure import LoopClosure as LoopClosure
+from ._loop_closure import LoopClosureError as LoopClosureError
+from ._loop_closure import LoopSolution as LoopSolution
 from ._dynamics import bias_forces as bias_forces
 from ._dynamics import forward_dynamics as forward_dynamics
 from ._dynamics import generalized_forces as generalized_forces
@@ -82,6 +82,7 @@ from ._muscles import WrapCylinder as WrapCylinder
 from ._muscles import WrapEllipsoid as WrapEllipsoid
 from ._muscles import WrapSphere as WrapSphere
 from ._muscles import WrapTorus as WrapTorus
+from ._results import RESULTS as RESULTS
 from ._simulate import simulate as simulate
 from ._simulate import Solution as Solution
 from ._simulate import stage_root_finder as stage_root_finder

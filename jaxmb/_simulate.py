@@ -20,7 +20,8 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ._typing import RealLike
 
-from ._constraints import RESULT_MESSAGES, SUCCESS, LoopClosureError, _closure_joints, _is_concrete
+from ._kinematics import _closure_joints
+from ._loop_closure import RESULT_MESSAGES, SUCCESS, LoopClosureError, _is_concrete
 from ._control import AbstractController
 from ._dynamics import Method, forward_dynamics
 from ._model import Model
