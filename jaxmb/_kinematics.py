@@ -135,10 +135,11 @@ def joint_rates(model: Model, q, qd, qdd=None):
     ``q'ᵀ H q'`` alone.
     """
     q, qd = jnp.asarray(q), jnp.asarray(qd, dtype=jnp.asarray(q).dtype)
-    f, fd, fdd = (jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
-    if qdd is not None:
-        fdd = fdd + jax.jvp(lambda x: joint_values(model, x), (q,), (qdd,))[1]
-    return f, fd, fdd
+    if qdd is None:
+        return tuple(jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
+    # J q'' from the same evaluation (one solve per loop), not from a second pass.
+    f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
+    return f, fd, fdd + jac @ jnp.asarray(qdd, dtype=q.dtype)
 
 
 def _joint_rates_and_gradients(model: Model, q, qd):
