@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
-from jaxmb.models import _closed as C
+from jaxmb.models._closed import ANDREWS_PARAMETERS, _andrews_guess  # the model's data and guess
 
 import closed_oracles as O
+
+C = mb.models  # the built-in mechanisms and the Test Set data
 
 REFERENCE_DIGITS = 9  # significant digits required at t = 0.03 (max relative error)
 EMBEDDED_RESIDUAL = 1e-10  # |g| along every embedded trajectory
@@ -94,7 +96,7 @@ def test_andrews_energy_balance(andrews_run):
 
 def test_spring_force_matches_hairer_wanner(andrews):
     """The spring's generalized force on gamma equals H&W's ff(3)."""
-    P = C.ANDREWS_PARAMETERS
+    P = ANDREWS_PARAMETERS
     tree = C.andrews_squeezer(embedded=False)
     y = jnp.asarray(C.ANDREWS_Y0) + 0.1
     ga = y[2]
@@ -233,7 +235,7 @@ def test_loop_rates_from_a_poor_guess_and_their_parameter_derivatives(andrews):
     solution, and its outputs differentiate in q and in the loop's parameters (forward
     and reverse mode) as the nested-jvp route through optimistix does."""
     c = andrews.joints[1].function.closure
-    poor = mb.LoopClosure(c.fn, c.q_ref, c.f_ref, c.params, guess=lambda q, p: C._andrews_guess(q, p) + 1e-2,
+    poor = mb.LoopClosure(c.fn, c.q_ref, c.f_ref, c.params, guess=lambda q, p: _andrews_guess(q, p) + 1e-2,
                           name="andrews, poor guess", throw=True)
     q, qd = jnp.asarray([0.7]), jnp.asarray([40.0])
 
