@@ -465,6 +465,13 @@ class LoopClosure(eqx.Module):
         d2g = jax.jvp(lambda x: jax.jvp(g, (x,), (zd,))[1], (z,), (zd,))[1]
         return f, jac, fd, -_ls.solve_factored(along_f, inverse, d2g)
 
+    def _velocity_at(self, f, q, qd):
+        """``f' = -(∂g/∂f)⁻¹ ∂g/∂q q'`` (m,) at a given `f`, near the solution at ``q``
+        (no solve): the rate of a warm start carried along a motion, for which the
+        solution's own rate (:meth:`rates`, a solve) is not needed."""
+        gf, gq = self.jacobians(f, q)
+        return -jnp.linalg.solve(gf, gq @ qd)
+
     def joint_outputs(self, method: str, *args):
         """What one solve of the loop gives every joint for the joint-function `method`
         (``"__call__"``, ``"gradient"``, ``"hessian"``, ``"rates"`` or
