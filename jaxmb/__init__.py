@@ -13,11 +13,11 @@ from . import control as control
 from . import io as io
 from . import models as models
 from . import seed as seed
-from ._constraints import implicit_joint_functions as implicit_joint_functions
-from ._constraints import ImplicitJointFunction as ImplicitJointFunction
-from ._constraints import LoopClosure as LoopClosure
-from ._constraints import LoopClosureError as LoopClosureError
-from ._constraints import LoopSolution as LoopSolution
+from ._loop_closure import implicit_joint_functions as implicit_joint_functions
+from ._loop_closure import ImplicitJointFunction as ImplicitJointFunction
+from ._loop_closure import LoopClosure as LoopClosure
+from ._loop_closure import LoopClosureError as LoopClosureError
+from ._loop_closure import LoopSolution as LoopSolution
 from ._dynamics import bias_forces as bias_forces
 from ._dynamics import forward_dynamics as forward_dynamics
 from ._dynamics import generalized_forces as generalized_forces

@@ -9,6 +9,7 @@ they equal the seed's ``D_i^T (r ⊗ q')`` (Eq. 44) and
 """
 
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -17,22 +18,77 @@ from jaxtyping import Array, Float
 
 from ._typing import RealLike
 
+from ._loop_closure import ImplicitJointFunction, LoopClosure, LoopClosureError
 from ._model import Model
 from ._spatial import own_buffer, small_matmul, small_matvec, vee
 
 
-def _per_joint(model: Model, method: str, *args) -> list:
-    """``[getattr(j.function, method)(*args) for j in model.joints]``, with the joint
-    functions that are :meth:`~jaxmb.AbstractJointFunction.vectorisable` and alike in
-    kind and shape (same type, static fields and parameter shapes) evaluated as one
-    function over their stacked parameters
-    (:meth:`~jaxmb.AbstractJointFunction._evaluate_alike`, ``jax.vmap`` by default).
+def _loop_closure_of(model: Model, members: Sequence[int]) -> LoopClosure:
+    """The closure that the joints `members` of one loop (``model.loops``) share.
 
-    Why: on CPU a right-hand side costs about one kernel launch per operation, not
-    per flop; the six fitted functions of a pre-modeled loop, or the coupled
-    translations of an OpenSim knee, then cost what one costs."""
+    The model holds one copy per joint (pytrees do not share); kinematics solves the
+    first joint's copy and hands every joint its share, so the copies must agree. They
+    do when built (one object); a copy edited since (``eqx.tree_at`` on one joint) is
+    an error when the values are at hand (eagerly). Under a trace they cannot be
+    compared without work at run time; edit every joint of a loop together."""
+    first = model.joints[members[0]].function.closure
+    leaves, treedef = jax.tree_util.tree_flatten(first)
+    for i in members[1:]:
+        other = model.joints[i].function.closure
+        if other is first:
+            continue
+        other_leaves, other_def = jax.tree_util.tree_flatten(other)
+        same = other_def == treedef and all(
+            a is b or (not isinstance(a, jax.core.Tracer) and not isinstance(b, jax.core.Tracer)
+                       and np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b)))
+            or (isinstance(a, jax.core.Tracer) and isinstance(b, jax.core.Tracer))
+            for a, b in zip(leaves, other_leaves))
+        if not same:
+            raise LoopClosureError(
+                f"Model {model.name!r}: joints {model.joints[members[0]].name!r} and {model.joints[i].name!r} "
+                f"hold different copies of loop {first.name!r} (one was edited alone); a loop is solved once "
+                "for all its joints, so edit every joint of the loop together (or rebuild the model).")
+    return first
+
+
+def _closure_joints(model: Model) -> list[tuple[LoopClosure, dict[int, int]]]:
+    """The loops of `model` (``model.loops``), each as its closure and ``{variable index:
+    joint index}`` for those of its dependent variables that are joints of the model."""
+    out = []
+    for members in model.loops:
+        members = [i for i in members if isinstance(model.joints[i].function, ImplicitJointFunction)]
+        if members:
+            out.append((_loop_closure_of(model, members),
+                        {model.joints[i].function.index: i for i in members}))
+    return out
+
+
+def _per_joint(model: Model, method: str, *args) -> list:
+    """``[getattr(j.function, method)(*args) for j in model.joints]``, with
+
+    - each loop of the model (``model.loops``) solved once for all its joints
+      (:meth:`~jaxmb.LoopClosure.joint_outputs`, then
+      :meth:`~jaxmb.ImplicitJointFunction.share`): compute once, pass on;
+    - the joint functions that are :meth:`~jaxmb.AbstractJointFunction.vectorisable`
+      and alike in kind and shape (same type, static fields and parameter shapes)
+      evaluated as one function over their stacked parameters
+      (:meth:`~jaxmb.AbstractJointFunction._evaluate_alike`, ``jax.vmap`` by default).
+
+    Why the second: on CPU a right-hand side costs about one kernel launch per
+    operation, not per flop; the six fitted functions of a pre-modeled loop, or the
+    coupled translations of an OpenSim knee, then cost what one costs."""
+    out: list = [None] * len(model.joints)
+    for members in model.loops:
+        members = [i for i in members if isinstance(model.joints[i].function, ImplicitJointFunction)]
+        if not members:
+            continue
+        outputs = _loop_closure_of(model, members).joint_outputs(method, *args)
+        for i in members:
+            out[i] = model.joints[i].function.share(method, outputs)
     groups: dict = {}
     for i, joint in enumerate(model.joints):
+        if out[i] is not None:
+            continue
         fn = joint.function
         if fn.vectorisable():
             leaves, treedef = jax.tree_util.tree_flatten(fn)
@@ -40,7 +96,6 @@ def _per_joint(model: Model, method: str, *args) -> list:
         else:
             key = i
         groups.setdefault(key, []).append(i)
-    out: list = [None] * len(model.joints)
     for members in groups.values():
         if len(members) == 1:
             out[members[0]] = getattr(model.joints[members[0]].function, method)(*args)
@@ -80,10 +135,11 @@ def joint_rates(model: Model, q, qd, qdd=None):
     ``q'ᵀ H q'`` alone.
     """
     q, qd = jnp.asarray(q), jnp.asarray(qd, dtype=jnp.asarray(q).dtype)
-    f, fd, fdd = (jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
-    if qdd is not None:
-        fdd = fdd + jax.jvp(lambda x: joint_values(model, x), (q,), (qdd,))[1]
-    return f, fd, fdd
+    if qdd is None:
+        return tuple(jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
+    # J q'' from the same evaluation (one solve per loop), not from a second pass.
+    f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
+    return f, fd, fdd + jac @ jnp.asarray(qdd, dtype=q.dtype)
 
 
 def _joint_rates_and_gradients(model: Model, q, qd):

@@ -25,6 +25,7 @@ from ._typing import RealLike
 
 from ._errors import ModelError
 from ._functions import AbstractJointFunction, Constant, Coordinate
+from ._loop_closure import ImplicitJointFunction
 from ._spatial import homogeneous, rotation_about_axis, small_matmul, small_matvec
 
 GROUND = "ground"
@@ -414,6 +415,11 @@ class Model(eqx.Module):
     - `q_default`, `q_lower`, `q_upper`: default value and range of each coordinate.
     - `muscles`: musculotendon paths (see the muscles module), may be empty.
 
+    ``loops`` (static, derived from the joints) lists, per loop closure, the joints
+    whose functions are its dependent variables (:class:`~jaxmb.ImplicitJointFunction`
+    s holding one and the same :class:`~jaxmb.LoopClosure`), so that kinematics
+    solves each loop once per state for all of them.
+
     Raises :class:`jaxmb.ModelError` for an unknown parent, a cycle, duplicate
     names, a body without a joint (or with two), a joint function reading a
     coordinate that does not exist, or an invalid body (see :class:`Body`).
@@ -431,6 +437,7 @@ class Model(eqx.Module):
     parents: tuple[int, ...] = eqx.field(static=True)
     order: tuple[int, ...] = eqx.field(static=True)
     name: str = eqx.field(static=True)
+    loops: tuple[tuple[int, ...], ...] = eqx.field(static=True)
 
     def __init__(self, bodies: Sequence[Body], joints: Sequence[Joint], coordinate_names: Sequence[str],
                  gravity: RealLike = (0.0, -9.81, 0.0), loads: Sequence[AbstractLoad] = (),
@@ -512,6 +519,7 @@ class Model(eqx.Module):
         self.q_lower = _f(jnp.full(nq, -jnp.inf) if q_lower is None else q_lower, (nq,))
         self.q_upper = _f(jnp.full(nq, jnp.inf) if q_upper is None else q_upper, (nq,))
         self.muscles = tuple(muscles)
+        self.loops = _loop_groups(self.joints)
 
     # -- static topology ---------------------------------------------------
     @property
@@ -559,6 +567,25 @@ class Model(eqx.Module):
 
     def children(self, i: int) -> tuple[int, ...]:
         return tuple(k for k, p in enumerate(self.parents) if p == i)
+
+
+def _loop_groups(joints: Sequence[Joint]) -> tuple[tuple[int, ...], ...]:
+    """The joints of each loop: those whose functions are ImplicitJointFunctions of the
+    very same LoopClosure object (identity, recorded now: jit and tree_at make copies),
+    in the order of the loop's dependent variables."""
+    groups: list[tuple[object, list[int]]] = []
+    for i, j in enumerate(joints):
+        fn = j.function
+        if isinstance(fn, ImplicitJointFunction):
+            for closure, members in groups:
+                if closure is fn.closure:
+                    members.append(i)
+                    break
+            else:
+                groups.append((fn.closure, [i]))
+    for _, members in groups:
+        members.sort(key=lambda i: joints[i].function.index)
+    return tuple(tuple(members) for _, members in groups)
 
 
 def _no_duplicates(kind: str, names: Sequence[str]):

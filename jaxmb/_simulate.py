@@ -19,7 +19,8 @@ import optimistix as optx
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from ._checks import coordinate_vector, finite_tolerance
-from ._constraints import NOT_CONVERGED, RESULT_MESSAGES, SINGULAR, SUCCESS, LoopClosureError, _closure_joints
+from ._kinematics import _closure_joints
+from ._loop_closure import RESULT_MESSAGES, SUCCESS, LoopClosureError
 from ._control import AbstractController
 from ._dynamics import Method
 from ._model import Model
@@ -180,6 +181,10 @@ class _LoopCheck(eqx.Module):
         return jnp.any(jnp.stack(list(self.codes(y).values())) != SUCCESS)
 
 
+_NOT_CONVERGED = int(RESULTS.loop_not_converged._value)
+_SINGULAR = int(RESULTS.loop_singular._value)
+
+
 def _loop_result(codes: dict):
     """The :class:`~jaxmb.RESULTS` item of the first loop in `codes` that failed
     (``successful`` if none)."""
@@ -188,8 +193,8 @@ def _loop_result(codes: dict):
         if isinstance(code, type(RESULTS.successful)):  # already a RESULTS item
             result = RESULTS.where(code == RESULTS.successful, result, code)
             continue
-        item = RESULTS.where(code == NOT_CONVERGED, RESULTS.loop_not_converged,
-                             RESULTS.where(code == SINGULAR, RESULTS.loop_singular, RESULTS.loop_wrong_branch))
+        item = RESULTS.where(code == _NOT_CONVERGED, RESULTS.loop_not_converged,
+                             RESULTS.where(code == _SINGULAR, RESULTS.loop_singular, RESULTS.loop_wrong_branch))
         result = RESULTS.where(code == SUCCESS, result, item)
     return result
 

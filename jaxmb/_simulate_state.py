@@ -22,7 +22,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, PyTree
 
-from ._constraints import _closure_joints
+from ._kinematics import _closure_joints
 from ._control import AbstractController
 from ._dynamics import forward_dynamics, mass_matrix
 from ._model import Model
@@ -150,8 +150,9 @@ class _VectorField(eqx.Module):
             tau = tau + self.controller.torque(t, y.q, y.qd, y.controller)
             dz = self.controller.state_derivative(t, y.q, y.qd, y.controller)
         qdd = forward_dynamics(model, y.q, y.qd, tau, method=self.method)
-        # The loops' rates: shared with forward_dynamics's solve of the same (q, q').
-        dw = tuple(jax.lax.stop_gradient(c.rates(y.q, y.qd)[2]) for c in closures)
+        # The carried loop variables' rates at the carried values: no second solve of
+        # the loop (forward_dynamics has solved it once, from the same start).
+        dw = tuple(jax.lax.stop_gradient(c._velocity_at(c.start, y.q, y.qd)) for c in closures)
         return self.layout.ravel(SimulationState(q=y.qd, qd=qdd, controller=dz, loops=dw if dw else None))
 
 

@@ -1,6 +1,6 @@
 """Loop closures: solve, branches, singularities, and the four derivative routes
-(implicit differentiation closed form, optimistix IFT autodiff, the seed's analytical
-projection method Eq. 100-120, computational molecule, pre-modeling)."""
+(implicit differentiation closed form, optimistix IFT autodiff, Ehsani's analytical
+projection method, Ehsani 2016, Eq. 100-120, computational molecule, pre-modeling)."""
 
 import equinox as eqx
 import jax
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
-from jaxmb._constraints import NOT_CONVERGED, SINGULAR, SUCCESS, WRONG_BRANCH
-from jaxmb.models._closed import FIVE_BAR_POINT, FOUR_BAR_POINT
+
+R = mb.RESULTS
+FIVE_BAR_POINT, FOUR_BAR_POINT = mb.models.FIVE_BAR_POINT, mb.models.FOUR_BAR_POINT
 
 # Named tolerances.
 ROUNDOFF = 1e-12  # two exact routes to the same derivative
@@ -31,7 +32,7 @@ def five(request):
 def test_five_bar_solution_and_branch(five):
     branch, model, closure = five
     sols = jax.jit(jax.vmap(closure.solve))(jnp.asarray(FIVE_BAR_QS))
-    assert np.all(np.asarray(sols.result) == SUCCESS)
+    assert np.all(np.asarray(sols.result == R.successful))
     assert np.all(np.asarray(sols.residual) < RESIDUAL_TOL)
     assert np.all(np.sign(np.sin(np.asarray(sols.f[:, 1]))) == branch)
     # joint_values follows the model's chain order (theta1..theta4).
@@ -47,7 +48,7 @@ def test_wrong_branch_is_flagged(five):
     q = jnp.asarray(FIVE_BAR_QS[0])
     f_other = other.solve(q).f
     s = closure.solve(q, f_other, throw=False)
-    assert int(s.result) == WRONG_BRANCH
+    assert s.result == R.loop_wrong_branch
     with pytest.raises(mb.LoopClosureError, match="another assembly branch"):
         closure.solve(q, f_other)
 
@@ -97,19 +98,38 @@ def test_without_branch_fn_the_sign_of_det_dg_df_keeps_the_branch():
     mirror = _slider_crank_assembly(q[0], mirror=True)
     assert float(jnp.abs(_slider_crank(mirror, q, loop.params)).max()) < 1e-15
     ours = loop.solve(q)
-    assert int(ours.result) == SUCCESS and float(ours.f[1]) > 0
-    assert int(loop.solve(q, mirror, throw=False).result) == WRONG_BRANCH
+    assert ours.result == R.successful and float(ours.f[1]) > 0
+    assert loop.solve(q, mirror, throw=False).result == R.loop_wrong_branch
     with pytest.raises(mb.LoopClosureError, match="slider_crank.*another assembly branch.*guess"):
         loop.solve(q, mirror)
     # A continuation of 8 fixed steps from q_ref = 0 lands on the mirror assembly at q = 7.25.
     coarse = _slider_crank_loop(continuation_step=None)
-    assert int(coarse.solve(jnp.array([7.25]), throw=False).result) == WRONG_BRANCH
+    assert coarse.solve(jnp.array([7.25]), throw=False).result == R.loop_wrong_branch
     with pytest.raises(mb.LoopClosureError, match="slider_crank.*another assembly branch.*continuation_step"):
         mb.joint_values(_engine(coarse), jnp.array([7.25]))
     # A singular reference (r = L, q = pi/2: the rod straight down, det dg/df = 0)
     # names no branch.
     with pytest.raises(mb.LoopClosureError, match="slider_crank.*reference assembly.*singular"):
         mb.LoopClosure(_slider_crank, [jnp.pi / 2], [-jnp.pi, 0.0], jnp.array([0.3, 0.3]), name="slider_crank")
+
+
+def _circle(f, q, p):
+    return jnp.stack([f[0] ** 2 + q[0] ** 2 - 1.0])
+
+
+def test_a_reference_far_from_any_assembly_is_an_error():
+    """A reference that Newton would carry to some other solution (here the upper
+    half circle from f_ref = 0.5, which may not be the assembly meant) is not moved
+    silently: the error names the loop, the residual and the fix; so is a guess whose
+    solve at q_ref reaches another assembly than the reference."""
+    with pytest.raises(mb.LoopClosureError, match=r"'circle'.*far from a solution.*max \|g\(f_ref, q_ref\)\| = "
+                                                  r"0\.75.*Give f_ref on the intended assembly"):
+        mb.LoopClosure(_circle, [0.0], [0.5], name="circle")
+    near = mb.LoopClosure(_circle, [0.0], [1.001], name="circle")  # within ref_tol: polished
+    np.testing.assert_allclose(near.f_ref, [1.0], atol=RESIDUAL_TOL)
+    with pytest.raises(mb.LoopClosureError, match=r"'circle'.*guess\(q_ref\).*different assemblies"):
+        mb.LoopClosure(_circle, [0.0], [-1.0], name="circle",
+                       guess=lambda q, p: jnp.sqrt(1.0 - q**2))
 
 
 def test_continuation_steps_grow_with_the_distance_from_q_ref():
@@ -178,7 +198,7 @@ def test_derivative_routes_agree(five, k):
     np.testing.assert_allclose(jax.hessian(closure)(q), hess, atol=ROUNDOFF)
     # the hand-written JVP rule used by the joint functions
     np.testing.assert_allclose(jax.hessian(closure.value)(q), hess, atol=ROUNDOFF)
-    # the seed's analytical projection method, Eq. 116-120
+    # Ehsani's analytical projection method (Ehsani 2016, Eq. 116-120)
     _, jp, hp = mb.constraints.projection_derivatives(closure, q)
     np.testing.assert_allclose(jp, jac, atol=ROUNDOFF)
     np.testing.assert_allclose(hp, hess, atol=ROUNDOFF)
@@ -219,7 +239,7 @@ def test_premodel_five_bar():
 def test_premodel_four_bar_spline_and_fourier():
     model = mb.models.four_bar(throw=False)
     closure = model.joints[0].function.closure
-    fit = mb.constraints.premodel(closure, [-2.0], [2.0], 0.02)  # the seed sweeps with 0.01
+    fit = mb.constraints.premodel(closure, [-2.0], [2.0], 0.02)  # Ehsani (2016) sweeps with 0.01
     assert np.all(np.asarray(fit.fit_error) < 3e-5)
     q = jnp.asarray([0.3])
     f, jac, hess = closure.derivatives(q)
@@ -259,13 +279,13 @@ def test_four_bar_range_and_continuation():
     closure = model.joints[0].function.closure
     qs = jnp.linspace(-2.0, 2.0, 21)[:, None]
     sols = jax.jit(jax.vmap(closure.solve))(qs)
-    assert np.all(np.asarray(sols.result) == SUCCESS)
+    assert np.all(np.asarray(sols.result == R.successful))
     assert np.all(np.asarray(sols.rcond) > 0.1)
     # continuity: the branch is followed (no jumps between neighbouring q)
     assert np.max(np.abs(np.diff(np.asarray(sols.f), axis=0))) < 0.2
     # beyond the range of motion: flagged, not NaN-silent
     out = closure.solve(jnp.asarray([3.3]), throw=False)
-    assert int(out.result) in (NOT_CONVERGED, SINGULAR)
+    assert out.result in (R.loop_not_converged, R.loop_singular)
 
 
 def test_loops_solve_in_float32():
@@ -276,7 +296,7 @@ def test_loops_solve_in_float32():
     closure32 = jax.tree.map(lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, closure)
     qs = jnp.linspace(-2.0, 2.0, 5)[:, None]
     sols = jax.jit(jax.vmap(lambda q: closure32.solve(q, throw=False)))(qs.astype(jnp.float32))
-    assert sols.f.dtype == jnp.float32 and np.all(np.asarray(sols.result) == SUCCESS)
+    assert sols.f.dtype == jnp.float32 and np.all(np.asarray(sols.result == R.successful))
     reference = jax.vmap(closure.solve)(qs).f
     np.testing.assert_allclose(sols.f, reference, rtol=0, atol=1e-5)
     f, _, _, converged = jax.jit(jax.vmap(closure32._factored_newton))(qs.astype(jnp.float32))
@@ -290,7 +310,7 @@ def test_singular_configuration_errors():
     q = jnp.asarray([0.0, np.pi])  # joint 3 at (0, 0), ground pivot at (3, 0): distance 3
     flagged = mb.models.five_bar(l3=1.5, l4=1.5, throw=False).joints[2].function.closure
     s = flagged.solve(q)
-    assert int(s.result) in (SINGULAR, NOT_CONVERGED)
+    assert s.result in (R.loop_singular, R.loop_not_converged)
     closure = mb.models.five_bar(l3=1.5, l4=1.5).joints[2].function.closure
     with pytest.raises(mb.LoopClosureError, match=r"five_bar.*q = \[0\. +3\.14159"):
         closure(q)
@@ -298,7 +318,7 @@ def test_singular_configuration_errors():
         jax.block_until_ready(eqx.filter_jit(lambda c, x: c.value(x))(closure, q))
     # a regular configuration of the same mechanism is fine
     ok = closure.solve(jnp.asarray([0.5, 0.3]), throw=False)
-    assert int(ok.result) == SUCCESS
+    assert ok.result == R.successful
 
 
 def test_checks_in_simulations_bound_the_condition_number_without_an_svd():
@@ -312,20 +332,20 @@ def test_checks_in_simulations_bound_the_condition_number_without_an_svd():
     sols = jax.vmap(four.solve)(qs)
     _, jac, inverse, _ = jax.vmap(four._factored_newton)(qs)
     estimate = 1.0 / (jnp.linalg.norm(jac, axis=(1, 2)) * jnp.linalg.norm(inverse, axis=(1, 2)))
-    regular = np.asarray(sols.result) == SUCCESS
+    regular = np.asarray(sols.result == R.successful)
     assert regular.sum() == 12 and float(sols.rcond[0]) < 1e-2  # q = -2.52: near the turning point
     rcond, estimate = np.asarray(sols.rcond)[regular], np.asarray(estimate)[regular]
     assert np.all(estimate <= rcond * (1 + 1e-9)) and np.all(estimate >= rcond / four.m), (estimate, rcond)
-    np.testing.assert_array_equal(jax.vmap(four._status)(qs), sols.result)
+    np.testing.assert_array_equal(jax.vmap(four._status)(qs), sols.result._value)
     # With a threshold among the estimates, the check flags exactly those below it.
     for threshold in np.sort(estimate)[[3, 8]]:
         strict = mb.LoopClosure(four.fn, four.q_ref, four.f_ref, four.params, name="four_bar", throw=False,
                                 rcond_min=float(threshold))
         codes = np.asarray(jax.vmap(strict._status)(qs))[regular]
-        np.testing.assert_array_equal(codes, np.where(estimate < threshold, SINGULAR, SUCCESS))
+        np.testing.assert_array_equal(codes, np.where(estimate < threshold, R.loop_singular._value, R.successful._value))
     stretched = mb.models.five_bar(l3=1.5, l4=1.5, throw=False).joints[2].function.closure
-    assert int(stretched._status(jnp.asarray([0.0, np.pi]))) in (SINGULAR, NOT_CONVERGED)
-    assert int(stretched._status(jnp.asarray([0.5, 0.3]))) == SUCCESS
+    assert int(stretched._status(jnp.asarray([0.0, np.pi]))) in (R.loop_singular._value, R.loop_not_converged._value)
+    assert int(stretched._status(jnp.asarray([0.5, 0.3]))) == R.successful._value
 
 
 def test_singular_configuration_in_a_batch_names_the_failing_q(capfd):
@@ -376,3 +396,47 @@ def test_params_are_differentiable_leaves():
     d = jax.grad(theta4)(3.0)
     fd = (theta4(3.0 + 1e-6) - theta4(3.0 - 1e-6)) / 2e-6
     assert abs(float(d - fd)) < 1e-7
+
+
+def test_kinematics_solves_each_loop_once_per_state(monkeypatch):
+    """The model records its loops (``model.loops``); kinematics solves each once per
+    state and hands every joint its share (no cache between calls, no global state),
+    and an implicit joint function called on its own still solves its loop."""
+    model = mb.models.five_bar()
+    assert model.loops == ((2, 3),)
+    calls = []
+    original = mb.LoopClosure.joint_outputs
+
+    def counting(self, method, *args):
+        calls.append(method)
+        return original(self, method, *args)
+
+    monkeypatch.setattr(mb.LoopClosure, "joint_outputs", counting)
+    q, qd = jnp.asarray([0.7, -0.4]), jnp.asarray([0.3, -0.2])
+    z = mb.joint_values(model, q)
+    jac = mb.joint_gradients(model, q)
+    hess = mb.joint_hessians(model, q)
+    f, fd, fdd = mb.joint_rates(model, q, qd)
+    assert calls == ["__call__", "gradient", "hessian", "rates"]
+    fn = model.joints[3].function
+    np.testing.assert_allclose(fn(q), z[3], atol=ROUNDOFF)
+    np.testing.assert_allclose(fn.gradient(q), jac[3], atol=ROUNDOFF)
+    np.testing.assert_allclose(fn.hessian(q), hess[3], atol=ROUNDOFF)
+    np.testing.assert_allclose(fn.rates(q, qd), (f[3], fd[3], fdd[3]), atol=ROUNDOFF)
+    # Under jit with the model as an argument, still one solve per evaluation.
+    calls.clear()
+    jax.jit(mb.joint_rates).lower(model, q, qd)
+    assert calls == ["rates"]
+
+
+def test_copies_of_a_loop_that_disagree_are_an_error():
+    """A loop is solved once for all its joints, so a copy edited in one joint alone
+    would be ignored: that is an error naming the joints, not a silent choice."""
+    model = mb.models.five_bar()
+    closure = model.joints[3].function.closure
+    edited = eqx.tree_at(lambda m: m.joints[3].function.closure.params, model, closure.params * 1.01)
+    with pytest.raises(mb.LoopClosureError, match=r"'theta3' and 'theta4' hold different copies of loop"):
+        mb.joint_values(edited, jnp.asarray([0.7, -0.4]))
+    both = eqx.tree_at(lambda m: (m.joints[2].function.closure.params, m.joints[3].function.closure.params),
+                       model, (closure.params * 1.01, closure.params * 1.01))
+    assert np.all(np.isfinite(np.asarray(mb.joint_values(both, jnp.asarray([0.7, -0.4])))))

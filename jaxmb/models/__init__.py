@@ -1,4 +1,6 @@
-"""Built-in models: the seeds' examples."""
+"""Built-in models: the examples of Watanabe and Duarte (double pendulum), Cesari et al.
+(2001) (three-link arm), Ehsani (2016) (four-bar, five-bar) and Hairer & Wanner
+(Andrews' squeezer)."""
 
 from ._classic import double_pendulum as double_pendulum
 from ._classic import double_pendulum_torques as double_pendulum_torques

@@ -1,4 +1,4 @@
-"""Closed-chain mechanisms of seed 001 (section 3-3 and 4-4): four-bar (Eq. 121),
+"""Closed-chain mechanisms of Ehsani (2016, sections 3-3 and 4-4): four-bar (Eq. 121),
 five-bar (Eq. 123) and Andrews' squeezer (Hairer & Wanner, Solving ODEs II, VII.7).
 
 Each is a jaxmb :class:`~jaxmb.Model` whose dependent joint variables are
@@ -14,10 +14,9 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._constraints import LoopClosure, implicit_joint_functions
+from .._loop_closure import LoopClosure, implicit_joint_functions
 from .._functions import Coordinate
 from .._model import Body, LinearSpring, Model, ModelBuilder, _f, revolute
 
@@ -94,15 +93,15 @@ def _five_bar_guess(branch):
 def five_bar(l0: float = 3.0, l1: float = 1.0, l2: float = 1.0, l3: float = 3.0, l4: float = 3.0,
              branch: int = 1, lp: float = 2.0, density: float = 1.0, g: float = 9.81,
              throw: bool = True) -> Model:
-    """Seed 001's five-bar linkage (Eq. 123, Table 2: l0 = 3, l1 = l2 = 1, l3 = l4 = 3, l_p = 2).
+    """Ehsani's (2016) five-bar linkage (Eq. 123, Table 2: l0 = 3, l1 = l2 = 1, l3 = l4 = 3, l_p = 2).
 
     Four links in the x-y plane pinned in a chain from the ground point O = (0, 0)
     and closing on the ground point (l0, 0). Joint variables are relative angles
     (θ1 absolute); ``q = (θ1, θ2)``; θ3, θ4 are implicit. `branch` = 1 is the
     assembly with sin θ4 > 0, -1 the one with sin θ4 < 0.
 
-    Links are uniform rods of `density` kg/m (the seed gives no masses), gravity
-    along -y. The point p of the seed's figures is on link 3 at distance `lp` from
+    Links are uniform rods of `density` kg/m (the paper gives no masses), gravity
+    along -y. The point p of Ehsani's figures is on link 3 at distance `lp` from
     joint 3 (body ``"link3"``, point ``(lp, 0, 0)``); see :data:`FIVE_BAR_POINT`.
     """
     if branch not in (1, -1):
@@ -138,7 +137,7 @@ FIVE_BAR_POINT = ("link3", (2.0, 0.0, 0.0))
 # ---------------------------------------------------------------------------
 
 FOUR_BAR_LENGTHS = dict(l0=5.0, l1=3.0, l2=5.0, l3=4.0, lcm2=0.5)
-"""Default four-bar lengths (the seed's Table 1 is missing from the text): a Grashof
+"""Default four-bar lengths (Ehsani's Table 1 is missing from the text): a Grashof
 crank-rocker in which the centre-of-mass height q of the coupler (body 2) moves
 monotonically on one assembly branch over q in [-2, 2]; see docs/closed_chains.md."""
 
@@ -155,18 +154,19 @@ def _four_bar_g(f, q, p):
 
 
 def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0, lcm2: float = 0.5,
-             f_ref: ArrayLike = (-0.13, 0.86, -2.75), density: float = 1.0, g: float = 9.81,
+             f_ref: ArrayLike = (-0.1483, 1.2386, -2.7307), density: float = 1.0, g: float = 9.81,
              throw: bool = True) -> Model:
-    """Seed 001's four-bar linkage (Eq. 121-122); ``q`` = centre-of-mass height of body 2.
+    """Ehsani's (2016) four-bar linkage (Eq. 121-122); ``q`` = centre-of-mass height of body 2.
 
     Links 1-3 in the x-y plane pinned in a chain from the ground point O = (0, 0)
     and closing on (l0, 0); joint variables θ1 (absolute), θ2, θ3 (relative) are all
     implicit functions of q. Body 2's centre of mass is at `lcm2` from joint 2.
-    `f_ref` is an approximate assembly at q = 0 that selects the branch (the default
-    is the elbow-up branch of the default lengths); the loop is solved by Newton's
+    `f_ref` is an approximate assembly at q = 0 (to within the loop's ``ref_tol``)
+    that selects the branch (the default is the elbow-up branch of the default
+    lengths, to four decimals); the loop is solved by Newton's
     method after a continuation from q = 0 (no closed-form guess).
     Uniform rods of `density` kg/m (body 2's centre of mass at `lcm2`), gravity -y.
-    The seed's point p is the joint between bodies 2 and 3 (:data:`FOUR_BAR_POINT`).
+    Ehsani's point p is the joint between bodies 2 and 3 (:data:`FOUR_BAR_POINT`).
     """
     params = jnp.asarray([l0, l1, l2, l3, lcm2], dtype=float)
     closure = LoopClosure(_four_bar_g, jnp.zeros(1), jnp.asarray(f_ref, dtype=float), params,
@@ -214,11 +214,6 @@ ANDREWS_REFERENCE_T003 = (0.1581077119629904e2, -0.1575637105984298e2, 0.4082224
                           -0.5347301163226948, 0.5244099658805304, 0.5347301163226948,
                           0.1048080741042263e1)
 """Test Set reference angles (β, Θ, γ, Φ, δ, Ω, ε) at t = 0.03 s."""
-
-ANDREWS_REFERENCE_VELOCITY_T003 = (0.1139920302151208e4, -0.1424379294994111e4, 0.1103291221937134e2,
-                                   0.1929337464421385e2, 0.5735699284790808, -0.1929337464421385e2,
-                                   0.3231791658026955)
-"""Test Set reference angular velocities at t = 0.03 s."""
 
 ANDREWS_ANGLES = ("beta", "Theta", "gamma", "Phi", "delta", "Omega", "epsilon")
 ANDREWS_POINT = ("K1", (0.007, 0.0, 0.0))
@@ -366,44 +361,3 @@ def andrews_angles(model: Model, q) -> Float[Array, "7"]:
     z = joint_values(model, q)
     idx = [model.joint_names.index(n) for n in ANDREWS_ANGLES]
     return z[jnp.asarray(idx)]
-
-
-def andrews_mass_matrix_hw(y) -> Float[Array, "7 7"]:
-    """Hairer & Wanner's closed-form 7x7 mass matrix M(y) (an independent oracle)."""
-    P = ANDREWS_PARAMETERS
-    m1, m2, m3, m4, m5, m6, m7 = (P[f"m{k}"] for k in range(1, 8))
-    i1, i2, i3, i4, i5, i6, i7 = (P[f"i{k}"] for k in range(1, 8))
-    rr, ra, da, sa, sb, e, ea, zt = P["rr"], P["ra"], P["da"], P["sa"], P["sb"], P["e"], P["ea"], P["zt"]
-    ta, tb, zf, fa, u, ua, ub = P["ta"], P["tb"], P["zf"], P["fa"], P["u"], P["ua"], P["ub"]
-    cth, sph, som = jnp.cos(y[1]), jnp.sin(y[3]), jnp.sin(y[5])
-    m = jnp.zeros((7, 7), dtype=jnp.asarray(y).dtype)
-    m = m.at[0, 0].set(m1 * ra**2 + m2 * (rr**2 - 2 * da * rr * cth + da**2) + i1 + i2)
-    m = m.at[1, 0].set(m2 * (da**2 - da * rr * cth) + i2)
-    m = m.at[1, 1].set(m2 * da**2 + i2)
-    m = m.at[2, 2].set(m3 * (sa**2 + sb**2) + i3)
-    m = m.at[3, 3].set(m4 * (e - ea) ** 2 + i4)
-    m = m.at[4, 3].set(m4 * ((e - ea) ** 2 + zt * (e - ea) * sph) + i4)
-    m = m.at[4, 4].set(m4 * (zt**2 + 2 * zt * (e - ea) * sph + (e - ea) ** 2) + m5 * (ta**2 + tb**2) + i4 + i5)
-    m = m.at[5, 5].set(m6 * (zf - fa) ** 2 + i6)
-    m = m.at[6, 5].set(m6 * ((zf - fa) ** 2 - u * (zf - fa) * som) + i6)
-    m = m.at[6, 6].set(m6 * ((zf - fa) ** 2 - 2 * u * (zf - fa) * som + u**2) + m7 * (ua**2 + ub**2) + i6 + i7)
-    return jnp.tril(m) + jnp.tril(m, -1).T
-
-
-def andrews_energy(model: Model, q, qd, q0) -> Float[Array, ""]:
-    """``T + V_spring - mom (β - β0)``: constant along an exact trajectory."""
-    from .._dynamics import kinetic_energy
-
-    spring = [ld for ld in model.loads if isinstance(ld, LinearSpring)][0]
-    beta = andrews_angles(model, q)[0] if model.nq == 7 else q[0]
-    beta0 = q0[0]
-    return kinetic_energy(model, q, qd) + spring.potential_energy(model, q) - ANDREWS_PARAMETERS["mom"] * (beta - beta0)
-
-
-def point_p(model: Model):
-    """(body, point) of the seed's point p for the built-in mechanisms."""
-    return {"five_bar": FIVE_BAR_POINT, "four_bar": FOUR_BAR_POINT,
-            "andrews_squeezer": ANDREWS_POINT}[model.name]
-
-
-_ = np  # numpy kept for users of this module's constants

@@ -1,6 +1,6 @@
 """The traditional baseline: a closed-chain model as an index-1 DAE in all its joint variables.
 
-The model's open tree (every joint variable z a coordinate, :func:`jaxmb.open_tree`)
+The model's open tree (every joint variable z a coordinate, :func:`jaxmb.constraints.open_tree`)
 with the loop-closure equations ``Φ(z) = 0`` enforced by Lagrange multipliers:
 
     [ M(z)  Φ_zᵀ ] [ z̈ ]   [ Q(z) - bias(z, ż)                       ]
@@ -9,7 +9,8 @@ with the loop-closure equations ``Φ(z) = 0`` enforced by Lagrange multipliers:
 (index 1 by differentiating the constraints twice, Baumgarte stabilisation with
 parameters α, β; α = β = 0 is the plain index-1 system, which drifts). Integrated
 with diffrax (:func:`simulate_dae`) or, through :func:`dae_rhs_numpy`, with scipy.
-The embedded ODE of :mod:`jaxmb.constraints` needs none of this and does not drift.
+The embedded ODE (Ehsani 2016: the loops as joint functions of q) needs none of this and
+does not drift.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._constraints import ImplicitJointFunction, LoopClosureError, _closures, open_tree
-from ._dynamics import _mass_matrix_and_forces, bias_forces, mass_matrix
-from ._functions import Coordinate
-from ._model import Model
-from ._simulate import _solver_by_name, _TracedOnce
+from .._dynamics import _mass_matrix_and_forces, bias_forces, forward_dynamics, generalized_forces, mass_matrix
+from .._functions import Coordinate
+from .._loop_closure import ImplicitJointFunction, LoopClosureError
+from .._model import Model
+from .._simulate import _solver_by_name, _TracedOnce
+from ._model_loops import _closures
+from ._traditional import open_tree
 
 
 def loop_constraints(model: Model) -> Callable[[Array], Array]:
@@ -142,20 +145,17 @@ def dae_rhs_numpy(model: Model, forces: Callable | None = None, alpha: float = 0
 
 def ode_rhs_numpy(model: Model, tau: Callable | None = None):
     """``rhs(t, y)`` and ``jac(t, y)`` for scipy of the embedded (minimal) ODE,
-    ``y = (q, q')``; `tau(t, q, q')` adds generalized forces (default: the model's
-    loads through :func:`jaxmb.models.closed_chain_forces` on a load-free copy)."""
+    ``y = (q, q')``; `tau(t, q, q')` gives the generalized forces (default: the model's
+    loads, :func:`jaxmb.generalized_forces`, applied to a load-free copy)."""
     import numpy as np
 
-    from ._dynamics import forward_dynamics
-    from .models._closed import closed_chain_forces, without_loads
-
-    bare = without_loads(model)
+    bare = eqx.tree_at(lambda m: m.loads, model, ())
     nq = model.nq
 
     @jax.jit
     def f(y):
         q, qd = y[:nq], y[nq:]
-        t = closed_chain_forces(model, q) if tau is None else tau(0.0, q, qd)
+        t = generalized_forces(model, q) if tau is None else tau(0.0, q, qd)
         return jnp.concatenate([qd, forward_dynamics(bare, q, qd, t)])
 
     jac = jax.jit(jax.jacfwd(f))

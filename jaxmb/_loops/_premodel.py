@@ -1,0 +1,233 @@
+"""Pre-modeling a loop (Ehsani 2016): sweep the coordinates, solve, fit explicit functions.
+
+:func:`premodel` solves a :class:`~jaxmb.LoopClosure` on a grid of ``q`` and fits
+smooth joint functions of ``q`` (natural cubic spline, Fourier series, quintic
+Hermite spline; a tensor-product spline for two coordinates); :func:`premodeled`
+replaces every loop of a model by such fits, so that no loop is solved during a
+simulation.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from .._functions import AbstractJointFunction, CubicSpline, FourierSeries, QuinticSpline, _as_float_array
+from .._loop_closure import LoopClosure, LoopClosureError
+from .._model import Model
+from ._model_loops import _closures
+
+
+class TensorSpline(AbstractJointFunction):
+    """Tensor-product natural cubic spline of two coordinates, ``f(q) = s(q[i0], q[i1])``.
+
+    Interpolates ``values[a, b]`` at ``(x0[a], x1[b])``: a natural spline in ``q[i0]``
+    through each column, evaluated at ``q[i0]``, then a natural spline in ``q[i1]``
+    through those values (so the second fit happens at every evaluation; it is a
+    dense solve of size len(x1)). Pre-modeling for two coordinates.
+    """
+
+    indices: tuple[int, int] = eqx.field(static=True)
+    columns: CubicSpline  # batched over the x1 grid (vmapped fits)
+    x1: Float[Array, " n1"]
+
+    def __init__(self, indices, x0, x1, values):
+        self.indices = (int(indices[0]), int(indices[1]))
+        x0, x1, values = _as_float_array(x0), _as_float_array(x1), _as_float_array(values)
+        self.columns = eqx.filter_jit(eqx.filter_vmap(natural_spline_fit, in_axes=(None, None, 1)))(0, x0, values)
+        self.x1 = x1
+
+    def coordinate_indices(self):
+        return self.indices
+
+    def __call__(self, q):
+        a = jnp.reshape(q[self.indices[0]], (1,))
+        along = eqx.filter_vmap(lambda s: s(a))(self.columns)  # (n1,)
+        return natural_spline_fit(0, self.x1, along)(jnp.reshape(q[self.indices[1]], (1,)))
+
+
+def natural_spline_fit(index: int, x: Array, y: Array) -> CubicSpline:
+    """Natural cubic spline through ``(x, y)``: ``CubicSpline.fit(index, x, y, "natural")``
+    (traceable, so it can be vmapped over columns of samples)."""
+    return CubicSpline.fit(index, x, y, "natural")
+
+
+class PremodelResult(eqx.Module):
+    """Pre-modeled joint functions and their fit error.
+
+    - `functions`: one joint function per dependent variable (CubicSpline,
+      FourierSeries, QuinticSpline or TensorSpline).
+    - `grid`: the swept coordinate values; `values`: the solved variables there.
+    - `fit_error`: max |fit - solve| between grid points (m,): at the midpoints, and
+      for one coordinate at the quarter points too.
+    - `derivative_error`: one coordinate only (else None): max |fit - loop| of the
+      first and second derivatives at those points (m, 2), the loop's from
+      :meth:`LoopClosure.derivatives` (what velocities and accelerations inherit).
+    """
+
+    functions: tuple
+    grid: Any
+    values: Array
+    fit_error: Array
+    derivative_error: Array | None = None
+
+
+def _secular_slopes(x: np.ndarray, values) -> np.ndarray:
+    """Per variable, the slope of its secular term over one period ``[x_0, x_n]``: a
+    revolving variable (one that gains whole turns per period, e.g. a relative angle to
+    a crank) gets ``2π·turns/period``, and its periodic rest is fitted; the others 0
+    (up to their solve error)."""
+    v = np.asarray(values)
+    return 2 * np.pi * np.round((v[-1] - v[0]) / (2 * np.pi)) / (x[-1] - x[0])
+
+
+@eqx.filter_jit
+def _sweep(closure: LoopClosure, points):
+    """Solve along a path of points, warm-starting each solve from the previous (a
+    module-level jit: one compilation per loop and shape)."""
+    def body(f, qk):
+        s = closure.solve(qk, f)
+        return s.f, s.f
+    f_start = closure.solve(points[0]).f
+    return jax.lax.scan(body, f_start, points)[1]
+
+
+@eqx.filter_jit
+def _derivatives_along(closure: LoopClosure, q, f):
+    """:meth:`LoopClosure.derivatives` at many points (a module-level jit: one
+    compilation per loop and shape, not one per :func:`premodel` call)."""
+    return jax.vmap(closure.derivatives)(q, f)
+
+
+@eqx.filter_jit
+def _fit_rates_along(functions, q):
+    """``(f, df/dq, d²f/dq²)`` of each one-coordinate fit at many points (points, m, 3)."""
+    return jnp.stack([jax.vmap(lambda p, fn=fn: jnp.stack(fn.rates(p, jnp.ones_like(p))))(q)
+                      for fn in functions], axis=1)
+
+
+def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: float | Sequence[float],
+             kind: str = "spline", order: int = 8, omega: float | None = None,
+             periodic: bool = False) -> PremodelResult:
+    """Ehsani's pre-modeling approach (Ehsani 2016): sweep ``q`` over ``[lower, upper]`` with a fixed
+    `step`, solve the loop at every point (warm-started from the previous one, so the
+    sweep follows one branch), and fit explicit smooth functions.
+
+    - nq = 1: ``kind="spline"`` (natural :class:`~jaxmb.CubicSpline`),
+      ``kind="fourier"`` (:class:`~jaxmb.FourierSeries` of `order` with fundamental
+      `omega`, default ``2π/(upper - lower)``) or ``kind="quintic"``
+      (:class:`~jaxmb.QuinticSpline` through the solved values and their exact first
+      and second derivatives, :meth:`LoopClosure.derivatives`; C², and the cheapest
+      to evaluate). ``periodic=True`` makes the quintic repeat ``[lower, upper]``
+      (one revolution of a crank), with a secular term for a variable that gains
+      whole turns over it, as the Fourier fit does.
+    - nq = 2: :class:`TensorSpline` on the grid.
+
+    The fit error is measured against fresh solves at the midpoints of the grid (nq =
+    1: and at the quarter points, with the derivatives' errors against
+    :meth:`LoopClosure.derivatives` in `derivative_error`).
+    """
+    lower = np.atleast_1d(np.asarray(lower, dtype=float))
+    upper = np.atleast_1d(np.asarray(upper, dtype=float))
+    steps = np.broadcast_to(np.atleast_1d(np.asarray(step, dtype=float)), lower.shape)
+    nq = closure.nq
+    if lower.shape != (nq,) or upper.shape != (nq,):
+        raise LoopClosureError(f"premodel: lower/upper must have {nq} entries.")
+    if periodic and kind != "quintic":
+        raise LoopClosureError(f"premodel: periodic=True applies to kind='quintic' (a Fourier fit is periodic "
+                               f"by construction, a natural spline cannot be), got kind={kind!r}.")
+    axes = [np.linspace(lo, hi, int(round((hi - lo) / s)) + 1) for lo, hi, s in zip(lower, upper, steps)]
+
+    def sweep(points):
+        return _sweep(closure, jnp.asarray(points))
+
+    if nq == 1:
+        x = axes[0]
+        values = sweep(x[:, None])
+        if kind == "spline":
+            # jit the fits (the dense spline system is assembled element by element).
+            batched = eqx.filter_jit(eqx.filter_vmap(natural_spline_fit, in_axes=(None, None, 1)))(
+                0, jnp.asarray(x), values)
+            fns = tuple(jax.tree.map(lambda leaf, k=k: leaf[k], batched) for k in range(closure.m))
+        elif kind == "fourier":
+            w = 2 * np.pi / (upper[0] - lower[0]) if omega is None else omega
+            slopes = _secular_slopes(x, values) if omega is None else np.zeros(closure.m)
+            fns = tuple(FourierSeries.fit(0, x, values[:, k], order, w, slopes[k]) for k in range(closure.m))
+        elif kind == "quintic":
+            slopes = _secular_slopes(x, values) if periodic else np.zeros(closure.m)
+            _, d1, d2 = _derivatives_along(closure, jnp.asarray(x)[:, None], values)
+            fns = tuple(QuinticSpline.fit(0, x, values[:, k], d1[:, k, 0], d2[:, k, 0, 0], periodic=periodic,
+                                          slope=slopes[k])
+                        for k in range(closure.m))
+        else:
+            raise LoopClosureError(f"premodel: kind must be 'spline', 'fourier' or 'quintic', got {kind!r}.")
+        # The midpoints, and the quarter points: a Hermite fit's slope error vanishes at
+        # the midpoints by symmetry, so they alone would understate it.
+        # In increasing order, so that the warm-started sweep stays on the branch.
+        mid = (x[:-1, None] + np.asarray([0.25, 0.5, 0.75]) * (x[1:] - x[:-1])[:, None]).ravel()
+        f_mid = sweep(mid[:, None])
+        fit = _fit_rates_along(fns, jnp.asarray(mid)[:, None])  # (points, m, 3): f, df/dq, d²f/dq²
+        loop = _derivatives_along(closure, jnp.asarray(mid)[:, None], f_mid)
+        err = jnp.max(jnp.abs(fit[:, :, 0] - f_mid), axis=0)
+        derivative_error = jnp.stack([jnp.max(jnp.abs(fit[:, :, 1] - loop[1][:, :, 0]), axis=0),
+                                      jnp.max(jnp.abs(fit[:, :, 2] - loop[2][:, :, 0, 0]), axis=0)], axis=1)
+        return PremodelResult(functions=fns, grid=x, values=values, fit_error=err,
+                              derivative_error=derivative_error)
+    if nq == 2:
+        if kind != "spline":
+            raise LoopClosureError("premodel: two coordinates support kind='spline' only.")
+        x0, x1 = axes
+        # Boustrophedon sweep keeps consecutive points adjacent (one branch).
+        pts = []
+        for b, v in enumerate(x1):
+            row = x0 if b % 2 == 0 else x0[::-1]
+            pts.extend((u, v) for u in row)
+        vals = np.asarray(sweep(np.asarray(pts)))
+        values = np.empty((len(x0), len(x1), closure.m))
+        n = 0
+        for b in range(len(x1)):
+            idx = range(len(x0)) if b % 2 == 0 else range(len(x0) - 1, -1, -1)
+            for a in idx:
+                values[a, b] = vals[n]
+                n += 1
+        fns = tuple(TensorSpline((0, 1), x0, x1, values[:, :, k]) for k in range(closure.m))
+        m0, m1 = 0.5 * (x0[1:] + x0[:-1]), 0.5 * (x1[1:] + x1[:-1])
+        mid = np.stack(np.meshgrid(m0, m1, indexing="ij"), -1).reshape(-1, 2)
+        # Midpoints of the cells, solved warm-started from the nearest grid node.
+        near = jnp.asarray(values[:-1, :-1].reshape(-1, closure.m))
+        f_mid = jax.jit(jax.vmap(lambda qq, f0: closure.solve(qq, f0).f))(jnp.asarray(mid), near)
+        fit = eqx.filter_jit(lambda fs, pts: jnp.stack([jax.vmap(fn)(pts) for fn in fs], axis=1))(
+            fns, jnp.asarray(mid))
+        err = jnp.max(jnp.abs(fit - f_mid), axis=0)
+        return PremodelResult(functions=fns, grid=(x0, x1), values=jnp.asarray(values), fit_error=err)
+    raise LoopClosureError(f"premodel supports one or two coordinates, the loop has {nq}.")
+
+
+def premodeled(model: Model, lower: ArrayLike, upper: ArrayLike, step: float | Sequence[float],
+               kind: str = "spline", order: int = 8, omega: float | None = None,
+               periodic: bool = False) -> tuple[Model, Array]:
+    """`model` with the implicit joint functions of every loop replaced by pre-modeled
+    fits (:func:`premodel` over ``[lower, upper]``), and the fit errors (n_joints,)
+    (0 for joints that were not implicit).
+
+    The pre-modeled model is an ordinary tree with explicit joint functions: no
+    loop is solved during simulation (whether that is faster depends on the fit:
+    a Fourier series costs 2K sines and cosines per function and state, a quintic
+    spline a gather and three short polynomials).
+    For a crank that turns fully (Andrews' squeezer) ``kind="fourier"`` over one
+    revolution is exact to round-off at a modest order, and ``kind="quintic",
+    periodic=True`` close to it (see docs/closed_chains.md).
+    """
+    fit_error = np.zeros(len(model.joints))
+    joints = list(model.joints)
+    for closure, idx in _closures(model):
+        res = premodel(closure, lower, upper, step, kind=kind, order=order, omega=omega, periodic=periodic)
+        for k, i in enumerate(idx):
+            joints[i] = eqx.tree_at(lambda j: j.function, joints[i], res.functions[k])
+            fit_error[i] = float(res.fit_error[k])
+    out = eqx.tree_at(lambda m: m.joints, model, tuple(joints))
+    return out, jnp.asarray(fit_error)
