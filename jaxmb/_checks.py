@@ -5,6 +5,7 @@ and cost nothing in the compiled program. Each failure names the function, the
 argument, what was expected and what was received.
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
@@ -65,3 +66,8 @@ def finite_tolerance(value, caller: str, name: str, dtype) -> float:
             f"(machine epsilon {eps:.1e}).{hint} use {name} >= {10.0 * eps:.0e}."
         )
     return v
+
+
+def _is_concrete(tree) -> bool:
+    """Whether `tree` holds no tracer (called eagerly, not under jit, vmap or grad)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))

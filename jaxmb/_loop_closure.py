@@ -33,6 +33,7 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from . import _loop_solve as _ls
+from ._checks import _is_concrete
 from ._functions import AbstractJointFunction, _as_float_array
 from ._results import RESULTS
 
@@ -51,11 +52,6 @@ _HINTS = {int(RESULTS.loop_wrong_branch._value): " (LoopClosure arguments: guess
 
 class LoopClosureError(ValueError):
     """A loop closure could not be built or solved at the requested ``q`` (see the message)."""
-
-
-def _is_concrete(tree) -> bool:
-    """Whether `tree` holds no tracer (called eagerly, not under jit, vmap or grad)."""
-    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
 
 
 class LoopSolution(eqx.Module):

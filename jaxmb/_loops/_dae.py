@@ -27,7 +27,7 @@ from .._dynamics import _mass_matrix_and_forces, bias_forces, forward_dynamics, 
 from .._functions import Coordinate
 from .._loop_closure import ImplicitJointFunction, LoopClosureError
 from .._model import Model
-from .._simulate import _solver_by_name, _TracedOnce
+from .._solvers import _solver_by_name, _TracedOnce
 from ._model_loops import _closures
 from ._traditional import open_tree
 
