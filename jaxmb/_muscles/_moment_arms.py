@@ -241,6 +241,17 @@ def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form
     points along the gradient of the span length (the tangent lines, when the
     wrap's tangent points are exact) and loads the wrap object's body with the
     reactions. `method="autodiff"` is ``-jax.jacfwd(muscle_lengths)``.
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates (rad or m).
+    - `method`: `"closed_form"` or `"autodiff"`.
+
+    **Returns:**
+
+    `(nq, n_muscles)` moment arms (m for a rotational coordinate, dimensionless for
+    a translational one), so that the generalized force of tensions `F` is `R @ F`.
     """
     q = jnp.asarray(q)
     if method == "autodiff":
@@ -256,7 +267,12 @@ def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
                                    ) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
     """``(L(q), R(q))``: :func:`muscle_lengths` and the closed-form :func:`moment_arms`
     from one resolution of the paths (the wrap iterations run once, not twice), for
-    callers that need both, e.g. muscle forces and their joint moments ``R F``."""
+    callers that need both, e.g. muscle forces and their joint moments ``R F``.
+
+    **Returns:**
+
+    `((n_muscles,) lengths (m), (nq, n_muscles) moment arms)`.
+    """
     q = jnp.asarray(q)
     if not model.muscles:
         return jnp.zeros(0, q.dtype), jnp.zeros((model.nq, 0), q.dtype)
@@ -264,7 +280,12 @@ def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
 
 
 def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
-    """``dR/dq`` by autodiff of the autodiff moment arms, shape (nq, n_muscles, nq)."""
+    """``dR/dq = -d²L/dq²`` by autodiff of the autodiff moment arms.
+
+    **Returns:**
+
+    `(nq, n_muscles, nq)`: entry `[i, k, j]` is ``dR_ik/dq_j``.
+    """
     q = jnp.asarray(q)
     return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
 
@@ -272,8 +293,17 @@ def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
 def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, method: str = "closed_form"):
     """Moment arms about one coordinate while it sweeps its range (others at `q0`).
 
-    Returns ``(values (n,), moment arms (n, n_muscles))``; the moment arm is the
-    row of R for that coordinate. An unbounded range sweeps ±π.
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `coordinate_name`: the coordinate that sweeps its range (an unbounded range sweeps ±π).
+    - `n`: number of values.
+    - `q0`: `(nq,)` the other coordinates (default `model.q_default`).
+    - `method`: as for :func:`moment_arms`.
+
+    **Returns:**
+
+    `(values (n,), moment arms (n, n_muscles))`: the row of R for that coordinate.
     """
     k = model.coordinate_index(coordinate_name)
     lo, hi = float(model.q_lower[k]), float(model.q_upper[k])

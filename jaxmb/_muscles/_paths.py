@@ -194,13 +194,34 @@ def _lengths(model: Model, q, poses):
 
 
 def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_muscles"]:
-    """Musculotendon path lengths ``L(q)`` (m), in the order of ``model.muscle_names``."""
+    """Musculotendon path lengths ``L(q)``: the sum of the straight segments between the
+    active path points and the wrap tangent points, plus the lengths on the wrap surfaces.
+
+    **Arguments:**
+
+    - `model`: a model with muscles (e.g. from `jaxmb.load_osim`).
+    - `q`: `(nq,)` independent coordinates (rad or m).
+
+    **Returns:**
+
+    `(n_muscles,)` lengths (m), in the order of `model.muscle_names`.
+    """
     q = jnp.asarray(q)
     return _lengths(model, q, body_transforms(model, q))
 
 
 def muscle_lengthening_speeds(model: Model, q, qd) -> Float[Array, " n_muscles"]:
-    """``dL/dt = (dL/dq) q' = -Rᵀ q'`` (m/s)."""
+    """Musculotendon lengthening speeds ``dL/dt = (dL/dq) q' = -Rᵀ q'``.
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`, `qd`: `(nq,)` coordinates and their time derivatives (rad, m; rad/s, m/s).
+
+    **Returns:**
+
+    `(n_muscles,)` speeds (m/s), positive when the muscle lengthens.
+    """
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     return jax.jvp(lambda x: muscle_lengths(model, x), (q,), (qd,))[1]
 
@@ -216,9 +237,18 @@ class PathEvents(eqx.Module):
 def path_events(model: Model, q) -> PathEvents:
     """Which conditional points are active and which wraps are engaged at ``q``.
 
-    The path length is continuous but its derivative (and, where a conditional
-    point switches, the length itself) jumps where any of these change; compare
-    two states by :func:`path_event_signature`.
+    The derivative of the path length (and, where a conditional point switches, the
+    length itself) jumps where any of these change; compare two states by
+    :func:`path_event_signature`.
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates.
+
+    **Returns:**
+
+    A :class:`PathEvents`, one entry per muscle.
     """
     q = jnp.asarray(q)
     if not model.muscles:
@@ -231,14 +261,32 @@ def path_events(model: Model, q) -> PathEvents:
 
 
 def path_event_signature(model: Model, q) -> Bool[Array, " n_events"]:
-    """All of :func:`path_events` flattened to one bool vector (for comparing states)."""
+    """All of :func:`path_events` flattened to one bool vector (for comparing states).
+
+    **Returns:**
+
+    `(n_events,)` bools: every muscle's path points (True unless a conditional point
+    is out of its range), then every muscle's wraps (True where engaged).
+    """
     ev = path_events(model, q)
     parts = list(ev.conditional_active) + list(ev.wrap_engaged)
     return jnp.concatenate([jnp.ravel(p) for p in parts]) if parts else jnp.zeros(0, bool)
 
 
 def muscle_path_points(model: Model, q, muscle: str | int):
-    """Ground positions (n, 3) of the active path, with wrap tangent points, in path order."""
+    """The path of one muscle at `q`, as OpenSim draws it.
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates.
+    - `muscle`: its name or index in `model.muscle_names`.
+
+    **Returns:**
+
+    `(n, 3)` ground positions (m) of the active path points and the wrap tangent
+    points, in path order.
+    """
     q = jnp.asarray(q)
     k = model.muscle_names.index(muscle) if isinstance(muscle, str) else int(muscle)
     lay = layout(model)

@@ -61,7 +61,7 @@ def _torus_closest_u(p1, p2, outer):
 
 
 def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False):
-    """OpenSim's WrapTorus::wrapLine (see above); `single` as for cylinder_wrap."""
+    """OpenSim's WrapTorus::wrapLine (the module docstring); `single`, `skip` as for :func:`cylinder_wrap`."""
     # From both ends in one batched Levenberg-Marquardt solve (two loops compile to
     # twice the program).
     u1, u2 = jax.vmap(_torus_closest_u, in_axes=(0, 0, None))(jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)
