@@ -18,6 +18,7 @@ from jaxmb._muscles._cylinder import _cyl_multi_adjust, _cyl_multi_slide, _cyl_s
 from jaxmb._muscles._ellipsoid import _ellipsoid_closest, _ellipsoid_wrap
 from jaxmb._muscles._layout import layout
 from jaxmb._muscles._lm import lmdif_1d
+from jaxmb._muscles._path_points import ClampedCoordinate
 from jaxmb._muscles._paths import resolve_all
 from jaxmb._muscles._torus import _torus_resid, _torus_resid_fn
 from jaxmb._safe import norm
@@ -214,6 +215,13 @@ def test_bad_path_points_and_wraps_are_refused_at_construction(case):
     lengths and semi-axes, and unknown PathWrap methods: a ModelError naming the object."""
     with pytest.raises(mb.ModelError, match="'bad'"):
         BAD_OBJECTS[case]()
+
+
+@pytest.mark.parametrize("bounds", [(1.0, -1.0), (np.nan, 1.0)])
+def test_clamped_coordinate_needs_an_interval(bounds):
+    with pytest.raises(mb.ModelError, match="ClampedCoordinate"):
+        ClampedCoordinate(mb.Coordinate(0), *bounds)
+    ClampedCoordinate(mb.Coordinate(0), -np.inf, np.inf)
 
 
 def test_osim_path_point_with_nan_location_does_not_load(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 from .._errors import ModelError
 
 
-def _concrete(x) -> bool:
+def concrete(x) -> bool:
     """Whether `x` has values to check (a tracer, e.g. under `jax.vmap` of a constructor, has not)."""
     return not isinstance(x, jax.core.Tracer)
 
@@ -23,7 +23,7 @@ def float_array(x):
 def finite(x, what: str):
     """`x` (float array), refused if any entry is NaN or infinite."""
     x = float_array(x)
-    if _concrete(x) and not np.all(np.isfinite(np.asarray(x))):
+    if concrete(x) and not np.all(np.isfinite(np.asarray(x))):
         raise ModelError(f"{what} must be finite, got {np.asarray(x).tolist()}.")
     return x
 
@@ -46,7 +46,7 @@ def scalar(x, what: str):
 
 def positive(x, what: str):
     """`x` (a float array: a radius, a length, semi-axes), refused unless every entry is > 0."""
-    if _concrete(x) and not np.all(np.asarray(x) > 0.0):
+    if concrete(x) and not np.all(np.asarray(x) > 0.0):
         raise ModelError(f"{what} must be positive, got {np.asarray(x).tolist()}.")
     return x
 

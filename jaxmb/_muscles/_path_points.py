@@ -5,11 +5,12 @@ import abc
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
-from ._checks import finite, finite_leaves, vector3
+from ._checks import concrete, finite, finite_leaves, vector3
 
 # OpenSim's ConditionalPathPoint is active iff range[0] - 1e-5 <= c <= range[1] + 1e-5
 # (observed with OpenSim 4.6, tests/data/opensim/README.md).
@@ -109,6 +110,9 @@ class ClampedCoordinate(AbstractJointFunction):
         self.inner = inner
         self.lower = jnp.asarray(lower, dtype=float)
         self.upper = jnp.asarray(upper, dtype=float)
+        bounds = np.asarray([self.lower, self.upper]) if concrete(self.lower) and concrete(self.upper) else None
+        if bounds is not None and not (bounds[0] <= bounds[1]):  # also refuses NaN
+            raise ModelError(f"ClampedCoordinate: the range ({bounds[0]}, {bounds[1]}) is not an interval.")
 
     def __call__(self, q):
         return jnp.clip(self.inner(q), self.lower, self.upper)
