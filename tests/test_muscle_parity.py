@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
-from jaxmb import _muscles as M
 
 DATA = pathlib.Path(__file__).parent / "data" / "opensim"
 MODELS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "models"
@@ -103,7 +102,7 @@ def test_moving_point_clamps_its_coordinate(shared_dir):
     model = mb.io.load_osim(path)
     k = model.coordinate_index("knee_angle_r")
     m = model.muscles[model.muscle_names.index("rect_fem_r")]
-    pt = next(p for p in m.points if isinstance(p, M.MovingPathPoint))
+    pt = next(p for p in m.points if isinstance(p, mb.MovingPathPoint))
     q_hi, q_out = model.q_default.at[k].set(model.q_upper[k]), model.q_default.at[k].set(model.q_upper[k] + 0.2)
     np.testing.assert_allclose(pt.location(q_out), pt.location(q_hi), atol=0)
 
@@ -138,7 +137,7 @@ def test_closed_form_equals_autodiff_mobl_multi_wrap(shared_dir):
     d = np.load(DATA / "mobl_arms.npz")
     qs = jnp.asarray(d["random_q_ind"][list(MOBL_CHAINED_STATES)])
     f = jax.jit(lambda qs: jax.lax.map(
-        lambda q: (M.moment_arms(model, q), M.moment_arms(model, q, method="autodiff")), qs))
+        lambda q: (mb.moment_arms(model, q), mb.moment_arms(model, q, method="autodiff")), qs))
     rc, ra = (np.asarray(x) for x in f(qs))
     assert np.all(np.isfinite(rc))
     scale = np.abs(ra).max()
@@ -175,8 +174,8 @@ def test_mobl_ecrb_torus_moment_arm_is_the_iterates_derivative(shared_dir, state
     e = jnp.zeros_like(q).at[c].set(1.0)
     # One compilation (the suite is compile-bound): L at q and q ± h e, both R at q.
     length, r, r_autodiff = jax.jit(lambda qs: (
-        jax.vmap(lambda x: M.muscle_lengths(model, x)[0])(qs),
-        M.moment_arms(model, qs[0])[c, 0], M.moment_arms(model, qs[0], method="autodiff")[c, 0]))(
+        jax.vmap(lambda x: mb.muscle_lengths(model, x)[0])(qs),
+        mb.moment_arms(model, qs[0])[c, 0], mb.moment_arms(model, qs[0], method="autodiff")[c, 0]))(
         jnp.stack([q, q + h * e, q - h * e]))
     fd = -(length[1] - length[2]) / (2 * h)
     assert d["sweep_fd_smooth"][state, k]
@@ -202,8 +201,8 @@ def test_mobl_arms_lengths_and_moment_arms_are_finite(shared_dir):
     model, d = _load("mobl_arms", "MOBL_ARMS_fixed_41.osim", shared_dir)
     sweep = list(MOBL_NAN_SWEEP_STATES)
     qs = jnp.asarray(np.concatenate([d["sweep_q_ind"][sweep], d["random_q_ind"]]))
-    f = jax.jit(lambda qs: jax.lax.map(lambda q: (M.muscle_lengths(model, q), M.moment_arms(model, q),
-                                                  M.moment_arms(model, q, method="autodiff")), qs))
+    f = jax.jit(lambda qs: jax.lax.map(lambda q: (mb.muscle_lengths(model, q), mb.moment_arms(model, q),
+                                                  mb.moment_arms(model, q, method="autodiff")), qs))
     length, rc, ra = (np.asarray(a) for a in f(qs))
     for name, a in (("lengths", length), ("closed_form", rc), ("autodiff", ra)):
         bad = np.argwhere(~np.isfinite(a))

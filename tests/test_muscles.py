@@ -1,18 +1,27 @@
 """Musculotendon paths, wrapping and moment arms (jaxmb._muscles, jaxmb.io._osim_forces).
 
-Oracles: autodiff -dL/dq for the closed form (Eq. 195), central differences, exact
+Oracles: autodiff -dL/dq for the closed form (Ehsani 2016, Eq. 195), central differences, exact
 constructions (a sphere-shaped ellipsoid), MINPACK for the torus search. Parity with
 OpenSim 4.6 is in test_muscle_parity.py.
 """
 
+import pathlib
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxmb as mb
-from jaxmb import _muscles as M
+from jaxmb._muscles._cylinder import _cyl_multi_adjust, _cyl_multi_slide, _cyl_spiral, cylinder_wrap
+from jaxmb._muscles._ellipsoid import _ellipsoid_closest, _ellipsoid_wrap
+from jaxmb._muscles._layout import layout
+from jaxmb._muscles._lm import lmdif_1d
+from jaxmb._muscles._path_points import ClampedCoordinate
+from jaxmb._muscles._paths import resolve_all
+from jaxmb._muscles._torus import _torus_resid, _torus_resid_fn
+from jaxmb._safe import norm
 
 TOL_CLOSED_VS_AUTODIFF = 1e-10
 
@@ -26,32 +35,32 @@ def _arm(wrap, extra=()):
     b.add_body(mb.Body("lower", 1.0, (0, -0.15, 0), jnp.diag(jnp.array([0.01, 0.001, 0.01]))))
     b.add_joint(mb.revolute("sh", "ground", "upper", (0, 0, 1), mb.Coordinate(a)))
     b.add_joint(mb.revolute("el", "upper", "lower", (0.3, 0.2, 1), mb.Coordinate(c), offset=(0, -0.3, 0)))
-    pts = [M.PathPoint("ground", (0.02, 0.1, 0.01)), M.PathPoint("upper", (0.03, -0.1, 0.02)),
-           M.ConditionalPathPoint("upper", (0.035, -0.25, 0.0), mb.Coordinate(c), (0.0, 1.0)),
-           M.MovingPathPoint("lower", mb.Constant(0.02), mb.Polynomial(1, [-0.05, 0.01, 0.02]),
+    pts = [mb.PathPoint("ground", (0.02, 0.1, 0.01)), mb.PathPoint("upper", (0.03, -0.1, 0.02)),
+           mb.ConditionalPathPoint("upper", (0.035, -0.25, 0.0), mb.Coordinate(c), (0.0, 1.0)),
+           mb.MovingPathPoint("lower", mb.Constant(0.02), mb.Polynomial(1, [-0.05, 0.01, 0.02]),
                              mb.Constant(0.01)),
-           M.PathPoint("lower", (0.0, -0.1, 0.0))]
+           mb.PathPoint("lower", (0.0, -0.1, 0.0))]
     wraps = wrap if isinstance(wrap, dict) else {"m": wrap}
     for name, w in wraps.items():
         ws = [] if w is None else (list(w) if isinstance(w, (list, tuple)) else [w])
-        b.muscles.append(M.Muscle(name, pts, ws))
+        b.muscles.append(mb.Muscle(name, pts, ws))
     return b.build()
 
 
 WRAPS = {
     "none": None,
-    "cylinder": M.WrapCylinder("cyl", "upper", 0.02, 0.2, translation=(0, -0.3, 0)),
-    "cylinder_quadrant": M.WrapCylinder("cylq", "upper", 0.02, 0.2, translation=(0, -0.3, 0), quadrant="x"),
-    "sphere": M.WrapSphere("sph", "upper", 0.025, translation=(0, -0.3, 0)),
-    "ellipsoid": M.WrapEllipsoid("ell", "upper", (0.03, 0.02, 0.025), translation=(0, -0.3, 0),
+    "cylinder": mb.WrapCylinder("cyl", "upper", 0.02, 0.2, translation=(0, -0.3, 0)),
+    "cylinder_quadrant": mb.WrapCylinder("cylq", "upper", 0.02, 0.2, translation=(0, -0.3, 0), quadrant="x"),
+    "sphere": mb.WrapSphere("sph", "upper", 0.025, translation=(0, -0.3, 0)),
+    "ellipsoid": mb.WrapEllipsoid("ell", "upper", (0.03, 0.02, 0.025), translation=(0, -0.3, 0),
                                  xyz_body_rotation=(0.1, 0.2, 0.3)),
     # The path threads the torus near the elbow. (OpenSim's torus is a 10 km cylinder at
     # the circle point nearest the segment, so a torus beside the path "wraps" it too.)
-    "torus": M.WrapTorus("tor", "upper", 0.01, 0.04, translation=(0.05, -0.2, 0.0),
+    "torus": mb.WrapTorus("tor", "upper", 0.01, 0.04, translation=(0.05, -0.2, 0.0),
                          xyz_body_rotation=(np.pi / 2, 0.0, 0.0)),
 }
 # Two wraps on one muscle exercise the multi-pass loop.
-WRAPS_MULTI = {**WRAPS, "sphere_cylinder": [M.WrapSphere("sph2", "ground", 0.02, translation=(0.0, 0.02, 0.0)),
+WRAPS_MULTI = {**WRAPS, "sphere_cylinder": [mb.WrapSphere("sph2", "ground", 0.02, translation=(0.0, 0.02, 0.0)),
                                             WRAPS["cylinder"]]}
 # Generic states: none of them is at a path discontinuity.
 STATES = jnp.array([(0.1, 0.3), (0.23, 1.5), (-0.3, 1.9)])
@@ -67,7 +76,7 @@ def test_closed_form_equals_autodiff_hand_models():
     h = 1e-6
     shifts = jnp.concatenate([jnp.zeros((1, 2)), h * jnp.eye(2), -h * jnp.eye(2)])  # (5, 2)
     f = jax.jit(lambda qs: (
-        jax.lax.map(lambda q: M.moment_arms(model, q, method="autodiff"), qs),
+        jax.lax.map(lambda q: mb.moment_arms(model, q, method="autodiff"), qs),
         jax.lax.map(lambda q: mb.muscle_lengths_and_moment_arms(model, q),
                     (qs[None] + shifts[:, None]).reshape(-1, 2))))
     ra, (lengths, rc) = f(STATES)
@@ -96,10 +105,10 @@ def _chained_wraps_model():
     b.add_body(mb.Body("two", 1.0, (0.05, 0, 0), inertia))
     b.add_joint(mb.revolute("j1", "ground", "one", (0.1, 0.2, 1), mb.Coordinate(a)))
     b.add_joint(mb.revolute("j2", "one", "two", (0, 0.3, 1), mb.Coordinate(c), offset=(0.1, 0, 0)))
-    pts = [M.PathPoint("ground", (-0.08, 0.01, 0.005)), M.PathPoint("two", (0.08, 0.012, -0.004))]
-    cyl = M.WrapCylinder("cyl", "one", 0.015, 0.2)
-    b.muscles.append(M.Muscle("cyl_sphere", pts, [cyl, M.WrapSphere("sph", "two", 0.015)]))
-    b.muscles.append(M.Muscle("cyl_ellipsoid", pts, [cyl, M.WrapEllipsoid(
+    pts = [mb.PathPoint("ground", (-0.08, 0.01, 0.005)), mb.PathPoint("two", (0.08, 0.012, -0.004))]
+    cyl = mb.WrapCylinder("cyl", "one", 0.015, 0.2)
+    b.muscles.append(mb.Muscle("cyl_sphere", pts, [cyl, mb.WrapSphere("sph", "two", 0.015)]))
+    b.muscles.append(mb.Muscle("cyl_ellipsoid", pts, [cyl, mb.WrapEllipsoid(
         "ell", "two", (0.02, 0.012, 0.016), xyz_body_rotation=(0.1, 0.2, 0.3))]))
     return b.build()
 
@@ -108,12 +117,12 @@ def test_closed_form_equals_autodiff_chained_wraps():
     """Closed form == autodiff when one wrap's tangent point feeds the next wrap, and the
     multi-wrap passes stop before the path is consistent (docs/moment_arms.md)."""
     model = _chained_wraps_model()
-    lay = M._layout(model)
+    lay = layout(model)
     states = jnp.array([(0.25, -0.4), (0.0, 0.0)])
 
     def one(q):
-        r = M._resolve_all(lay, q, mb.body_transforms(model, q))
-        return M.moment_arms(model, q), M.moment_arms(model, q, method="autodiff"), r.history
+        r = resolve_all(lay, q, mb.body_transforms(model, q))
+        return mb.moment_arms(model, q), mb.moment_arms(model, q, method="autodiff"), r.history
 
     rc, ra, (applied, engaged, node_a, node_b, _, _) = jax.jit(lambda qs: jax.lax.map(one, qs))(states)
     rc, ra = np.asarray(rc), np.asarray(ra)
@@ -131,7 +140,7 @@ def test_closed_form_equals_autodiff_chained_wraps():
 
 def test_no_nan_gradients_at_degenerate_states():
     model = _arm(WRAPS["sphere"])
-    g = jax.jit(jax.grad(lambda q: jnp.sum(M.muscle_lengths(model, q))))(jnp.zeros(2))
+    g = jax.jit(jax.grad(lambda q: jnp.sum(mb.muscle_lengths(model, q))))(jnp.zeros(2))
     assert np.all(np.isfinite(np.asarray(g)))
 
 
@@ -143,8 +152,8 @@ def test_lengthening_speed_is_minus_R_transpose_qd():
     model = _arm(WRAPS_MULTI["sphere_cylinder"])
     q, qd = jnp.array([-0.3, 1.9]), jnp.array([0.7, -1.1])
     (l_both, r_both), lengths, r, v = jax.jit(lambda q, qd: (
-        mb.muscle_lengths_and_moment_arms(model, q), M.muscle_lengths(model, q), M.moment_arms(model, q),
-        M.muscle_lengthening_speeds(model, q, qd)))(q, qd)
+        mb.muscle_lengths_and_moment_arms(model, q), mb.muscle_lengths(model, q), mb.moment_arms(model, q),
+        mb.muscle_lengthening_speeds(model, q, qd)))(q, qd)
     np.testing.assert_allclose(v, -r.T @ qd, atol=1e-12)
     assert np.all(np.abs(np.asarray(v)) > 1e-3)
     np.testing.assert_allclose(np.asarray(l_both), np.asarray(lengths), rtol=1e-14, atol=1e-16)
@@ -153,30 +162,91 @@ def test_lengthening_speed_is_minus_R_transpose_qd():
 
 def test_conditional_point_switch_is_reported():
     model = _arm(None)
-    on = M.path_events(model, jnp.array([0.0, 0.5])).conditional_active[0]
-    off = M.path_events(model, jnp.array([0.0, 1.5])).conditional_active[0]
+    on = mb.path_events(model, jnp.array([0.0, 0.5])).conditional_active[0]
+    off = mb.path_events(model, jnp.array([0.0, 1.5])).conditional_active[0]
     assert bool(on[2]) and not bool(off[2])
 
 
 def test_sweep_shape():
     model = _arm(WRAPS["sphere"])
-    x, r = M.moment_arm_sweep(model, "elbow", n=11)
+    x, r = mb.moment_arm_sweep(model, "elbow", n=11)
     assert x.shape == (11,) and r.shape == (11, 1)
 
 
 def test_errors_name_the_element():
     with pytest.raises(mb.ModelError):
-        M.Muscle("m", [M.PathPoint("ground", (0, 0, 0))])
+        mb.Muscle("m", [mb.PathPoint("ground", (0, 0, 0))])
     with pytest.raises(mb.ModelError):
-        M.WrapSphere("s", "upper", 0.1, quadrant="diagonal")
+        mb.WrapSphere("s", "upper", 0.1, quadrant="diagonal")
+
+
+def _nan_constant():
+    """A Constant holding NaN, made without its constructor (whatever that checks)."""
+    return eqx.tree_at(lambda f: f.value, mb.Constant(0.0), jnp.asarray(jnp.nan))
+
+
+BAD_OBJECTS = {
+    "point_nan": lambda: mb.PathPoint("upper", (jnp.nan, 0.1, 0.0), name="bad"),
+    "point_inf": lambda: mb.PathPoint("upper", (0.0, np.inf, 0.0), name="bad"),
+    "conditional_nan": lambda: mb.ConditionalPathPoint("upper", (0.0, 0.1, np.nan), mb.Coordinate(0),
+                                                       (0.0, 1.0), name="bad"),
+    "conditional_range_nan": lambda: mb.ConditionalPathPoint("upper", (0.0, 0.1, 0.0), mb.Coordinate(0),
+                                                             (0.0, np.nan), name="bad"),
+    "moving_nan": lambda: mb.MovingPathPoint("upper", mb.Constant(0.0), _nan_constant(), mb.Constant(0.0),
+                                             name="bad"),
+    "sphere_negative": lambda: mb.WrapSphere("bad", "upper", -0.02),
+    "sphere_zero": lambda: mb.WrapSphere("bad", "upper", 0.0),
+    "sphere_nan": lambda: mb.WrapSphere("bad", "upper", np.nan),
+    "sphere_translation_nan": lambda: mb.WrapSphere("bad", "upper", 0.02, translation=(0.0, np.nan, 0.0)),
+    "sphere_rotation_inf": lambda: mb.WrapSphere("bad", "upper", 0.02, xyz_body_rotation=(0.0, 0.0, np.inf)),
+    "cylinder_negative_radius": lambda: mb.WrapCylinder("bad", "upper", -0.02, 0.1),
+    "cylinder_negative_length": lambda: mb.WrapCylinder("bad", "upper", 0.02, -0.1),
+    "ellipsoid_negative": lambda: mb.WrapEllipsoid("bad", "upper", (0.03, -0.02, 0.025)),
+    "ellipsoid_nan": lambda: mb.WrapEllipsoid("bad", "upper", (0.03, np.nan, 0.025)),
+    "ellipsoid_method": lambda: mb.WrapEllipsoid("bad", "upper", (0.03, 0.02, 0.025), method="hybird"),
+    "torus_negative_inner": lambda: mb.WrapTorus("bad", "upper", -0.01, 0.04),
+    "torus_nan_outer": lambda: mb.WrapTorus("bad", "upper", 0.01, np.nan),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_OBJECTS))
+def test_bad_path_points_and_wraps_are_refused_at_construction(case):
+    """Non-finite locations, ranges, functions' parameters and frames, non-positive radii,
+    lengths and semi-axes, and unknown PathWrap methods: a ModelError naming the object."""
+    with pytest.raises(mb.ModelError, match="'bad'"):
+        BAD_OBJECTS[case]()
+
+
+@pytest.mark.parametrize("bounds", [(1.0, -1.0), (np.nan, 1.0)])
+def test_clamped_coordinate_needs_an_interval(bounds):
+    with pytest.raises(mb.ModelError, match="ClampedCoordinate"):
+        ClampedCoordinate(mb.Coordinate(0), *bounds)
+    ClampedCoordinate(mb.Coordinate(0), -np.inf, np.inf)
+
+
+def test_osim_path_point_with_nan_location_does_not_load(tmp_path):
+    """A `<location>nan 0.1 0</location>` on a PathPoint of an .osim is an error naming the point."""
+    source = pathlib.Path(mb.__file__).parent / "data" / "arm26.osim"
+    text = source.read_text()
+    good = "<location>-0.053650000000000003 -0.013729999999999999 0.14723</location>"
+    assert text.count(good) == 1  # TRIlong-P1
+    path = tmp_path / "arm26_nan.osim"
+    path.write_text(text.replace(good, "<location>nan 0.1 0</location>"))
+    with pytest.raises(mb.ModelError, match="TRIlong-P1"):
+        mb.load_osim(path)
 
 
 # --------------------------------------------------------------------------
 # Degenerate wrap geometry: finite values and gradients (never a silent NaN)
 # --------------------------------------------------------------------------
 
+_ELLIPSOID = mb.WrapEllipsoid("e", "ground", (1.0, 1.0, 1.0)).algorithm(1)
+
+
 def _ell_span(p1, p2, dims):
-    return M._span_length("WrapEllipsoid", p1, p2, dims, 0, 0)
+    """Length of the span p1 -> r1 -> (ellipsoid surface) -> r2 -> p2 in the wrap frame."""
+    _, r1, r2, wl = _ELLIPSOID.wrap(p1, p2, dims, 0, 0)
+    return norm(p1 - r1) + wl + norm(p2 - r2)
 
 
 # Compiled once and shared by the ellipsoid tests below (op-by-op, each while loop of the
@@ -184,7 +254,7 @@ def _ell_span(p1, p2, dims):
 _span = jax.jit(_ell_span)
 _span_grads = jax.jit(lambda p1, p2, dims: (jax.grad(_ell_span, argnums=(0, 1))(p1, p2, dims),
                                             jax.jacfwd(_ell_span, argnums=(0, 1))(p1, p2, dims)))
-_ell_wrap = jax.jit(lambda p1, p2, dims: M._ellipsoid_wrap(p1, p2, dims, 0, 0))
+_ell_wrap = jax.jit(lambda p1, p2, dims: _ellipsoid_wrap(p1, p2, dims, 0, 0))
 
 
 def _span_and_grads(p1, p2, dims):
@@ -204,7 +274,7 @@ def test_ellipsoid_closest_point_on_a_coordinate_plane_is_the_section_solution(a
     a = jnp.array([0.03, 0.02, 0.025])
     a = a * 3.0 / jnp.sum(a)
     p = jnp.array([1.9, -1.4, 1.2]).at[axis].set(0.0)
-    closest = jax.jit(M._ellipsoid_closest)
+    closest = jax.jit(_ellipsoid_closest)
     x = closest(a, p)
     normal = x / a**2
     assert float(x[axis]) == 0.0
@@ -282,7 +352,7 @@ def test_torus_residual_is_opensims():
             return x @ x - 2.0 * k * r * jnp.sqrt(x[0] ** 2 + x[1] ** 2)
 
         for u in (-0.03, 0.0, 0.02, 0.07):
-            g = M._torus_resid(jnp.asarray(u), p1, p2, r)
+            g = _torus_resid(jnp.asarray(u), p1, p2, r)
             np.testing.assert_allclose(g, jax.grad(phi)(jnp.asarray(u), 2.0), rtol=1e-12, atol=1e-15)
             assert abs(float(g - jax.grad(phi)(jnp.asarray(u), 1.0))) > 1e-6
 
@@ -296,12 +366,12 @@ def test_torus_levenberg_marquardt_matches_minpack():
     p1s, p2s = _torus_segments()
     r = 0.04
     def solve(**options):
-        return np.asarray(jax.jit(jax.vmap(lambda a, b: M._lmdif_1d(M._torus_resid_fn(a, b, r), **options)))(
+        return np.asarray(jax.jit(jax.vmap(lambda a, b: lmdif_1d(_torus_resid_fn(a, b, r), **options)))(
             jnp.asarray(p1s), jnp.asarray(p2s)))
 
     ref, converged = [], []
     for p1, p2 in zip(p1s, p2s):
-        fun = lambda x, a=jnp.asarray(p1), b=jnp.asarray(p2): [float(M._torus_resid(x[0], a, b, r))]  # noqa: E731
+        fun = lambda x, a=jnp.asarray(p1), b=jnp.asarray(p2): [float(_torus_resid(x[0], a, b, r))]  # noqa: E731
         jac = lambda x, fun=fun: [[(fun([x[0] + 1e-5])[0] - fun(x)[0]) / 1e-5]]  # noqa: E731
         x, *_ = leastsq(fun, [0.0], Dfun=jac, ftol=1e-4, xtol=1e-4, gtol=0.0, factor=0.2)
         ref.append(x[0])
@@ -332,7 +402,7 @@ def _sliding_case():
     tangent points when the muscle has several wraps."""
     p1, p2 = jnp.array([0.0696, 0.028, -0.0398]), jnp.array([-0.0345, 0.0155, 0.0449])
     radius = jnp.asarray(0.02)
-    _, r1, r2, _ = M._cylinder_wrap(p1, p2, radius, 0.3, 0, 1, single=True)
+    _, r1, r2, _ = cylinder_wrap(p1, p2, radius, 0.3, 0, 1, single=True)
     return p1, p2, r1, r2, radius
 
 
@@ -341,12 +411,12 @@ def test_cylinder_multi_wrap_sliding_stops_at_a_fixed_point():
     moves nothing; a segment that does not wrap (`skip`) makes none."""
     p1, p2, r1, r2, radius = _sliding_case()
     no = jnp.asarray(False)
-    a1, a2 = M._cyl_multi_adjust(p1, p2, r1, r2, radius, no, no)
+    a1, a2 = _cyl_multi_adjust(p1, p2, r1, r2, radius, no, no)
     assert float(jnp.max(jnp.abs(a1 - r1))) > 1e-4  # the case does slide
-    b1, b2 = M._cyl_multi_slide(p1, p2, a1, a2, radius, no, no)
+    b1, b2 = _cyl_multi_slide(p1, p2, a1, a2, radius, no, no)
     np.testing.assert_array_equal(np.asarray(b1), np.asarray(a1))
     np.testing.assert_array_equal(np.asarray(b2), np.asarray(a2))
-    s1, s2 = M._cyl_multi_adjust(p1, p2, r1, r2, radius, no, jnp.asarray(True))
+    s1, s2 = _cyl_multi_adjust(p1, p2, r1, r2, radius, no, jnp.asarray(True))
     np.testing.assert_array_equal(np.asarray(s1), np.asarray(r1))
 
 
@@ -358,9 +428,9 @@ def test_cylinder_multi_wrap_span_derivatives_agree_in_both_modes():
     no = jnp.asarray(False)
 
     def span(a, b, rad):
-        _, r1, r2, _ = M._cylinder_wrap(a, b, rad, 0.3, 0, 1, single=True)
-        s1, s2 = M._cyl_multi_adjust(a, b, r1, r2, rad, no, no)
-        return jnp.linalg.norm(a - s1) + jnp.linalg.norm(b - s2) + M._cyl_spiral(s1, s2, rad, no)[2]
+        _, r1, r2, _ = cylinder_wrap(a, b, rad, 0.3, 0, 1, single=True)
+        s1, s2 = _cyl_multi_adjust(a, b, r1, r2, rad, no, no)
+        return jnp.linalg.norm(a - s1) + jnp.linalg.norm(b - s2) + _cyl_spiral(s1, s2, rad, no)[2]
 
     rev = jax.jit(jax.grad(span, argnums=(0, 1, 2)))(p1, p2, radius)
     fwd = jax.jit(jax.jacfwd(span, argnums=(0, 1, 2)))(p1, p2, radius)
@@ -383,9 +453,9 @@ def test_moment_arm_derivatives_are_the_symmetric_second_derivative_of_length():
     iterative wraps' rules compile for minutes (checked once, docs/moment_arms.md)."""
     model = _arm({k: WRAPS[k] for k in ("none", "sphere", "cylinder")})
     q, h = STATES[1], 1e-6
-    dr = np.asarray(jax.jit(lambda q: M.moment_arm_derivatives(model, q))(q))  # (nq, n_muscles, nq)
+    dr = np.asarray(jax.jit(lambda q: mb.moment_arm_derivatives(model, q))(q))  # (nq, n_muscles, nq)
     assert np.all(np.isfinite(dr)) and np.abs(dr).max() > 1e-3
-    r = jax.jit(lambda q: M.moment_arms(model, q))
+    r = jax.jit(lambda q: mb.moment_arms(model, q))
     fd = np.stack([(r(q + h * e) - r(q - h * e)) / (2 * h) for e in jnp.eye(2)], axis=-1)
     np.testing.assert_allclose(dr, fd, atol=1e-7, rtol=0)
     np.testing.assert_allclose(dr, np.swapaxes(dr, 0, 2), atol=1e-10, rtol=0)

@@ -1,0 +1,36 @@
+"""Musculotendon paths, wrapping and the moment-arm matrix (Ehsani 2016, Eq. 149-195).
+
+A :class:`Muscle` is a path of points fixed on bodies (:class:`PathPoint`),
+points that exist only while a coordinate lies in a range
+(:class:`ConditionalPathPoint`), points whose body-frame location is a function
+of ``q`` (:class:`MovingPathPoint`), and wrap objects (:class:`WrapSphere`,
+:class:`WrapCylinder`, :class:`WrapEllipsoid`, :class:`WrapTorus`) that the path
+slides over. Its length ``L(q)`` is what :func:`muscle_lengths` returns; the
+moment-arm matrix follows the biomechanics sign ``R = -dL/dq`` (nq, n_muscles),
+so that the generalized force of the tensions ``F`` is ``R @ F``.
+"""
+
+from ._cylinder import WrapCylinder as WrapCylinder
+from ._ellipsoid import WrapEllipsoid as WrapEllipsoid
+from ._moment_arms import gmlav_loads as gmlav_loads
+from ._moment_arms import moment_arm_derivatives as moment_arm_derivatives
+from ._moment_arms import moment_arm_sweep as moment_arm_sweep
+from ._moment_arms import moment_arms as moment_arms
+from ._moment_arms import muscle_lengths_and_moment_arms as muscle_lengths_and_moment_arms
+from ._muscle import Muscle as Muscle
+from ._muscle import MuscleParameters as MuscleParameters
+from ._path_points import AbstractPathPoint as AbstractPathPoint
+from ._path_points import ClampedCoordinate as ClampedCoordinate
+from ._path_points import CONDITIONAL_SLACK as CONDITIONAL_SLACK
+from ._path_points import ConditionalPathPoint as ConditionalPathPoint
+from ._path_points import MovingPathPoint as MovingPathPoint
+from ._path_points import PathPoint as PathPoint
+from ._paths import muscle_lengthening_speeds as muscle_lengthening_speeds
+from ._paths import muscle_lengths as muscle_lengths
+from ._paths import muscle_path_points as muscle_path_points
+from ._paths import path_event_signature as path_event_signature
+from ._paths import path_events as path_events
+from ._paths import PathEvents as PathEvents
+from ._sphere import WrapSphere as WrapSphere
+from ._torus import WrapTorus as WrapTorus
+from ._wrap_base import AbstractWrapObject as AbstractWrapObject

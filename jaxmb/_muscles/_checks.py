@@ -1,0 +1,59 @@
+"""Construction checks of path points and wrap objects: a bad value is refused where the
+object is built (a ModelError naming the object), not found later as a NaN length."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._errors import ModelError
+
+
+def concrete(x) -> bool:
+    """Whether `x` has values to check (a tracer, e.g. under `jax.vmap` of a constructor, has not)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def float_array(x):
+    """`x` as a JAX array, converted to the default float dtype unless it is floating already."""
+    if hasattr(x, "dtype") and jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating):
+        return jnp.asarray(x)
+    return jnp.asarray(x, dtype=float)
+
+
+def finite(x, what: str):
+    """`x` (float array), refused if any entry is NaN or infinite."""
+    x = float_array(x)
+    if concrete(x) and not np.all(np.isfinite(np.asarray(x))):
+        raise ModelError(f"{what} must be finite, got {np.asarray(x).tolist()}.")
+    return x
+
+
+def vector3(x, what: str):
+    """A finite 3-vector (m or rad)."""
+    x = float_array(x)
+    if x.shape != (3,):
+        raise ModelError(f"{what}: expected shape (3,), got {x.shape}.")
+    return finite(x, what)
+
+
+def scalar(x, what: str):
+    """A finite scalar of the default float dtype."""
+    x = jnp.asarray(x, dtype=float)
+    if x.shape != ():
+        raise ModelError(f"{what}: expected a scalar, got shape {x.shape}.")
+    return finite(x, what)
+
+
+def positive(x, what: str):
+    """`x` (a float array: a radius, a length, semi-axes), refused unless every entry is > 0."""
+    if concrete(x) and not np.all(np.asarray(x) > 0.0):
+        raise ModelError(f"{what} must be positive, got {np.asarray(x).tolist()}.")
+    return x
+
+
+def finite_leaves(tree, what: str):
+    """Every array in the pytree `tree` (e.g. a joint function's coefficients) is finite."""
+    for leaf in jax.tree_util.tree_leaves(tree):
+        if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.inexact):
+            finite(leaf, what)
+    return tree

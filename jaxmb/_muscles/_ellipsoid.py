@@ -1,0 +1,384 @@
+"""OpenSim's WrapEllipsoid.
+
+Re-derived from OpenSim's description: normalised coordinates, the wrapping plane
+through the segment ends and a surface point c1 chosen by the PathWrap method,
+tangent points by OpenSim's damped Gauss-Newton, and a polyline surface path.
+Iterations that OpenSim stops at a tolerance run here in bounded while loops with
+OpenSim's stopping rules, and are differentiated as the iterates they stop at
+(:func:`iterate_derivative`), since OpenSim's lengths, and so their derivatives,
+follow those iterates rather than the converged points.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._safe import acos, dsign, norm, safe_div, sqrt0, unit
+from ._checks import positive, vector3
+from ._wrap_base import (INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, ROUNDOFF, WRAP_METHODS, AbstractWrapObject,
+                         WrapAlgorithm, init_common, iterate_derivative)
+
+_MU_BLEND_MIN, _MU_BLEND_MAX = 0.7073, 0.9  # below: fan only; above: "Frans" (axis) only
+_SV_BOUNDARY_BLEND = 0.3
+_N_FAN = 300
+_ELL_SEG = 0.001  # m, the surface polyline's segment length
+_ELL_MAX_SEG = 499
+
+
+def _newton_t(f_fp, t0, n=64, tol=1e-9):
+    """Newton on t, at most n steps, stopping once |f| < tol (OpenSim's iteration)."""
+    def cond(c):
+        i, _, done = c
+        return (i < n) & ~done
+
+    def body(c):
+        i, t, _ = c
+        f, fp = f_fp(t)
+        ok = jnp.abs(f) < tol
+        return i + 1, jnp.where(ok, t, t - safe_div(f, fp)), ok
+
+    return jax.lax.while_loop(cond, body, (0, t0, jnp.zeros((), bool)))[1]
+
+
+@iterate_derivative
+def _ellipse_lagrange(x):
+    """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipse
+    (semi-axes x[0], x[1]) closest to (x[2], x[3]), differentiable as that iterate."""
+    a, b, u, v = x
+    a2, b2, au, bv = a * a, b * b, a * a * u * u, b * b * v * v
+
+    def f_fp(t):
+        P, Q = t + a2, t + b2
+        return P * P * Q * Q - au * Q * Q - bv * P * P, 2.0 * (P * Q * (P + Q) - au * Q - bv * P)
+
+    inside = (u / a) ** 2 + (v / b) ** 2 < 1.0
+    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.maximum(a, b) * sqrt0(u * u + v * v)))
+
+
+def _ellipse_closest(a, b, u, v):
+    """Closest point (x, y) of the ellipse (x/a)^2 + (y/b)^2 = 1 to (u, v), with OpenSim's
+    special cases for points on an axis and its Newton iteration on the Lagrange parameter."""
+    a2, b2 = a * a, b * b
+    t = _ellipse_lagrange(jnp.stack([a, b, u, v]))
+    xg, yg = safe_div(a2 * u, t + a2), safe_div(b2 * v, t + b2)
+    near_x, near_y = jnp.abs(u) <= ROUNDOFF, jnp.abs(v) <= ROUNDOFF
+    # Both near zero: the end of the shorter semi-axis.
+    x_b = jnp.where(a < b, jnp.where(u < 0.0, -a, a), u)
+    y_b = jnp.where(a < b, v, jnp.where(v < 0.0, -b, b))
+    # On the y axis.
+    top_x = (a >= b) | (jnp.abs(v) >= b - safe_div(a2, b))
+    y_x2 = safe_div(b2 * v, b2 - a2)
+    x_x = jnp.where(top_x, u, a * sqrt0(jnp.abs(1.0 - (y_x2 / b) ** 2)))
+    y_x = jnp.where(top_x, jnp.where(v >= 0.0, b, -b), y_x2)
+    # On the x axis.
+    top_y = (b >= a) | (jnp.abs(u) >= a - safe_div(b2, a))
+    x_y2 = safe_div(a2 * u, a2 - b2)
+    x_y = jnp.where(top_y, jnp.where(u >= 0.0, a, -a), x_y2)
+    y_y = jnp.where(top_y, v, b * sqrt0(jnp.abs(1.0 - (x_y2 / a) ** 2)))
+    x = jnp.where(near_x & near_y, x_b, jnp.where(near_x, x_x, jnp.where(near_y, x_y, xg)))
+    y = jnp.where(near_x & near_y, y_b, jnp.where(near_x, y_x, jnp.where(near_y, y_y, yg)))
+    return x, y
+
+
+_SECTION_AXES = ((1, 2), (2, 0), (0, 1))  # the in-plane axes of the section normal to axis 0, 1, 2
+
+
+def _ellipsoid_closest_on_plane(a, p, axis):
+    """OpenSim's reduction to the section x_axis = p_axis: keeps p[axis]. `axis` may be
+    traced, so that one Newton loop serves whichever section is chosen (a loop per
+    section made the ellipsoid wrap's compiled program several times larger)."""
+    i, j = jnp.asarray(_SECTION_AXES)[axis]
+    x, y = _ellipse_closest(a[i], a[j], p[i], p[j])
+    return p.at[i].set(x).at[j].set(y)
+
+
+@iterate_derivative
+def _ellipsoid_lagrange(x):
+    """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipsoid
+    (semi-axes x[:3]) closest to x[3:], differentiable as that iterate."""
+    a, p = x[:3], x[3:]
+    a2 = a * a
+    au, bv, cw = a2 * p * p
+
+    def f_fp(t):
+        P, Q, R = t + a2[0], t + a2[1], t + a2[2]
+        f = P * P * Q * Q * R * R - au * Q * Q * R * R - bv * P * P * R * R - cw * P * P * Q * Q
+        PQ, PR, QR, PQR = P * Q, P * R, Q * R, P * Q * R
+        fp = 2.0 * (PQR * (QR + PR + PQ) - au * QR * (Q + R) - bv * PR * (P + R) - cw * PQ * (P + Q))
+        return f, fp
+
+    inside = jnp.sum((p / a) ** 2) < 1.0
+    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.max(a) * norm(p)))
+
+
+def _ellipsoid_closest(a, p):
+    """Closest point of the ellipsoid with semi-axes a to p (OpenSim's findClosestPoint)."""
+    a2 = a * a
+    t = _ellipsoid_lagrange(jnp.concatenate([a, p]))
+    general = a2 * p / jnp.where(t + a2 != 0.0, t + a2, 1.0)
+    # Points within round-off of a coordinate plane: the 2-D problem in that plane
+    # (the section with the smallest sum of radii when several planes qualify).
+    near = jnp.abs(p) <= ROUNDOFF
+    radsum = jnp.sum(a) - a
+    axis = jnp.argmin(jnp.where(near, radsum, jnp.inf))
+    return jnp.where(jnp.any(near), _ellipsoid_closest_on_plane(a, p, axis), general)
+
+
+def _ell_residual(r, d1, p, a, vs, vs4):
+    nr = 2.0 * r / (a * a)
+    return jnp.stack([vs @ r + vs4, jnp.sum((r / a) ** 2) - 1.0, nr @ r + d1, nr @ p + d1])
+
+
+def _ell_tangent_lm(r, p, a, vs, vs4):
+    """OpenSim's damped Gauss-Newton for the tangent point from p in the plane (vs, vs4),
+    started at r: 50 outer iterations at most, stops at ssq <= 1e-8."""
+    d1 = -(2.0 * r / (a * a)) @ r
+    ee = _ell_residual(r, d1, p, a, vs, vs4)
+    ssq = ee @ ee
+    ia2 = 1.0 / (a * a)
+
+    def resid(r, d1):
+        e = _ell_residual(r, d1, p, a, vs, vs4)
+        return e @ e
+
+    def outer(c):
+        nit, r, d1, ssq, ssqo, alpha = c
+        D = jnp.zeros((4, 4), r.dtype)
+        D = D.at[:3, 0].set(vs).at[:3, 1].set(2.0 * r * ia2).at[:3, 2].set(4.0 * r * ia2)
+        D = D.at[:3, 3].set(2.0 * p * ia2).at[3, 2].set(1.0).at[3, 3].set(1.0)
+        ee = _ell_residual(r, d1, p, a, vs, vs4)
+        pcos = unit(p - r) @ unit(p)
+        dd = jnp.where(pcos > 0.1, 1.0 - pcos ** 100, 1.0)
+        v = -(D @ ee)
+        H = D @ D.T
+        diag = jnp.diag(H)
+        off = H - jnp.diag(diag)
+
+        def c1(s):
+            return (s[3] >= s[4]) & (s[6] < 1000)
+
+        def b1(s):
+            r, d1, vt, ssq, ssqo, alpha, n = s
+            Hd = off + jnp.diag(diag * (1.0 + alpha))
+            vt = dd * (jnp.linalg.inv(Hd) @ v) / 16.0
+            r, d1 = r + vt[:3], d1 + vt[3]
+            return r, d1, vt, resid(r, d1), ssq, alpha * 4.0, n + 1
+
+        s = (r, d1, jnp.zeros(4, r.dtype), ssq, ssqo, alpha, 0)
+        r, d1, vt, ssq, ssqo, alpha, _ = jax.lax.while_loop(c1, b1, s)
+        alpha = alpha / 8.0
+
+        def c2(s):
+            return (s[2] <= s[3]) & (s[5] < 1000)
+
+        def b2(s):
+            r, d1, ssq, ssqo, fakt, n = s
+            fakt = fakt * 2.0
+            r, d1 = r + vt[:3] * fakt, d1 + vt[3] * fakt
+            return r, d1, resid(r, d1), ssq, fakt, n + 1
+
+        r, d1, ssq, ssqo, fakt, _ = jax.lax.while_loop(c2, b2, (r, d1, ssq, ssqo, jnp.asarray(0.5, r.dtype), 0))
+        r, d1 = r - vt[:3] * fakt, d1 - vt[3] * fakt
+        ssq = resid(r, d1)
+        return nit + 1, r, d1, ssq, ssq, alpha
+
+    def cond(c):
+        return (c[3] > 1e-8) & (c[0] < 50)
+
+    init = (0, r, d1, ssq, ssq, jnp.asarray(0.01, r.dtype))
+    return jax.lax.while_loop(cond, outer, init)[1]
+
+
+@iterate_derivative
+def _ell_tangent_iterate(x):
+    return _ell_tangent_lm(x[0:3], x[3:6], x[6:9], x[9:12], x[12])
+
+
+def _ell_tangent(pe, r0, p, a, vs, vs4):
+    """Tangent point from p (OpenSim's calcTangentPoint from r0), differentiable as
+    OpenSim's stopped Gauss-Newton iterate (:func:`iterate_derivative`): OpenSim's
+    length follows that iterate, up to 1e-4 off the exact tangent point, and the
+    exact point's derivative differs from the iterate's by up to ~1e-3 per unit."""
+    r = _ell_tangent_iterate(jnp.concatenate([r0, p, a, vs, jnp.reshape(vs4, (1,))]))
+    return jnp.where(jnp.abs(pe) < 1e-4, p, r)
+
+
+def _ell_polyline(r1, r2, a, vs, vs4, n, far):
+    """OpenSim's surface path: n segments at equal angles about a0 (the plane's point on the
+    coordinate axis most normal to it), each point on the ray from a0; returns (length, w1, w2)."""
+    imax = jnp.argmax(jnp.abs(vs))
+    e = jnp.eye(3, dtype=r1.dtype)[imax]
+    a0 = e * safe_div(-vs4, vs @ e)
+    ar1, ar2 = unit(r1 - a0), unit(r2 - a0)
+    phi0 = acos(ar1 @ ar2)
+    nn = jnp.maximum(n, 1).astype(r1.dtype)
+    dphi = jnp.where(far, -(2.0 * jnp.pi - phi0), phi0) / nn
+    vsz = unit(jnp.cross(ar1, ar2))
+    vsy = jnp.cross(vsz, ar1)
+    k = jnp.arange(1, _ELL_MAX_SEG, dtype=r1.dtype)  # interior points 1 .. 498
+    phi = k * dphi
+    ray = jnp.cos(phi)[:, None] * ar1 + jnp.sin(phi)[:, None] * vsy
+    f1, f2 = ray / a, a0 / a
+    aa = jnp.sum(f1 * f1, axis=-1)
+    bb = 2.0 * (f1 @ f2)
+    cc = f2 @ f2 - 1.0
+    mu3 = safe_div(-bb + sqrt0(bb * bb - 4.0 * aa * cc), 2.0 * aa)
+    s = a0 + mu3[:, None] * ray
+    idx = jnp.arange(_ELL_MAX_SEG + 1)
+    pts = jnp.concatenate([r1[None], s, r2[None]])
+    pts = jnp.where((idx == 0)[:, None], r1, jnp.where((idx < n)[:, None], pts, r2))
+    length = jnp.sum(norm(pts[1:] - pts[:-1]))
+    return length, pts[1], pts[jnp.clip(n - 1, 0, _ELL_MAX_SEG)]
+
+
+def _ellipsoid_scaled(p1, p2, dims):
+    """OpenSim's WrapEllipsoid::wrapLine up to its early returns: the segment and the
+    semi-axes scaled by 3 / (sum of the semi-axes), the ends' surface functions, and
+    whether an end is inside (`inside`) or the segment crosses the ellipsoid (`hit`)."""
+    factor = 3.0 / (dims[0] + dims[1] + dims[2])
+    P1, P2, a = p1 * factor, p2 * factor, dims * factor
+    p1e = jnp.sum((P1 / a) ** 2) - 1.0
+    p2e = jnp.sum((P2 / a) ** 2) - 1.0
+    inside = (p1e < -0.0001) | (p2e < -0.0001)
+    p1p2 = P1 - P2
+    ppm = unit(P1) @ unit(P2) - 1.0
+    f1, f2 = p1p2 / a, P2 / a
+    aa = f1 @ f1
+    bb = 2.0 * (f1 @ f2)
+    cc = f2 @ f2 - 1.0
+    disc = bb * bb - 4.0 * aa * cc
+    sq = sqrt0(disc)
+    l1 = safe_div(-bb + sq, 2.0 * aa)
+    l2 = safe_div(-bb - sq, 2.0 * aa)
+    hit = (jnp.abs(ppm) >= 0.0001) & (disc >= 0.0) & (l1 > 0.0) & (l1 < 1.0) & (l2 > 0.0) & (l2 < 1.0)
+    return factor, P1, P2, a, p1e, p2e, inside, hit
+
+
+def _ellipsoid_code(p1, p2, dims):
+    """The WrapAction of :func:`_ellipsoid_wrap` alone (cheap): an ellipsoid never returns
+    WRAPPED, so GeometryPath's choice of segment needs only this (its algorithm's `code`)."""
+    *_, inside, hit = _ellipsoid_scaled(p1, p2, dims[:3])
+    return jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))
+
+
+def _ellipsoid_wrap(p1, p2, dims, axis, sign):
+    """OpenSim's WrapEllipsoid. `dims` is (3,) or (4,) = semi-axes and the PathWrap method
+    (0 hybrid, 1 midpoint, 2 axial; hybrid when absent)."""
+    method = dims[3] if dims.shape[0] > 3 else jnp.asarray(0.0, p1.dtype)
+    dims = dims[:3]
+    hybrid, axial = method == 0, method == 2
+    factor, P1, P2, a, p1e, p2e, inside, hit = _ellipsoid_scaled(p1, p2, dims)
+    # Where the segment does not wrap, go on with a stand-in segment that crosses the
+    # ellipsoid, so that every quantity below (and its derivative) stays finite.
+    ok = hit & ~inside
+    P1 = jnp.where(ok, P1, a * jnp.array([1.5, 0.3, 0.1], p1.dtype))
+    P2 = jnp.where(ok, P2, a * jnp.array([-1.5, 0.3, 0.1], p1.dtype))
+    p1e = jnp.where(ok, p1e, 1.34)
+    p2e = jnp.where(ok, p2e, 1.34)
+    p1p2 = P1 - P2
+    f1, f2 = p1p2 / a, P2 / a
+    aa = f1 @ f1
+    bb = 2.0 * (f1 @ f2)
+    cc = f2 @ f2 - 1.0
+    sq = sqrt0(bb * bb - 4.0 * aa * cc)
+    ri1 = P2 + safe_div(-bb + sq, 2.0 * aa) * p1p2
+    ri2 = P2 + safe_div(-bb - sq, 2.0 * aa) * p1p2
+    r1r2 = ri2 - ri1
+    # (1) "Frans": the crossing of the segment with the coordinate plane most normal to it,
+    # projected onto the section in that plane.
+    mu = jnp.abs(unit(p1p2))
+    t = safe_div(-ri1, r1r2)
+    t_sv = ri1[None, :] + t[:, None] * r1r2[None, :]
+    t_c1 = jax.vmap(lambda x, i: _ellipsoid_closest_on_plane(a, x, i))(t_sv, jnp.arange(3))
+    best = jnp.argmax(mu)
+    mub, tb = mu[best], t[best]
+    s = jnp.where((tb < 0.0) | (tb > 1.0), 0.0,
+                  jnp.where(tb < _SV_BOUNDARY_BLEND, tb / _SV_BOUNDARY_BLEND,
+                            jnp.where(tb > 1.0 - _SV_BOUNDARY_BLEND, (1.0 - tb) / _SV_BOUNDARY_BLEND, 1.0)))
+    mub = jnp.where(hybrid & (mub > _MU_BLEND_MIN) & (s < 1.0), _MU_BLEND_MIN + s * (mub - _MU_BLEND_MIN), mub)
+    c1_frans = t_c1[best]
+    # (2) "fan": the mean direction from the segment's inner points to their closest points.
+    tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
+    svs = ri1 + tt[:, None] * r1r2
+    mid = ri1 + 0.5 * r1r2
+    # The fan's points and the midpoint (method 1) in one batched closest-point solve.
+    closest = jax.vmap(lambda x: _ellipsoid_closest(a, x))(jnp.concatenate([svs, mid[None]]))
+    blades = unit(closest[:-1] - svs)
+    c_fan = _ellipsoid_closest(a, mid + unit(jnp.sum(blades, axis=0)))
+    wt = (mub - _MU_BLEND_MIN) / (_MU_BLEND_MAX - _MU_BLEND_MIN)
+    c_blend = _ellipsoid_closest(a, wt * c1_frans + (1.0 - wt) * c_fan)
+    use_fan = hybrid & (mub < _MU_BLEND_MAX)
+    c1_h = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, c_fan, c_blend), c1_frans)
+    fan_weight = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, 1.0, 1.0 - wt), -jnp.inf)
+    c1_mid = closest[-1]
+    c1 = jnp.where(method == 1, c1_mid, c1_h)
+    use_c1 = ~axial | ((tb > 0.0) & (tb < 1.0))
+    r1s, r2s = jnp.where(use_c1, c1, ri1), jnp.where(use_c1, c1, ri2)
+    # Quadrant: mirror c1 onto the active side (towards the plane for a fan solution).
+    flip = (sign != 0) & (dsign(c1[axis]) != sign)
+    mirrored = c1.at[axis].set(-c1[axis])
+    fw = jnp.where(jnp.isinf(fan_weight), 1.0 - wt, fan_weight)
+    fw = jnp.minimum(fw, 1.0)
+    pulled = mirrored.at[axis].add(fw * (0.5 * (c1[axis] + mirrored[axis]) - mirrored[axis]))
+    pulled = _ellipsoid_closest(a, pulled)
+    r1s, r2s = jnp.where(flip, mirrored, r1s), jnp.where(flip, mirrored, r2s)
+    c1 = jnp.where(flip, jnp.where(fw > 0.0, pulled, mirrored), c1)
+    # The wrapping plane through p1, p2 and c1; tangent points within it.
+    vs = unit(jnp.cross(p1p2, P1 - c1))
+    vs4 = -(vs @ c1)
+    # Both tangent points in one batched solve (two Gauss-Newton loops compile to twice
+    # the program).
+    r1, r2 = jax.vmap(lambda pe, r0, p: _ell_tangent(pe, r0, p, a, vs, vs4))(
+        jnp.stack([p1e, p2e]), jnp.stack([r1s, r2s]), jnp.stack([P1, P2]))
+    # Surface path: a polyline of |r1 - r2| / 1 mm segments (at most 499).
+    chord = norm(r1 - r2)
+    lm = chord / factor
+    n = jnp.clip(jnp.floor(jax.lax.stop_gradient(lm) / _ELL_SEG), 0, _ELL_MAX_SEG).astype(jnp.int32)
+    lens, w1s, w2s = jax.vmap(lambda far: _ell_polyline(r1, r2, a, vs, vs4, n, far))(jnp.asarray([False, True]))
+    (near_len, far_len), w1, w2 = lens, w1s[0], w2s[0]
+    wrong = (unit(P1 - r1) @ unit(w1 - r1) > 0.0) | (unit(P2 - r2) @ unit(w2 - r2) > 0.0)
+    far = (sign != 0) & (n >= 2) & wrong
+    wl = jnp.where(lm < _ELL_SEG, chord, jnp.where(far, far_len, near_len))
+    code = jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))
+    return code, r1 / factor, r2 / factor, wl / factor
+
+
+# An ellipsoid is either a mandatory wrap or none, so the segment GeometryPath picks
+# (the first mandatory one) follows from the cheap crossing test alone. The same
+# algorithm whatever the number of PathWraps.
+_ELLIPSOID = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _ellipsoid_wrap(p1, p2, prm, ax, sg)),
+                           code=_ellipsoid_code)
+
+
+class WrapEllipsoid(AbstractWrapObject):
+    """An ellipsoid with semi-axes `dimensions` (m; wrap frame x, y, z).
+
+    OpenSim's algorithm: the wrapping plane through the segment ends and a
+    surface point chosen by the PathWrap `method` (hybrid, midpoint, axial),
+    tangent points by OpenSim's damped Gauss-Newton, and the surface length of
+    OpenSim's 1 mm polyline (see docs/moment_arms.md, "Deviations and why").
+    """
+
+    name: str = eqx.field(static=True)
+    body: str = eqx.field(static=True)
+    translation: Float[Array, "3"]
+    xyz_body_rotation: Float[Array, "3"]
+    dimensions: Float[Array, "3"]
+    quadrant: str = eqx.field(static=True)
+    range: tuple = eqx.field(static=True)
+    method: str = eqx.field(static=True)
+
+    def __init__(self, name, body, dimensions, translation=(0.0, 0.0, 0.0),
+                 xyz_body_rotation=(0.0, 0.0, 0.0), quadrant="all", range=(-1, -1), method="hybrid"):
+        init_common(self, name, body, translation, xyz_body_rotation, quadrant, range, method)
+        what = f"WrapEllipsoid {name!r} dimensions"
+        self.dimensions = positive(vector3(dimensions, what), what)
+
+    def wrap_parameters(self, dtype):
+        """The semi-axes and the PathWrap method's code (0 hybrid, 1 midpoint, 2 axial)."""
+        method = jnp.asarray([WRAP_METHODS[self.method.strip().lower()]], dtype)
+        return jnp.concatenate([self.dimensions.astype(dtype), method])
+
+    def algorithm(self, n_wraps):
+        return _ELLIPSOID

@@ -1,0 +1,151 @@
+"""The padded structure-of-arrays layout of all muscle paths of a model.
+
+All muscles of a model are evaluated together so that the traced graph does
+not grow with the number of muscles. The muscles are padded to P points and
+W wrap slots; every path has N = P + 2W nodes: its points, then the two
+tangent points of each wrap slot. A node is ordered along the path by a float
+key (points: their index; tangent points: inserted between the ends of the
+segment they wrap). Wrap slot s of all muscles is applied at once, one
+vmapped call per wrap algorithm present in that slot, so the graph holds each wrap
+algorithm at most W times whatever the number of muscles. Body transforms are
+computed once per state and gathered (ground is an extra identity pose).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._errors import ModelError
+from .._model import GROUND, Model
+from .._safe import norm
+from .._spatial import body_fixed_xyz
+
+
+class Layout:
+    """Static (numpy) description of the padded muscle paths of a model."""
+
+    def __init__(self, muscles, body_names):
+        nb = len(body_names)
+        index = {b: i for i, b in enumerate(body_names)}
+        index[GROUND] = nb
+
+        def body_of(name):
+            if name not in index:
+                raise ModelError(f"Path point or wrap object on unknown body {name!r}; bodies: {body_names}.")
+            return index[name]
+
+        self.muscles = muscles
+        self.nb = nb
+        self.K = K = len(muscles)
+        self.P = P = max((len(m.points) for m in muscles), default=2)
+        self.W = W = max((len(m.wraps) for m in muscles), default=0)
+        self.N = N = P + 2 * W
+        self.npts = np.array([len(m.points) for m in muscles], int)
+        self.nw = np.array([len(m.wraps) for m in muscles], int)
+        self.valid = np.zeros((K, P), bool)
+        self.pbody = np.full((K, P), nb, int)
+        self.fixed, self.moving, self.cond = [], [], []
+        for k, m in enumerate(muscles):
+            for j, pt in enumerate(m.points):
+                self.valid[k, j] = True
+                self.pbody[k, j] = body_of(pt.body)
+                (self.moving if pt.moves else self.fixed).append((k, j))
+                if pt.conditional:
+                    self.cond.append((k, j))
+        self.wbody = np.full((K, W), nb, int)
+        self.wpresent = np.zeros((K, W), bool)
+        self.wstart = np.zeros((K, W), int)
+        self.wend = np.zeros((K, W), int)
+        for k, m in enumerate(muscles):
+            n = len(m.points)
+            for s, w in enumerate(m.wraps):
+                self.wbody[k, s] = body_of(w.body)
+                self.wpresent[k, s] = True
+                start = 0 if w.range[0] < 1 else w.range[0] - 1
+                end = n - 1 if w.range[1] < 1 else w.range[1] - 1
+                self.wstart[k, s] = min(max(start, 0), n - 1)
+                self.wend[k, s] = min(max(end, 0), n - 1)
+        # Per wrap slot s, per wrap algorithm: the muscles whose s-th PathWrap uses it
+        # (so that each slot computes exactly the wraps it has, no masked work).
+        self.groups = []
+        for s in range(W):
+            at_s = {}
+            for k, m in enumerate(muscles):
+                if s < len(m.wraps):
+                    at_s.setdefault(m.wraps[s].algorithm(len(m.wraps)), []).append(k)
+            self.groups.append([(algorithm, np.array(ks, int)) for algorithm, ks in at_s.items()])
+        self.owner = np.concatenate([np.full(P, -1), np.repeat(np.arange(W), 2)]).astype(int)
+        self.node_body = np.concatenate([self.pbody, np.repeat(self.wbody, 2, axis=1)], axis=1)
+        self.multi = bool(np.any(self.nw > 1))
+
+
+def layout(model: Model) -> Layout:
+    """The :class:`Layout` of `model`'s muscles."""
+    return Layout(model.muscles, model.body_names)
+
+
+def ext_poses(poses):
+    """Rotations (nb+1, 3, 3) and origins (nb+1, 3) with ground appended as the last body."""
+    rot = jnp.concatenate([poses[:, :3, :3], jnp.eye(3, dtype=poses.dtype)[None]])
+    org = jnp.concatenate([poses[:, :3, 3], jnp.zeros((1, 3), poses.dtype)])
+    return rot, org
+
+
+def point_locals(lay: Layout, q):
+    """Body-frame locations (K, P, 3) and activity (K, P) of all path points at q."""
+    dt = q.dtype
+    loc = jnp.zeros((lay.K, lay.P, 3), dt)
+    if lay.fixed:
+        k, j = np.array(lay.fixed).T
+        loc = loc.at[k, j].set(jnp.stack([lay.muscles[a].points[b].location(q) for a, b in lay.fixed]).astype(dt))
+    if lay.moving:
+        k, j = np.array(lay.moving).T
+        loc = loc.at[k, j].set(moving_locals(lay, q))
+    active = jnp.asarray(lay.valid)
+    if lay.cond:
+        k, j = np.array(lay.cond).T
+        active = active.at[k, j].set(jnp.stack([lay.muscles[a].points[b].is_active(q) for a, b in lay.cond]))
+    return loc, active
+
+
+def moving_locals(lay: Layout, q):
+    """Body-frame locations (M, 3) of the moving points (`lay.moving`) at q."""
+    return jnp.stack([lay.muscles[a].points[b].location(q) for a, b in lay.moving]).astype(q.dtype)
+
+
+def wrap_groups(lay: Layout, rot_e, org_e, dt):
+    """Per wrap slot, per wrap algorithm: (algorithm, muscles ks (G,), frame rotations (G, 3, 3),
+    origins (G, 3), params (G, n), axis (G,), sign (G,)), frames in ground."""
+    out = []
+    for s, slot in enumerate(lay.groups):
+        per_kind = []
+        for algorithm, ks in slot:
+            ws = [lay.muscles[k].wraps[s] for k in ks]
+            rw = jax.vmap(body_fixed_xyz)(jnp.stack([w.xyz_body_rotation.astype(dt) for w in ws]))
+            tw = jnp.stack([w.translation.astype(dt) for w in ws])
+            b = lay.wbody[ks, s]
+            rot = jnp.einsum("gij,gjk->gik", rot_e[b], rw)
+            org = jnp.einsum("gij,gj->gi", rot_e[b], tw) + org_e[b]
+            prm = jnp.stack([w.wrap_parameters(dt) for w in ws])
+            per_kind.append((algorithm, ks, rot, org, prm, np.array([w.wrap_axis for w in ws], int),
+                             np.array([w.wrap_sign for w in ws], int)))
+        out.append(per_kind)
+    return out
+
+
+def _path_length_one(pos, active, key, wrap_len, owner):
+    order = jnp.argsort(jnp.where(active, key, jnp.inf))
+    p = pos[order]
+    act = active[order]
+    own = jnp.asarray(owner)[order]
+    seg = norm(p[1:] - p[:-1])
+    both = act[1:] & act[:-1]
+    same = (own[1:] == own[:-1]) & (own[1:] >= 0)
+    wl = jnp.where(same, wrap_len[jnp.clip(own[1:], 0, None)] if wrap_len.shape[0] else 0.0, seg)
+    return jnp.sum(jnp.where(both, wl, 0.0))
+
+
+def path_lengths(lay: Layout, state):
+    """Path lengths (K,) of the resolved nodes `state` = (pos, active, key, wrap_len)."""
+    pos, active, key, wrap_len = state
+    return jax.vmap(lambda a, b, c, d: _path_length_one(a, b, c, d, lay.owner))(pos, active, key, wrap_len)

@@ -1,0 +1,318 @@
+"""The moment-arm matrix ``R = -dL/dq`` (nq, n_muscles) by the closed form of Ehsani
+(2016), Eq. 149-195.
+
+Every musculotendon unit acts on the bodies of its attachment sequence Γ_k
+(Definition 2) through its generalized line-of-action vectors E_ki
+(Definition 3) and their moments Ê_ki (Definition 4); these are carried to the
+generalized coordinates by γ_i (Eq. 176) and J^T ϑ β_i (Eq. 179-184).
+``method="autodiff"`` returns ``-jax.jacfwd(muscle_lengths)`` instead; the tests
+check that the two agree to round-off.
+
+Reference: Ehsani (2016), Empirically-based multibody dynamics.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._kinematics import body_transforms, joint_gradients
+from .._model import Model
+from .._safe import unit
+from ._layout import layout, moving_locals, path_lengths
+from ._paths import muscle_lengths, resolve_all
+
+
+def _joint_frames(model: Model, poses):
+    """Ground axis a_j and a point c_j on the axis of every joint (for Eq. 176, 179)."""
+    axes, centres = [], []
+    for i, (j, p) in enumerate(zip(model.joints, model.parents)):
+        pre = j.parent_offset()
+        if p >= 0:
+            pre = poses[p] @ pre
+        axes.append(pre[:3, :3] @ j.axis.astype(poses.dtype))
+        centres.append(pre[:3, 3])
+    return jnp.stack(axes), jnp.stack(centres)
+
+
+def _gamma_beta(model: Model, poses, axes, centres):
+    """γ_i (nb, nj, 3) and β_i (nb, nj, 3) per body, in body-i coordinates.
+
+    Row j of γ_i is the velocity of body i's origin per unit ḟ_j (Eq. 176):
+    ``a_j × (o_i - c_j)`` for a revolute joint, ``a_j`` for a prismatic one; row j
+    of β_i is ``a_j`` (Eq. 179) for revolute joints in Anc(i) ∪ {i}, 0 otherwise
+    (the ϑ of Eq. 178 is folded into β). Both are zero for joints outside the chain.
+    """
+    nb = model.n_bodies
+    chain = np.zeros((nb, nb), bool)
+    for i in range(nb):
+        chain[i, list(model.ancestors(i) + (i,))] = True
+    revolute = np.array([j.kind == "revolute" for j in model.joints])
+    rot, o = poses[:, :3, :3], poses[:, :3, 3]
+    lever = jnp.cross(axes[None, :, :], o[:, None, :] - centres[None, :, :])  # (i, j, 3)
+    g_ground = jnp.where(revolute[None, :, None], lever, axes[None, :, :])
+    b_ground = jnp.where(revolute[None, :, None], axes[None, :, :], 0.0)
+    g_ground = jnp.where(chain[:, :, None], g_ground, 0.0)
+    b_ground = jnp.where(chain[:, :, None], b_ground, 0.0)
+    gam = jnp.einsum("ick,ijc->ijk", rot, g_ground)
+    bet = jnp.einsum("ick,ijc->ijk", rot, b_ground)
+    return gam, bet
+
+
+def _pull_sorted(P, W, owner, pos, active, key):
+    """Unit pulls of the straight segments at every node (path order) and each wrap's neighbours."""
+    N = pos.shape[0]
+    order = jnp.argsort(jnp.where(active, key, jnp.inf))
+    inv = jnp.argsort(order)
+    p = pos[order]
+    own = jnp.asarray(owner)[order]
+    nact = jnp.sum(active)
+    idx = jnp.arange(N)
+    has_next = idx + 1 < nact
+    has_prev = (idx > 0) & (idx < nact)
+    nxt, prv = jnp.clip(idx + 1, 0, N - 1), jnp.clip(idx - 1, 0, N - 1)
+    surf = jnp.concatenate([(own[:-1] == own[1:]) & (own[:-1] >= 0), jnp.zeros(1, bool)])
+    surf_prev = jnp.concatenate([jnp.zeros(1, bool), surf[:-1]])
+    to_next = jnp.where((has_next & ~surf)[:, None], unit(p[nxt] - p), 0.0)
+    to_prev = jnp.where((has_prev & ~surf_prev)[:, None], unit(p[prv] - p), 0.0)
+    pull = to_next + to_prev
+    s1 = inv[P + 2 * np.arange(W)]
+    s2 = inv[P + 2 * np.arange(W) + 1]
+    ia, ib = prv[s1], nxt[s2]
+    return pull, p, inv, s1, s2, ia, ib, p[ia], p[ib]
+
+
+def _wrap_reverse_sweep(lay, r, grad, dt):
+    """Push ``dL/d(node)`` back through every wrap computation, last first.
+
+    ``grad`` (K, N, 3) holds ``∂L/∂p`` of the final path's straight segments at every
+    node. Walking the history of wrap computations (passes and slots) backwards,
+    each engaged computation ``(p_a, p_b) -> (r1, r2, wrap length)`` takes the
+    gradient held by its tangent points (plus 1 for its length, if it is the one
+    that counts) and passes it to the nodes it was computed from, through the wrap
+    construction's local Jacobian (``jax.vjp`` of the wrap function). Its wrap body
+    takes the reactions: by rigid invariance of the construction, pulls ``-∂L/∂r1``
+    at r1, ``-∂L/∂r2`` at r2, ``+∂L/∂p_a`` at p_a and ``+∂L/∂p_b`` at p_b. This is
+    the chain rule of the actual computation, so it holds when one wrap's tangent
+    point feeds the next wrap and when the passes of the multi-wrap loop end
+    before the path is consistent.
+
+    The straight segments of the final path use each tangent point's cached position
+    (:class:`Resolved`), set by the first engaged computation of its wrap: the
+    gradient ``grad`` holds on tangent points goes to that computation, while the
+    gradient of the current positions (which later computations wrapped from) goes
+    to the last computation before them.
+
+    Returns ``(grad, force, moment)``: the gradient left on the path points and,
+    per wrap slot, the total pull (K, W, 3) on the wrap body and its moment about
+    the ground origin (K, W, 3).
+    """
+    applied, eng, node_a, node_b, p_a, p_b = r.history
+    T, K, W, P = applied.shape[0], lay.K, lay.W, lay.P
+    zero3 = jnp.zeros((K, W, 3), dt)
+    # The first pass that engaged each slot (-1: none) and the gradient on its cached tangent points.
+    hit = applied[:, :, None] & eng
+    first = jnp.where(jnp.any(hit, axis=0), jnp.argmax(hit, axis=0), -1)
+    gcache = grad[:, P:].reshape(K, W, 2, 3)
+    grad = grad.at[:, P:].set(0.0)
+
+    def slot_back(carry, t, s, algorithm, ks, rot, org, prm, axis, sign):
+        grad, live, force, moment = carry
+        n1 = P + 2 * s
+        made = applied[t, ks]  # this slot was (re)computed in pass t
+        on = made & eng[t, ks, s]
+        cache = jnp.where((first[ks, s] == t)[:, None, None], gcache[ks, s], 0.0)
+        g1 = grad[ks, n1] + cache[:, 0]
+        g2 = grad[ks, n1 + 1] + cache[:, 1]
+        wbar = jnp.where(live[ks, s], 1.0, 0.0).astype(dt)
+
+        def back(pa, pb, rot_, org_, prm_, ax_, sg_, g1_, g2_, wb_, on_):
+            def world(a, b):
+                _, r1, r2, wl = algorithm.wrap((a - org_) @ rot_, (b - org_) @ rot_, prm_, ax_, sg_, ~on_)
+                return r1 @ rot_.T + org_, r2 @ rot_.T + org_, wl
+            (r1g, r2g, _), vjp = jax.vjp(world, pa, pb)
+            ga, gb = vjp((g1_, g2_, wb_))
+            return r1g, r2g, ga, gb
+
+        pa, pb = p_a[t, ks, s], p_b[t, ks, s]
+        r1g, r2g, ga, gb = jax.vmap(back)(pa, pb, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
+                                          g1, g2, wbar, on)
+        o3 = on[:, None]
+        ga = jnp.where(o3, ga, 0.0)
+        gb = jnp.where(o3, gb, 0.0)
+        g1 = jnp.where(o3, g1, 0.0)
+        g2 = jnp.where(o3, g2, 0.0)
+        force = force.at[ks, s].add(ga + gb - g1 - g2)
+        moment = moment.at[ks, s].add(jnp.cross(pa, ga) + jnp.cross(pb, gb)
+                                      - jnp.cross(r1g, g1) - jnp.cross(r2g, g2))
+        # The tangent points' gradient is used up; it goes on to the segment's nodes.
+        clear = jnp.where(made[:, None], 0.0, 1.0).astype(dt)
+        grad = grad.at[ks, n1].multiply(clear).at[ks, n1 + 1].multiply(clear)
+        grad = grad.at[ks, node_a[t, ks, s]].add(ga).at[ks, node_b[t, ks, s]].add(gb)
+        live = live.at[ks, s].set(live[ks, s] & ~made)
+        return grad, live, force, moment
+
+    def step(carry, t):
+        for s in reversed(range(W)):
+            for group in r.groups[s]:
+                carry = slot_back(carry, t, s, *group)
+        return carry, None
+
+    def maybe(carry, t):
+        # Most muscles converge in two or three of the eight passes: skip the passes no
+        # muscle ran (a select under vmap, a real branch otherwise).
+        return jax.lax.cond(jnp.any(applied[t]), step, lambda c, _: (c, None), carry, t)
+
+    init = (grad, jnp.ones((K, W), bool), zero3, zero3)
+    (grad, _, force, moment), _ = jax.lax.scan(maybe if T > 1 else step, init, jnp.arange(T)[::-1])
+    return grad, force, moment
+
+
+def gmlav_loads(model: Model, q, poses):
+    """The generalized line-of-action loads of all muscles at q (Definitions 3-4).
+
+    Returns ``(pull (K, N, 3), points (K, N, 3), wrap_force (K, W, 3),
+    wrap_moment (K, W, 3), resolved, layout)``: for every path node (points, then
+    r1/r2 of each wrap slot) the ground unit pull of a unit tension and its point
+    of application (zero at tangent points, which belong to no body), and per wrap
+    slot the total pull on the wrap object's body and its moment about the ground
+    origin. Each straight segment pulls its end points towards each other (the
+    GMLAV E and its reciprocal Ē); a wrap computation passes the pulls on its
+    tangent points to the nodes it was computed from (``-∂L/∂p`` through the wrap
+    construction, :func:`_wrap_reverse_sweep`) and loads the wrap object's body
+    with the reactions.
+    """
+    dt = q.dtype
+    lay = layout(model)
+    r = resolve_all(lay, q, poses)
+    K, W = lay.K, lay.W
+    pre = jax.vmap(lambda a, b, c: _pull_sorted(lay.P, W, lay.owner, a, b, c))(r.pos, r.active, r.key)
+    pull_s, inv = pre[0], pre[2]
+    pull = jnp.take_along_axis(pull_s, inv[..., None], axis=1)  # node order
+    force = jnp.zeros((K, W, 3), dt)
+    moment = jnp.zeros((K, W, 3), dt)
+    if W > 0:
+        grad, force, moment = _wrap_reverse_sweep(lay, r, -pull, dt)
+        pull = -grad.at[:, lay.P:].set(0.0)
+    return pull, r.pos, force, moment, r, lay
+
+
+def _closed_form(model: Model, q, with_lengths=False):
+    dt = q.dtype
+    poses = body_transforms(model, q)
+    axes, centres = _joint_frames(model, poses)
+    gamma, beta = _gamma_beta(model, poses, axes, centres)
+    jgrad = joint_gradients(model, q)
+    pull, pos, wforce, wmoment, r, lay = gmlav_loads(model, q, poses)
+    lengths = path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len)) if with_lengths else None
+    nb, K, W = lay.nb, lay.K, lay.W
+    # All loads of muscle k: pulls at the nodes, then per wrap slot a force and moment.
+    bodies = np.concatenate([lay.node_body, lay.wbody], axis=1)  # (K, N + W)
+    rn, on_ = r.rot[lay.node_body], r.org[lay.node_body]
+    rw, ow = r.rot[lay.wbody], r.org[lay.wbody]
+    f_loc = jnp.concatenate([jnp.einsum("knji,knj->kni", rn, pull),
+                             jnp.einsum("knji,knj->kni", rw, wforce)], axis=1)  # Rᵀ f
+    m_loc = jnp.concatenate([jnp.einsum("knji,knj->kni", rn, jnp.cross(pos - on_, pull)),
+                             jnp.einsum("knji,knj->kni", rw, wmoment - jnp.cross(ow, wforce))], axis=1)
+    onehot = (bodies[..., None] == np.arange(nb)[None, None, :]).astype(float)  # ground dropped
+    E = jnp.einsum("knb,kni->kbi", onehot.astype(dt), f_loc)  # E_ki, body-i coordinates
+    Eh = jnp.einsum("knb,kni->kbi", onehot.astype(dt), m_loc)  # Ê_ki
+    per_joint = jnp.einsum("ijc,kic->jk", gamma, E) + jnp.einsum("ijc,kic->jk", beta, Eh)
+    R = jgrad.T @ per_joint
+    if lay.moving:
+        # Extension of Eq. 195: the virtual work of a MovingPathPoint's motion on its body.
+        km, jm = np.array(lay.moving).T
+        J = jax.jacfwd(lambda x: moving_locals(lay, x))(q)  # (M, 3, nq)
+        rm = r.rot[lay.pbody[km, jm]]
+        local_pull = jnp.einsum("mji,mj->mi", rm, pull[km, jm])
+        contrib = jnp.einsum("mcq,mc->qm", J, local_pull)
+        R = R + contrib @ (km[:, None] == np.arange(K)[None, :]).astype(dt)
+    return (lengths, R) if with_lengths else R
+
+
+def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
+    """Moment-arm matrix ``R = -dL/dq`` (nq, n_muscles).
+
+    `method="closed_form"` (default) is Eq. 195 of Ehsani (2016), built from the
+    generalized musculotendon line-of-action vectors (Definition 3-5) and the
+    kinematic coefficients γ_i (Eq. 176) and β_i (Eq. 179), with two extensions
+    that make it equal ``-dL/dq`` exactly: a MovingPathPoint adds the virtual
+    work of its motion relative to its body, and a wrapped span pulls its end
+    points along the gradient of the span length (the tangent lines, when the
+    wrap's tangent points are exact) and loads the wrap object's body with the
+    reactions. `method="autodiff"` is ``-jax.jacfwd(muscle_lengths)``.
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates (rad or m).
+    - `method`: `"closed_form"` or `"autodiff"`.
+
+    **Returns:**
+
+    `(nq, n_muscles)` moment arms (m for a rotational coordinate, dimensionless for
+    a translational one), so that the generalized force of tensions `F` is `R @ F`.
+    """
+    q = jnp.asarray(q)
+    if method == "autodiff":
+        return -jax.jacfwd(lambda x: muscle_lengths(model, x))(q).T
+    if method != "closed_form":
+        raise ValueError(f"method must be 'closed_form' or 'autodiff', got {method!r}.")
+    if not model.muscles:
+        return jnp.zeros((model.nq, 0), q.dtype)
+    return _closed_form(model, q)
+
+
+def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
+                                   ) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
+    """``(L(q), R(q))``: :func:`muscle_lengths` and the closed-form :func:`moment_arms`
+    from one resolution of the paths (the wrap iterations run once, not twice), for
+    callers that need both, e.g. muscle forces and their joint moments ``R F``.
+
+    **Returns:**
+
+    `((n_muscles,) lengths (m), (nq, n_muscles) moment arms)`.
+    """
+    q = jnp.asarray(q)
+    if not model.muscles:
+        return jnp.zeros(0, q.dtype), jnp.zeros((model.nq, 0), q.dtype)
+    return _closed_form(model, q, with_lengths=True)
+
+
+def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
+    """``dR/dq = -d²L/dq²`` by autodiff of the autodiff moment arms.
+
+    **Returns:**
+
+    `(nq, n_muscles, nq)`: entry `[i, k, j]` is ``dR_ik/dq_j``.
+    """
+    q = jnp.asarray(q)
+    return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
+
+
+def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, method: str = "closed_form"):
+    """Moment arms about one coordinate while it sweeps its range (others at `q0`).
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `coordinate_name`: the coordinate that sweeps its range (an unbounded range sweeps ±π).
+    - `n`: number of values.
+    - `q0`: `(nq,)` the other coordinates (default `model.q_default`).
+    - `method`: as for :func:`moment_arms`.
+
+    **Returns:**
+
+    `(values (n,), moment arms (n, n_muscles))`: the row of R for that coordinate.
+    """
+    k = model.coordinate_index(coordinate_name)
+    lo, hi = float(model.q_lower[k]), float(model.q_upper[k])
+    if not np.isfinite(lo):
+        lo = -np.pi
+    if not np.isfinite(hi):
+        hi = np.pi
+    values = jnp.linspace(lo, hi, n)
+    base = model.q_default if q0 is None else jnp.asarray(q0)
+    qs = jnp.tile(base, (n, 1)).at[:, k].set(values)
+    fn = jax.jit(jax.vmap(lambda x: moment_arms(model, x, method=method)[k]))
+    return values, fn(qs)

@@ -1,0 +1,59 @@
+"""A musculotendon unit: its path (points and wrap objects) and Hill-type parameters."""
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._errors import ModelError
+from ._path_points import AbstractPathPoint
+from ._wrap_base import AbstractWrapObject
+
+class MuscleParameters(eqx.Module):
+    """Hill-type parameters shared by OpenSim's muscle models (SI units, rad)."""
+
+    max_isometric_force: Float[Array, ""]
+    optimal_fiber_length: Float[Array, ""]
+    tendon_slack_length: Float[Array, ""]
+    pennation_angle_at_optimal: Float[Array, ""]
+    max_contraction_velocity: Float[Array, ""]
+
+    def __init__(self, max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2,
+                 pennation_angle_at_optimal=0.0, max_contraction_velocity=10.0):
+        self.max_isometric_force = jnp.asarray(max_isometric_force, dtype=float)
+        self.optimal_fiber_length = jnp.asarray(optimal_fiber_length, dtype=float)
+        self.tendon_slack_length = jnp.asarray(tendon_slack_length, dtype=float)
+        self.pennation_angle_at_optimal = jnp.asarray(pennation_angle_at_optimal, dtype=float)
+        self.max_contraction_velocity = jnp.asarray(max_contraction_velocity, dtype=float)
+
+
+class Muscle(eqx.Module):
+    """A musculotendon unit: name, path points (origin first), wrap objects, parameters.
+
+    `kind` names the OpenSim class it came from (e.g. ``"Millard2012EquilibriumMuscle"``).
+    """
+
+    name: str = eqx.field(static=True)
+    points: tuple
+    wraps: tuple
+    parameters: MuscleParameters
+    kind: str = eqx.field(static=True)
+
+    def __init__(self, name: str, points: Sequence[AbstractPathPoint], wraps: Sequence[AbstractWrapObject] = (),
+                 parameters: MuscleParameters | None = None, kind: str = "Muscle"):
+        self.name = str(name)
+        self.points = tuple(points)
+        self.wraps = tuple(wraps)
+        self.parameters = MuscleParameters() if parameters is None else parameters
+        self.kind = str(kind)
+        if len(self.points) < 2:
+            raise ModelError(f"Muscle {name!r} needs at least two path points, got {len(self.points)}.")
+        for p in self.points:
+            if not isinstance(p, AbstractPathPoint):
+                raise ModelError(f"Muscle {name!r}: {type(p).__name__} is not a path point.")
+        if self.points[0].conditional or self.points[-1].conditional:
+            raise ModelError(f"Muscle {name!r}: the first and last path points may not be conditional.")
+        for w in self.wraps:
+            if not isinstance(w, AbstractWrapObject):
+                raise ModelError(f"Muscle {name!r}: {type(w).__name__} is not a wrap object.")

@@ -1,0 +1,150 @@
+"""The points of a musculotendon path: fixed, conditional (present while a coordinate lies
+in a range) and moving (body-frame location a function of ``q``)."""
+
+import abc
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float
+
+from .._errors import ModelError
+from .._functions import AbstractJointFunction
+from ._checks import concrete, finite, finite_leaves, vector3
+
+# OpenSim's ConditionalPathPoint is active iff range[0] - 1e-5 <= c <= range[1] + 1e-5
+# (observed with OpenSim 4.6, tests/data/opensim/README.md).
+CONDITIONAL_SLACK = 1e-5
+
+
+class AbstractPathPoint(eqx.Module):
+    """A point of a musculotendon path, on `body` ('ground' is the fixed frame).
+
+    `moves` (class attribute): whether the body-frame location depends on ``q``;
+    `conditional`: whether the point can leave the path (:meth:`is_active`).
+    """
+
+    body: eqx.AbstractVar[str]
+    name: eqx.AbstractVar[str]
+    moves: eqx.AbstractClassVar[bool]
+    conditional: eqx.AbstractClassVar[bool]
+
+    @abc.abstractmethod
+    def location(self, q: Float[Array, " nq"]) -> Float[Array, "3"]:
+        """Location in the body frame at ``q`` (m)."""
+
+    @abc.abstractmethod
+    def is_active(self, q: Float[Array, " nq"]) -> Bool[Array, ""]:
+        """Whether the point is part of the path at ``q``."""
+
+
+class PathPoint(AbstractPathPoint):
+    """A point fixed at `location` (m, body frame) on `body`."""
+
+    body: str = eqx.field(static=True)
+    location_: Float[Array, "3"]
+    name: str = eqx.field(static=True)
+    moves = False
+    conditional = False
+
+    def __init__(self, body: str, location: ArrayLike, name: str = ""):
+        self.body = str(body)
+        self.location_ = vector3(location, f"PathPoint {name!r} location")
+        self.name = str(name)
+
+    def location(self, q):
+        return self.location_.astype(q.dtype)
+
+    def is_active(self, q):
+        return jnp.asarray(True)
+
+
+class ConditionalPathPoint(AbstractPathPoint):
+    """A fixed point that is part of the path only while ``range[0] - 1e-5 <= c(q) <= range[1] + 1e-5``
+    (OpenSim's inclusive test with its 1e-5 slack, :data:`CONDITIONAL_SLACK`).
+
+    `coordinate` is the OpenSim coordinate as a joint function of ``q`` (a
+    dependent coordinate is its coupling function). The path length jumps where
+    the point switches in or out; :func:`path_events` reports the state.
+    """
+
+    body: str = eqx.field(static=True)
+    location_: Float[Array, "3"]
+    coordinate: AbstractJointFunction
+    range: Float[Array, "2"]
+    name: str = eqx.field(static=True)
+    moves = False
+    conditional = True
+
+    def __init__(self, body: str, location: ArrayLike, coordinate: AbstractJointFunction,
+                 range: ArrayLike, name: str = ""):
+        self.body = str(body)
+        self.location_ = vector3(location, f"ConditionalPathPoint {name!r} location")
+        if not isinstance(coordinate, AbstractJointFunction):
+            raise ModelError(f"ConditionalPathPoint {name!r}: coordinate must be a joint function of q.")
+        self.coordinate = coordinate
+        self.range = jnp.asarray(range, dtype=float)
+        if self.range.shape != (2,):
+            raise ModelError(f"ConditionalPathPoint {name!r}: range must have two values.")
+        finite(self.range, f"ConditionalPathPoint {name!r} range")
+        self.name = str(name)
+
+    def location(self, q):
+        return self.location_.astype(q.dtype)
+
+    def is_active(self, q):
+        c = self.coordinate(q)
+        return (c >= self.range[0] - CONDITIONAL_SLACK) & (c <= self.range[1] + CONDITIONAL_SLACK)
+
+
+class ClampedCoordinate(AbstractJointFunction):
+    """``f(q) = clip(inner(q), lower, upper)``: OpenSim's MovingPathPoint evaluates its
+    functions at the coordinate value clamped to the coordinate's range (observed
+    with OpenSim 4.6 even for coordinates with ``clamped = false``)."""
+
+    inner: AbstractJointFunction
+    lower: Float[Array, ""]
+    upper: Float[Array, ""]
+
+    def __init__(self, inner: AbstractJointFunction, lower, upper):
+        self.inner = inner
+        self.lower = jnp.asarray(lower, dtype=float)
+        self.upper = jnp.asarray(upper, dtype=float)
+        bounds = np.asarray([self.lower, self.upper]) if concrete(self.lower) and concrete(self.upper) else None
+        if bounds is not None and not (bounds[0] <= bounds[1]):  # also refuses NaN
+            raise ModelError(f"ClampedCoordinate: the range ({bounds[0]}, {bounds[1]}) is not an interval.")
+
+    def __call__(self, q):
+        return jnp.clip(self.inner(q), self.lower, self.upper)
+
+    def coordinate_indices(self):
+        return self.inner.coordinate_indices()
+
+
+class MovingPathPoint(AbstractPathPoint):
+    """A point whose body-frame coordinates x, y, z (m) are joint functions of ``q``."""
+
+    body: str = eqx.field(static=True)
+    x: AbstractJointFunction
+    y: AbstractJointFunction
+    z: AbstractJointFunction
+    name: str = eqx.field(static=True)
+    moves = True
+    conditional = False
+
+    def __init__(self, body: str, x: AbstractJointFunction, y: AbstractJointFunction,
+                 z: AbstractJointFunction, name: str = ""):
+        self.body = str(body)
+        for label, fn in (("x", x), ("y", y), ("z", z)):
+            if not isinstance(fn, AbstractJointFunction):
+                raise ModelError(f"MovingPathPoint {name!r}: {label} must be a joint function of q "
+                                 f"(use jaxmb.Constant for a fixed coordinate).")
+            finite_leaves(fn, f"MovingPathPoint {name!r} {label} (the function's parameters)")
+        self.x, self.y, self.z = x, y, z
+        self.name = str(name)
+
+    def location(self, q):
+        return jnp.stack([self.x(q), self.y(q), self.z(q)]).astype(q.dtype)
+
+    def is_active(self, q):
+        return jnp.asarray(True)

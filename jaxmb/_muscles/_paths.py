@@ -1,0 +1,296 @@
+"""Musculotendon path lengths and path events, all muscles of a model at once.
+
+Wrapping follows OpenSim's semantics (GeometryPath::applyWrapObjects): a wrap
+object is tried on every path segment in its PathWrap range, the first
+segment the straight line would penetrate ("mandatory" wrap) wins, otherwise
+the wrap that lengthens the path least; with several wrap objects the passes
+repeat (at most 8) until the length changes by less than 0.5 mm. Where exact
+parity with OpenSim is impossible or not attempted the deviation is documented
+in docs/moment_arms.md and measured by the tests.
+
+Path discontinuities are explicit: :func:`path_events` reports which
+conditional points are active and which wraps are engaged at ``q``.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float
+
+from .._kinematics import body_transforms
+from .._model import Model
+from .._safe import norm
+from ._layout import Layout, ext_poses, layout, path_lengths, point_locals, wrap_groups
+from ._wrap_base import MANDATORY_WRAP, WRAPPED
+
+
+def _one_wrap(algorithm, s, P, owner, pos, active, key, wrap_len, rot, org, prm, axis, sign, start, end):
+    """Apply wrap slot `s` (wrapped by `algorithm`) to one muscle's path (OpenSim's applyWrapObjects step).
+
+    Returns the new ``(pos, active, key, wrap_len)`` and the record of this wrap
+    computation for the closed-form moment arms: ``(engaged, node_a, node_b, p_a, p_b)``,
+    the nodes (and their positions now) of the segment that was wrapped.
+    """
+    n1, n2 = P + 2 * s, P + 2 * s + 1
+    active = active.at[n1].set(False).at[n2].set(False)
+    idx = jnp.arange(P)
+    inr = (idx >= start) & (idx <= end) & active[:P]
+    any_active = jnp.any(inr)
+    ks = jnp.min(jnp.where(inr, key[:P], jnp.inf))
+    ke = jnp.max(jnp.where(inr, key[:P], -jnp.inf))
+    order = jnp.argsort(jnp.where(active, key, jnp.inf))
+    p = pos[order]
+    act = active[order]
+    k = key[order]
+    own = jnp.asarray(owner)[order]
+    a_, b_ = p[:-1], p[1:]
+    cand = act[:-1] & act[1:] & (k[:-1] >= ks) & (k[1:] <= ke)
+    cand = cand & ~((own[:-1] == own[1:]) & (own[:-1] >= 0))
+    to_w = lambda x: (x - org) @ rot  # noqa: E731
+    fn = algorithm.wrap
+    if algorithm.code is not None:
+        # A kind that is either a mandatory wrap or none: the segment GeometryPath picks
+        # (the first mandatory one) follows from the cheap crossing test alone, and the
+        # costly wrap runs once.
+        code = jax.vmap(lambda x, y: algorithm.code(to_w(x), to_w(y), prm))(a_, b_)
+        mand = cand & (code == MANDATORY_WRAP)
+        j = jnp.argmax(mand)
+        engaged = jnp.any(mand) & any_active
+        _, r1, r2, wl_j = fn(to_w(a_[j]), to_w(b_[j]), prm, axis, sign)
+        r1g_j, r2g_j = r1 @ rot.T + org, r2 @ rot.T + org
+    else:
+        code, r1, r2, wl = jax.vmap(lambda x, y, c: fn(to_w(x), to_w(y), prm, axis, sign, ~c))(a_, b_, cand)
+        r1g = r1 @ rot.T + org
+        r2g = r2 @ rot.T + org
+        change = norm(a_ - r1g) + wl + norm(b_ - r2g) - norm(b_ - a_)
+        mand = cand & (code == MANDATORY_WRAP)
+        wrapped = cand & (code == WRAPPED)
+        first_m = jnp.argmax(mand)
+        masked = jnp.where(wrapped, change, jnp.inf)
+        best_w = jnp.argmin(masked)
+        has_m = jnp.any(mand)
+        has_w = jnp.any(wrapped) & jnp.isfinite(jnp.min(masked))
+        j = jnp.where(has_m, first_m, best_w)
+        engaged = (has_m | has_w) & any_active
+        r1g_j, r2g_j, wl_j = r1g[j], r2g[j], wl[j]
+    ka, kb = k[j], k[j + 1]
+    pos = pos.at[n1].set(jnp.where(engaged, r1g_j, pos[n1])).at[n2].set(jnp.where(engaged, r2g_j, pos[n2]))
+    key = key.at[n1].set(ka + (kb - ka) / 3.0).at[n2].set(ka + 2.0 * (kb - ka) / 3.0)
+    active = active.at[n1].set(engaged).at[n2].set(engaged)
+    wrap_len = wrap_len.at[s].set(jnp.where(engaged, wl_j, 0.0))
+    record = (engaged, order[j].astype(jnp.int32), order[j + 1].astype(jnp.int32), a_[j], b_[j])
+    return (pos, active, key, wrap_len), record
+
+
+def _empty_records(K, W, dt):
+    """Per-slot records of one pass (see :func:`_one_wrap`), all "not engaged"."""
+    return (jnp.zeros((K, W), bool), jnp.zeros((K, W), jnp.int32), jnp.zeros((K, W), jnp.int32),
+            jnp.zeros((K, W, 3), dt), jnp.zeros((K, W, 3), dt))
+
+
+def _wrap_pass(lay, groups, state):
+    """One pass of every wrap slot in order (OpenSim's inner loop over the PathWrapSet).
+
+    Slot by slot (unrolled: the slots are few), each wrap algorithm present at the slot is
+    applied (vmapped) to the muscles whose wrap it is there. Returns the new state and
+    the pass's records (K, W) of :func:`_one_wrap`.
+    """
+    rec = _empty_records(lay.K, lay.W, state[0].dtype)
+    for s, slot in enumerate(groups):
+        for algorithm, ks, rot, org, prm, axis, sign in slot:
+            sub = tuple(x[ks] for x in state)
+            fn = lambda *a, algorithm=algorithm, s=s: _one_wrap(algorithm, s, lay.P, lay.owner, *a)  # noqa: E731
+            new, made = jax.vmap(fn)(*sub, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
+                                     jnp.asarray(lay.wstart[ks, s]), jnp.asarray(lay.wend[ks, s]))
+            state = tuple(x.at[ks].set(y) for x, y in zip(state, new))
+            rec = tuple(x.at[ks, s].set(y) for x, y in zip(rec, made))
+    return state, rec
+
+
+class Resolved:
+    """All muscle paths at one q: nodes (K, N) (points, then 2 per wrap slot), ordered by key."""
+
+    def __init__(self, pos, active, key, wrap_len, engaged, rot, org, groups, history=None):
+        # (K, N, 3) ground positions; a wrap tangent point's is OpenSim's cached one, from
+        # the first pass that engaged its wrap (the straight segments use these)
+        self.pos = pos
+        self.active = active  # (K, N) bool
+        self.key = key  # (K, N) order keys
+        self.wrap_len = wrap_len  # (K, W) surface lengths
+        self.engaged = engaged  # (K, W) bool
+        self.rot, self.org = rot, org  # (nb+1, 3, 3), (nb+1, 3): body poses, ground last
+        self.groups = groups
+        # Every wrap computation, pass by pass: applied (T, K) (the pass was kept for the
+        # muscle) and the records (T, K, W) of _one_wrap; None without wrap slots.
+        self.history = history
+
+
+def resolve_all(lay: Layout, q, poses) -> Resolved:
+    """Resolve all muscle paths at `q` (body `poses` (nb, 4, 4)): points, then the wrap passes."""
+    dt = q.dtype
+    rot_e, org_e = ext_poses(poses.astype(dt))
+    loc, act = point_locals(lay, q)
+    b = lay.pbody
+    pos = jnp.einsum("kpij,kpj->kpi", rot_e[b], loc) + org_e[b]
+    K, W = lay.K, lay.W
+    pos = jnp.concatenate([pos, jnp.zeros((K, 2 * W, 3), dt)], axis=1)
+    active = jnp.concatenate([act, jnp.zeros((K, 2 * W), bool)], axis=1)
+    key = jnp.tile(jnp.concatenate([jnp.arange(lay.P, dtype=dt), jnp.zeros(2 * W, dt)]), (K, 1))
+    wrap_len = jnp.zeros((K, W), dt)
+    state = (pos, active, key, wrap_len)
+    groups = wrap_groups(lay, rot_e, org_e, dt)
+    history = None
+    if W > 0 and not lay.multi:
+        state, rec = _wrap_pass(lay, groups, state)
+        history = (jnp.ones((1, K), bool),) + tuple(x[None] for x in rec)
+        cached = state[0]
+    elif W > 0:
+        # Muscles with several wraps: up to 8 passes, each muscle stopping (as
+        # OpenSim) once its length changes by less than 0.5 mm; one pass for the others.
+        # OpenSim caches each path point's ground location once per state, and moving a
+        # PathWrapPoint does not invalidate it: the straight segments (of the length, the
+        # convergence check and the returned path) use each tangent point's position
+        # from the first pass that engaged its wrap, the surface lengths the current
+        # ones. `seen` (K, W) flags the slots engaged so far, `fpos` (K, 2W, 3) holds
+        # their tangent points' first positions.
+        single = jnp.asarray(lay.nw <= 1)
+        P = lay.P
+
+        def step(carry):
+            st, last, done, seen, fpos = carry
+            new, rec = _wrap_pass(lay, groups, st)
+            new = tuple(jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b) for a, b in zip(st, new))
+            fresh = jnp.repeat(new[1][:, P::2] & ~seen & ~done[:, None], 2, axis=1)
+            fpos = jnp.where(fresh[..., None], new[0][:, P:], fpos)
+            seen = seen | (new[1][:, P::2] & ~done[:, None])
+            cached = jnp.concatenate([new[0][:, :P], fpos], axis=1)
+            length = path_lengths(lay, (cached,) + new[1:])
+            stop = done | single | (jnp.abs(length - last) < 0.0005)
+            return (new, jnp.where(done, last, length), stop, seen, fpos), (~done,) + rec
+
+        def skip(carry):
+            return carry, (jnp.zeros(K, bool),) + _empty_records(K, W, dt)
+
+        def body(carry, _):
+            return jax.lax.cond(jnp.all(carry[2]), skip, step, carry)
+
+        init = (state, jnp.full(K, jnp.inf, dt), jnp.zeros(K, bool), jnp.zeros((K, W), bool),
+                jnp.zeros((K, 2 * W, 3), dt))
+        (state, _, _, _, fpos), history = jax.lax.scan(body, init, None, length=8)
+        cached = jnp.concatenate([state[0][:, :P], fpos], axis=1)
+    else:
+        cached = state[0]
+    pos, active, key, wrap_len = state
+    return Resolved(cached, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups, history)
+
+
+def _lengths(model: Model, q, poses):
+    if not model.muscles:
+        return jnp.zeros(0, q.dtype)
+    lay = layout(model)
+    r = resolve_all(lay, q, poses)
+    return path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len))
+
+
+def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_muscles"]:
+    """Musculotendon path lengths ``L(q)``: the sum of the straight segments between the
+    active path points and the wrap tangent points, plus the lengths on the wrap surfaces.
+
+    **Arguments:**
+
+    - `model`: a model with muscles (e.g. from `jaxmb.load_osim`).
+    - `q`: `(nq,)` independent coordinates (rad or m).
+
+    **Returns:**
+
+    `(n_muscles,)` lengths (m), in the order of `model.muscle_names`.
+    """
+    q = jnp.asarray(q)
+    return _lengths(model, q, body_transforms(model, q))
+
+
+def muscle_lengthening_speeds(model: Model, q, qd) -> Float[Array, " n_muscles"]:
+    """Musculotendon lengthening speeds ``dL/dt = (dL/dq) q' = -Rᵀ q'``.
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`, `qd`: `(nq,)` coordinates and their time derivatives (rad, m; rad/s, m/s).
+
+    **Returns:**
+
+    `(n_muscles,)` speeds (m/s), positive when the muscle lengthens.
+    """
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    return jax.jvp(lambda x: muscle_lengths(model, x), (q,), (qd,))[1]
+
+
+class PathEvents(eqx.Module):
+    """Discrete path state at q: `conditional_active[k]` is a bool per path point of
+    muscle k (True for non-conditional points), `wrap_engaged[k]` a bool per wrap."""
+
+    conditional_active: tuple
+    wrap_engaged: tuple
+
+
+def path_events(model: Model, q) -> PathEvents:
+    """Which conditional points are active and which wraps are engaged at ``q``.
+
+    The derivative of the path length (and, where a conditional point switches, the
+    length itself) jumps where any of these change; compare two states by
+    :func:`path_event_signature`.
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates.
+
+    **Returns:**
+
+    A :class:`PathEvents`, one entry per muscle.
+    """
+    q = jnp.asarray(q)
+    if not model.muscles:
+        return PathEvents((), ())
+    lay = layout(model)
+    r = resolve_all(lay, q, body_transforms(model, q))
+    act = tuple(r.active[k, :lay.npts[k]] for k in range(lay.K))
+    eng = tuple(r.engaged[k, :lay.nw[k]] for k in range(lay.K))
+    return PathEvents(act, eng)
+
+
+def path_event_signature(model: Model, q) -> Bool[Array, " n_events"]:
+    """All of :func:`path_events` flattened to one bool vector (for comparing states).
+
+    **Returns:**
+
+    `(n_events,)` bools: every muscle's path points (True unless a conditional point
+    is out of its range), then every muscle's wraps (True where engaged).
+    """
+    ev = path_events(model, q)
+    parts = list(ev.conditional_active) + list(ev.wrap_engaged)
+    return jnp.concatenate([jnp.ravel(p) for p in parts]) if parts else jnp.zeros(0, bool)
+
+
+def muscle_path_points(model: Model, q, muscle: str | int):
+    """The path of one muscle at `q`, as OpenSim draws it.
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates.
+    - `muscle`: its name or index in `model.muscle_names`.
+
+    **Returns:**
+
+    `(n, 3)` ground positions (m) of the active path points and the wrap tangent
+    points, in path order.
+    """
+    q = jnp.asarray(q)
+    k = model.muscle_names.index(muscle) if isinstance(muscle, str) else int(muscle)
+    lay = layout(model)
+    r = resolve_all(lay, q, body_transforms(model, q))
+    active, key = np.asarray(r.active[k]), np.asarray(r.key[k])
+    order = [i for i in np.argsort(np.where(active, key, np.inf)) if active[i]]
+    return r.pos[k][np.asarray(order)]

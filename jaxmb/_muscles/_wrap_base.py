@@ -1,0 +1,162 @@
+"""What every wrap object shares: its frame, OpenSim's quadrant, the PathWrap's range
+and method, the WrapAction codes, and the interface the path code calls.
+
+A wrap kind (sphere, cylinder, ellipsoid, torus) is a final subclass of
+:class:`AbstractWrapObject` that provides its parameters as one array
+(:meth:`AbstractWrapObject.wrap_parameters`) and its algorithm
+(:meth:`AbstractWrapObject.algorithm`): a jitted function
+``wrap(p1, p2, params, axis, sign, skip) -> (code, r1, r2, length)`` in the wrap
+frame. The path code groups wraps by algorithm, so that every wrap of one kind at
+one slot of the muscles' PathWrapSets is computed by one vmapped call.
+"""
+
+import abc
+import dataclasses
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._errors import ModelError
+from .._safe import unit
+from .._spatial import body_fixed_xyz
+from ._checks import vector3
+
+# OpenSim's WrapAction codes.
+INSIDE_RADIUS, NO_WRAP, WRAPPED, MANDATORY_WRAP = -1, 0, 1, 2
+ROUNDOFF = 2e-13  # OpenSim's EQUAL_WITHIN_ERROR
+# OpenSim's PathWrap methods (how the ellipsoid picks its wrapping plane).
+WRAP_METHODS = {"hybrid": 0, "midpoint": 1, "axial": 2}
+
+_QUADRANTS = {"-x": (0, -1), "x": (0, 1), "+x": (0, 1), "-y": (1, -1), "y": (1, 1), "+y": (1, 1),
+              "-z": (2, -1), "z": (2, 1), "+z": (2, 1), "all": (0, 0), "unassigned": (0, 0)}
+
+
+def _quadrant(q: str, name: str):
+    key = q.strip().lower()
+    if key not in _QUADRANTS:
+        raise ModelError(f"Wrap object {name!r}: quadrant {q!r} is not one of x, -x, y, -y, z, -z, all.")
+    return _QUADRANTS[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class WrapAlgorithm:
+    """A wrap algorithm as the path code calls it (hashable: it keys the wrap groups).
+
+    `wrap(p1, p2, params, axis, sign, skip=False)` returns ``(code, r1, r2, length)``
+    for the segment p1-p2 in the wrap frame (`skip`: the caller will not use the
+    result, so iterations that only refine it may stop). It is one `jax.jit` per
+    algorithm, so that the forward resolution, the reverse sweep's `jax.vjp` and every
+    slot of the same kind reuse one traced program. `code(p1, p2, params)`, where not
+    None, returns the WrapAction alone, for kinds that only ever return
+    MANDATORY_WRAP or NO_WRAP: the path code then picks the segment from it and runs
+    the full (costly) wrap once.
+    """
+
+    wrap: Callable
+    code: Callable | None = None
+
+
+class AbstractWrapObject(eqx.Module):
+    """Common fields: the body, the pose of the wrap frame in it, OpenSim's quadrant
+    (which side the path may wrap), and the PathWrap's point range and method.
+
+    `range` holds OpenSim's 1-based (start, end) path-point indices; ``-1`` means
+    the first (last) point.
+    """
+
+    name: eqx.AbstractVar[str]
+    body: eqx.AbstractVar[str]
+    translation: eqx.AbstractVar[Array]
+    xyz_body_rotation: eqx.AbstractVar[Array]
+    quadrant: eqx.AbstractVar[str]
+    range: eqx.AbstractVar[tuple]
+    method: eqx.AbstractVar[str]
+
+    @abc.abstractmethod
+    def wrap_parameters(self, dtype) -> Float[Array, " n"]:
+        """The kind's parameters as one vector in `dtype` (the `params` of its algorithm)."""
+
+    @abc.abstractmethod
+    def algorithm(self, n_wraps: int) -> WrapAlgorithm:
+        """The algorithm that wraps this object on a muscle with `n_wraps` PathWraps
+        (OpenSim's cylinder and torus slide their tangent points when a muscle has several)."""
+
+    @property
+    def wrap_axis(self) -> int:
+        return _quadrant(self.quadrant, self.name)[0]
+
+    @property
+    def wrap_sign(self) -> int:
+        return _quadrant(self.quadrant, self.name)[1]
+
+    def pose(self, dtype):
+        """(rotation, translation) of the wrap frame in the body frame."""
+        return body_fixed_xyz(self.xyz_body_rotation.astype(dtype)), self.translation.astype(dtype)
+
+    def wrap_line(self, p1: Float[Array, "3"], p2: Float[Array, "3"]):
+        """Wrap the segment p1-p2 (wrap-frame coordinates, m), as on a muscle with one PathWrap.
+
+        Returns ``(code, r1, r2, wrap_length)`` with OpenSim's codes
+        (-1 inside, 0 no wrap, 1 wrapped, 2 mandatory wrap), tangent points in
+        the wrap frame and the length of the path on the surface.
+        """
+        return self.algorithm(1).wrap(p1, p2, self.wrap_parameters(p1.dtype), self.wrap_axis, self.wrap_sign)
+
+
+def init_common(self, name, body, translation, xyz_body_rotation, quadrant, range, method):
+    """Set (and check) the fields of :class:`AbstractWrapObject` on a final wrap class."""
+    self.name = str(name)
+    self.body = str(body)
+    self.translation = vector3(translation, f"wrap object {name!r} translation")
+    self.xyz_body_rotation = vector3(xyz_body_rotation, f"wrap object {name!r} xyz_body_rotation")
+    _quadrant(quadrant, name)
+    self.quadrant = str(quadrant)
+    self.range = (int(range[0]), int(range[1]))
+    if str(method).strip().lower() not in WRAP_METHODS:
+        raise ModelError(f"Wrap object {name!r}: method {method!r} is not one of {', '.join(WRAP_METHODS)}.")
+    self.method = str(method)
+
+
+def pick_shortest(r1a, r1b, r2a, r2b, c1, c2):
+    """OpenSim's choice of the tangent pair with the largest dot product of the radii."""
+    u1a, u1b, u2a, u2b = unit(r1a - c1), unit(r1b - c1), unit(r2a - c2), unit(r2b - c2)
+    j1, j2, j3, j4 = u1a @ u2a, u1a @ u2b, u1b @ u2a, u1b @ u2b
+    c_1 = (j1 > j2) & (j1 > j3) & (j1 > j4)
+    c_2 = (~c_1) & (j2 > j3) & (j2 > j4)
+    c_3 = (~c_1) & (~c_2) & (j3 > j4)
+    r1 = jnp.where(c_1 | c_2, r1a, r1b)
+    r2 = jnp.where(c_1 | c_3, r2a, jnp.where(c_2, r2b, jnp.where(c_3, r2a, r2b)))
+    other1 = jnp.where(c_1 | c_2, r1b, r1a)
+    other2 = jnp.where(c_1, r2b, jnp.where(c_2, r2a, jnp.where(c_3, r2b, r2a)))
+    return r1, r2, other1, other2
+
+
+def iterate_derivative(fn):
+    """``fn(x, *aux)`` (x: a flat float array; aux: flags, not differentiated) differentiated
+    as the iterations it actually makes, not as the point they converge to.
+
+    OpenSim stops several wrap iterations at loose tolerances (the ellipsoid's
+    Gauss-Newton at a squared residual of 1e-8, the torus's Levenberg-Marquardt at
+    1e-4, the cylinder's restarts at 0.1 degree), so its lengths are functions of
+    those iterates and -dL/dq is their derivative. The JVP rule forms the Jacobian
+    ``d fn/dx`` by forward mode through fn's loops, from primal values only, and applies
+    it linearly: reverse mode (the closed-form moment arms' ``jax.vjp``, ``jax.grad``)
+    then transposes a matrix product instead of needing a reverse-differentiable
+    loop of fixed length."""
+    wrapped = jax.custom_jvp(fn)
+
+    @wrapped.defjvp
+    def _jvp(primals, tangents):
+        x, *aux = primals
+
+        def with_value(x):
+            y = fn(x, *aux)
+            return y, y
+
+        jac, out = jax.jacfwd(with_value, has_aux=True)(x)
+        return out, jac @ tangents[0]
+
+    return wrapped
