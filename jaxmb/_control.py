@@ -1,8 +1,8 @@
 """Controllers that produce generalized forces during a simulation.
 
 A controller may carry its own state ``z`` (e.g. the integral of a PID error), any
-pytree of arrays, integrated by :func:`jaxmb.simulate` together with ``q`` and ``q'``
-(the ``controller`` field of :class:`jaxmb.SimulationState`).
+pytree of arrays, integrated by `jaxmb.simulate` together with ``q`` and ``q'``
+(the ``controller`` field of `jaxmb.SimulationState`).
 """
 
 import abc
@@ -21,7 +21,7 @@ class AbstractController(eqx.Module):
 
     Concrete controllers are final and implement the three abstract methods (equinox's
     abstract/final pattern). `z` is any pytree of arrays (an array of size 0 for a
-    controller without state); :func:`jaxmb.simulate` weighs it in its step-size
+    controller without state); `jaxmb.simulate` weighs it in its step-size
     control like ``q`` and ``q'``.
     """
 

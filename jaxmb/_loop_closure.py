@@ -6,18 +6,18 @@ the nq independent coordinates ``q``), each dependent variable is still a smooth
 function ``f_k(q)`` away from singular configurations, and the embedded equations of
 motion in ``q`` are an ODE without constraint drift. This module provides
 
-* :class:`LoopClosure`: the constraint function, its parameters (array leaves) and
-  a reference assembly (the branch); :meth:`LoopClosure.solve` solves ``g = 0`` by
+* `LoopClosure`: the constraint function, its parameters (array leaves) and
+  a reference assembly (the branch); `LoopClosure.solve` solves ``g = 0`` by
   Newton's method (optimistix) and reports convergence, conditioning and branch as
-  a :class:`~jaxmb.RESULTS` code; calling the closure gives ``f_dep(q)``, exactly
+  a `RESULTS` code; calling the closure gives ``f_dep(q)``, exactly
   differentiable to any order by the implicit function theorem;
 * closed forms of the first and second derivatives by implicit differentiation
-  (Ehsani 2016, Eq. 101; :meth:`LoopClosure.derivatives`, :meth:`LoopClosure.rates`);
-* :class:`ImplicitJointFunction`: the k-th dependent variable as a joint function.
+  (Ehsani 2016, Eq. 101; `LoopClosure.derivatives`, `LoopClosure.rates`);
+* `ImplicitJointFunction`: the k-th dependent variable as a joint function.
 
 A model records which of its joints share a loop (``Model.loops``), and kinematics
 solves each loop once per state and hands every joint its share
-(:meth:`LoopClosure.joint_outputs`, :meth:`ImplicitJointFunction.share`).
+(`LoopClosure.joint_outputs`, `ImplicitJointFunction.share`).
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ class LoopClosureError(ValueError):
 
 
 class LoopSolution(eqx.Module):
-    """What :meth:`LoopClosure.solve` returns.
+    """What `LoopClosure.solve` returns.
 
     - `f`: (m,) dependent joint variables.
-    - `result`: a :class:`~jaxmb.RESULTS` member: ``successful``,
+    - `result`: a `RESULTS` member: ``successful``,
       ``loop_not_converged``, ``loop_singular`` or ``loop_wrong_branch``
       (``RESULTS[sol.result]`` is the message).
     - `residual`: ``max |g(f, q)|``.
@@ -110,16 +110,16 @@ class LoopClosure(eqx.Module):
     - `rtol`, `atol`, `max_steps`: Newton's tolerances (optimistix) and step limit.
     - `rcond_min`: below this reciprocal condition number of ``∂g/∂f`` the
       configuration counts as singular.
-    - `throw`: raise (:class:`LoopClosureError` eagerly, ``eqx.error_if`` under
+    - `throw`: raise (`LoopClosureError` eagerly, ``eqx.error_if`` under
       jit) when a solve fails; with ``throw=False`` check ``solve(q).result``
-      (:func:`~jaxmb.simulate` then checks the solve at the end of every step rather
+      (`simulate` then checks the solve at the end of every step rather
       than in every right-hand side: ``Solution.loop_results``).
     - `variable_names`: names of the m dependent variables (documentation).
     - `ref_tol`: how far (in the units of ``f``, every component) Newton may move
       `f_ref` at `q_ref` before the reference counts as far from any assembly.
 
-    A copy made by :meth:`warm_started` holds a `start`, Newton's first iterate at
-    every ``q`` in place of the guess or the continuation: :func:`jaxmb.simulate`
+    A copy made by `warm_started` holds a `start`, Newton's first iterate at
+    every ``q`` in place of the guess or the continuation: `jaxmb.simulate`
     carries the dependent variables along the motion and starts each solve from
     them.
     """
@@ -251,7 +251,7 @@ class LoopClosure(eqx.Module):
 
     def initial_guess(self, q):
         """The first Newton iterate at ``q`` (no gradient flows through it): the
-        `start` of a :meth:`warm_started` copy, else `guess`, else the continuation."""
+        `start` of a `warm_started` copy, else `guess`, else the continuation."""
         q = jax.lax.stop_gradient(q)
         if self.start is not None:
             return jax.lax.stop_gradient(self.start.astype(q.dtype))
@@ -267,18 +267,18 @@ class LoopClosure(eqx.Module):
 
     def solve(self, q: ArrayLike, f0: ArrayLike | None = None, *, throw: bool | None = None) -> LoopSolution:
         """Solve ``g(f, q) = 0`` for ``f`` by Newton's method, warm-started at `f0`
-        (default: :meth:`initial_guess`). Works under ``jit``, ``vmap`` and autodiff
+        (default: `initial_guess`). Works under ``jit``, ``vmap`` and autodiff
         (the derivative of ``.f`` comes from the implicit function theorem).
 
         **Arguments:**
 
         - `q`: (nq,) coordinates.
         - `f0`: (m,) first Newton iterate, or None.
-        - `throw`: raise on failure (:class:`LoopClosureError` eagerly, through
-          ``eqx.error_if`` with the :class:`~jaxmb.RESULTS` message under jit);
+        - `throw`: raise on failure (`LoopClosureError` eagerly, through
+          ``eqx.error_if`` with the `RESULTS` message under jit);
           default: the closure's. With ``throw=False`` inspect ``.result``.
 
-        **Returns:** a :class:`LoopSolution`.
+        **Returns:** a `LoopSolution`.
         """
         throw = self.throw if throw is None else throw
         q = self._as_q(q)
@@ -326,13 +326,13 @@ class LoopClosure(eqx.Module):
         return RESULTS.where(converged, code, RESULTS.loop_not_converged)
 
     def _factored_newton(self, q):
-        """:func:`~jaxmb._loop_solve.factored_newton` from :meth:`initial_guess`:
+        """`factored_newton` from `initial_guess`:
         stop-gradient ``(f, ∂g/∂f, (∂g/∂f)⁻¹, converged)``."""
         q = jax.lax.stop_gradient(q)
         return _ls.factored_newton(self, q, self.initial_guess(q))
 
     def _factored_solve(self, q):
-        """:meth:`_factored_newton` and the result of its solution, as :meth:`_result` gives it but without an SVD (which
+        """`_factored_newton` and the result of its solution, as `_result` gives it but without an SVD (which
         on CPU costs more than the whole solve): the reciprocal condition number is
         estimated from Newton's last ``∂g/∂f`` and its inverse,
         ``1 / (‖∂g/∂f‖_F ‖(∂g/∂f)⁻¹‖_F)``, between ``rcond / m`` and ``rcond``; the
@@ -343,8 +343,8 @@ class LoopClosure(eqx.Module):
         return f, inverse, self._code(f, q, converged, rcond, jacobian)
 
     def _status(self, q) -> Int[Array, ""]:
-        """The result (as the integer index of its :class:`~jaxmb.RESULTS` member) of
-        the solve that :meth:`rates` makes at ``q``, which is what it checks with
+        """The result (as the integer index of its `RESULTS` member) of
+        the solve that `rates` makes at ``q``, which is what it checks with
         ``throw=True``. Values only."""
         return self._factored_solve(q)[2]._value
 
@@ -357,7 +357,7 @@ class LoopClosure(eqx.Module):
 
     def _check(self, f, code: RESULTS, q):
         """`f`, raising when `code` is not ``RESULTS.successful``: eagerly a
-        :class:`LoopClosureError` naming the loop and ``q``; under jit through
+        `LoopClosureError` naming the loop and ``q``; under jit through
         ``eqx.branched_error_if`` with the message (``q`` printed on failure)."""
         c = code._value
         if _is_concrete(c) and _is_concrete(q):
@@ -399,7 +399,7 @@ class LoopClosure(eqx.Module):
     def value(self, q: ArrayLike) -> Float[Array, " m"]:
         """``f_dep(q)`` (m,) with a hand-written implicit-function JVP rule (first order
         ``df = -(∂g/∂f)⁻¹ (∂g/∂q dq + ∂g/∂p dp)``, Ehsani 2016, Eq. 101, nested for
-        higher orders): the same derivatives as :meth:`__call__`, lighter to trace."""
+        higher orders): the same derivatives as `__call__`, lighter to trace."""
         return _ls.implicit_value(self, self._as_q(q))
 
     # -- closed-form implicit derivatives ----------------------------------
@@ -431,7 +431,7 @@ class LoopClosure(eqx.Module):
         return f, jac, hess
 
     def hessian(self, q: ArrayLike, f: ArrayLike | None = None) -> Float[Array, "m nq nq"]:
-        """``∂²f/∂q²`` (m, nq, nq) in closed form; see :meth:`derivatives`."""
+        """``∂²f/∂q²`` (m, nq, nq) in closed form; see `derivatives`."""
         return self.derivatives(q, f)[2]
 
     def rates(self, q: ArrayLike, qd: ArrayLike):
@@ -464,15 +464,15 @@ class LoopClosure(eqx.Module):
     def _velocity_at(self, f, q, qd):
         """``f' = -(∂g/∂f)⁻¹ ∂g/∂q q'`` (m,) at a given `f`, near the solution at ``q``
         (no solve): the rate of a warm start carried along a motion, for which the
-        solution's own rate (:meth:`rates`, a solve) is not needed."""
+        solution's own rate (`rates`, a solve) is not needed."""
         gf, gq = self.jacobians(f, q)
         return -jnp.linalg.solve(gf, gq @ qd)
 
     def joint_outputs(self, method: str, *args):
         """What one solve of the loop gives every joint for the joint-function `method`
         (``"__call__"``, ``"gradient"``, ``"hessian"``, ``"rates"`` or
-        ``"rates_and_gradient"`` of :class:`ImplicitJointFunction`), for all m
-        dependent variables at once; :meth:`ImplicitJointFunction.share` takes one's part."""
+        ``"rates_and_gradient"`` of `ImplicitJointFunction`), for all m
+        dependent variables at once; `ImplicitJointFunction.share` takes one's part."""
         if method == "__call__":
             return self.value(*args)
         if method == "gradient":
@@ -485,7 +485,7 @@ class LoopClosure(eqx.Module):
 
 
 class ImplicitJointFunction(AbstractJointFunction):
-    """The `index`-th dependent variable of a :class:`LoopClosure`, as a joint function of q.
+    """The `index`-th dependent variable of a `LoopClosure`, as a joint function of q.
 
     The value solves the loop (Newton, warm-started by the closure's guess); the
     gradient and Hessian are the closed-form implicit derivatives (Ehsani 2016,
@@ -536,6 +536,6 @@ class ImplicitJointFunction(AbstractJointFunction):
 
 
 def implicit_joint_functions(closure: LoopClosure) -> tuple[ImplicitJointFunction, ...]:
-    """One :class:`ImplicitJointFunction` per dependent variable of `closure` (all
+    """One `ImplicitJointFunction` per dependent variable of `closure` (all
     holding this very closure, so that a model built from them records one loop)."""
     return tuple(ImplicitJointFunction(closure, k) for k in range(closure.m))

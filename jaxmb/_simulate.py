@@ -41,7 +41,7 @@ from ._typing import RealLike
 
 
 class Solution(eqx.Module):
-    """Result of :func:`simulate`.
+    """Result of `simulate`.
 
     - `ts`: (T,) save times, s.
     - `state`: the ``SimulationState`` at the save times (each leaf with a leading
@@ -49,7 +49,7 @@ class Solution(eqx.Module):
       state ((T, 0) without a controller).
     - `success`: scalar bool, ``result == RESULTS.successful``; False only with
       ``throw=False`` (otherwise a failure raises).
-    - `result`: a :class:`~jaxmb.RESULTS` item: ``successful``, ``max_steps_reached``,
+    - `result`: a `RESULTS` item: ``successful``, ``max_steps_reached``,
       ``nonfinite_state`` (the state or the forces became NaN or inf),
       ``singular_mass_matrix``, ``loop_*`` (a loop closure built with ``throw=False``
       failed to solve at the end of a step) or ``solver_failed``.
@@ -58,9 +58,9 @@ class Solution(eqx.Module):
     - `t_end`, `state_end`: where the integration stopped: ``t1`` and the final state,
       or the last accepted step before it failed; `q_end`, `qd_end` (nq,) its
       coordinates and rates. Save times after ``t_end`` hold ``inf``.
-    - `loop_results`: ``{loop name: code}`` for every :class:`~jaxmb.LoopClosure`
+    - `loop_results`: ``{loop name: code}`` for every `LoopClosure`
       built with ``throw=False`` (which check nothing inside the right-hand side):
-      its :attr:`~jaxmb.LoopSolution.result` at ``(t_end, q_end)``, 0 when it solved
+      its `result` at ``(t_end, q_end)``, 0 when it solved
       at the end of every step.
     """
 
@@ -124,7 +124,7 @@ def _loop_codes_at(check: "_LoopCheck", y) -> dict:
 
 def _unchecked_loops(model: Model) -> tuple[str, ...]:
     """Names (made unique) of the loops built with ``throw=False``: nothing inside the
-    right-hand side checks their solves, so :func:`simulate` checks them at the end of
+    right-hand side checks their solves, so `simulate` checks them at the end of
     every step."""
     names: list[str] = []
     for closure, _ in _closure_joints(model):
@@ -162,7 +162,7 @@ _SINGULAR = int(RESULTS.loop_singular._value)
 
 
 def _loop_result(codes: dict):
-    """The :class:`~jaxmb.RESULTS` item of the first loop in `codes` that failed
+    """The `RESULTS` item of the first loop in `codes` that failed
     (``successful`` if none)."""
     result = RESULTS.successful
     for code in reversed(list(codes.values())):
@@ -271,7 +271,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     - `tau`: generalized forces: ``None`` (zero), a constant (nq,), a (T, nq) array
       sampled at `tau_ts` (T,) s (linearly interpolated), or a callable
       ``tau(t, q, q')``; N m or N per coordinate.
-    - `controller`: an :class:`~jaxmb.control.AbstractController` (e.g. PID), whose
+    - `controller`: an `AbstractController` (e.g. PID), whose
       torque adds to `tau` and whose state integrates with the mechanics.
     - `solver`: ``"tsit5"`` (default), ``"dopri5"``, ``"dopri8"``, ``"kvaerno5"``
       (implicit, for stiff problems) or any diffrax solver; adaptive steps with a
@@ -292,17 +292,17 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
       with ``throw=False`` check ``.result`` or ``.success`` (useful under ``vmap``,
       one per batch member).
     - `adjoint`: diffrax adjoint for ``jax.grad`` (default: recursive checkpointing).
-    - `method`: the dynamics route of :func:`~jaxmb.forward_dynamics`.
+    - `method`: the dynamics route of `forward_dynamics`.
 
     **Returns:**
 
-    A :class:`Solution`: ``.ts``, ``.q``, ``.qd`` (T, nq), ``.result``, ``.state``.
+    A `Solution`: ``.ts``, ``.q``, ``.qd`` (T, nq), ``.result``, ``.state``.
 
     Works under ``jax.jit`` and ``jax.vmap`` (over initial conditions or over model
     parameters) and is differentiable.
 
     Arguments that cannot be integrated raise a ``ValueError`` naming them at the call:
-    `q0`, `qd0` of the wrong shape (a :class:`~jaxmb.ModelError`), NaN or inf in `q0`,
+    `q0`, `qd0` of the wrong shape (a `ModelError`), NaN or inf in `q0`,
     `qd0`, a constant `tau`, `t0` or `t1` (when concrete), ``t1 < t0``, tolerances that
     are not positive or below the dtype's resolution; under ``jit``, non-finite or
     reversed `t0`, `t1` raise at run time (``eqx.error_if``, whatever `throw`). A run
@@ -312,7 +312,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     controller) become NaN or inf, ``RESULTS.singular_mass_matrix`` when ``M(q)`` is
     singular (a coordinate that moves no mass).
 
-    Loops without a `guess` (:class:`~jaxmb.LoopClosure`) are solved at every
+    Loops without a `guess` (`LoopClosure`) are solved at every
     right-hand side by Newton's method started from their variables carried along
     the motion (``w' = J q'``, appended to the state and left out of the step-size
     control), not from a continuation from ``q_ref``: a solve takes one or two
@@ -321,7 +321,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     Loops built with ``throw=False`` check nothing inside the right-hand side; their
     solves are checked at the end of every step instead (a diffrax event), and a
     failure there (not converged, singular, another branch) stops the integration:
-    with `throw` it raises :class:`~jaxmb.LoopClosureError` naming the loop, otherwise
+    with `throw` it raises `LoopClosureError` naming the loop, otherwise
     ``.success`` is False and ``.loop_results``, ``.t_end``, ``.q_end`` say which loop
     and where.
     """

@@ -1,9 +1,9 @@
-"""The state that :func:`jaxmb.simulate` integrates, its vector field, its error norm,
+"""The state that `jaxmb.simulate` integrates, its vector field, its error norm,
 and the guards that end a run whose state or dynamics stop making sense.
 
-The state is a pytree (:class:`SimulationState`): new kinds of state (muscle
+The state is a pytree (`SimulationState`): new kinds of state (muscle
 activations, fibre lengths) are new fields, integrated with the mechanics. diffrax
-integrates it laid out as one flat array (:class:`_Layout`): diffrax combines the
+integrates it laid out as one flat array (`_Layout`): diffrax combines the
 Runge-Kutta stages, the error estimate and the step's accept/reject leaf by leaf, and
 on a CPU each leaf's operations are small kernels of their own, which a cheap right-hand
 side (a double pendulum, a PID controller) pays for at every step. One array keeps the
@@ -30,12 +30,12 @@ from ._results import RESULTS
 
 
 class SimulationState(eqx.Module):
-    """What :func:`jaxmb.simulate` integrates: a pytree, so that controller and (later)
+    """What `jaxmb.simulate` integrates: a pytree, so that controller and (later)
     muscle states ride along with the mechanics.
 
     - `q`, `qd`: (nq,) generalized coordinates and their rates.
     - `controller`: the controller's state ``z`` (any pytree of arrays,
-      :meth:`~jaxmb.control.AbstractController.init`), or None without a controller.
+      `init`), or None without a controller.
     - `loops`: a tuple of one (m,) array per loop closure without a `guess` (None if
       there is none): its dependent variables carried along the motion (``w' = J q'``),
       where its Newton solve at the next right-hand side starts. They add no unknowns
@@ -45,7 +45,7 @@ class SimulationState(eqx.Module):
     Absent parts are None, not empty containers (diffrax's stage buffers take arrays
     only).
 
-    In a :class:`~jaxmb.Solution` every leaf has a leading axis of save times.
+    In a `Solution` every leaf has a leading axis of save times.
     """
 
     q: Float[Array, "*T nq"]
@@ -55,7 +55,7 @@ class SimulationState(eqx.Module):
 
 
 class _Layout(eqx.Module):
-    """Where each leaf of a :class:`SimulationState` lies in the flat array that diffrax
+    """Where each leaf of a `SimulationState` lies in the flat array that diffrax
     integrates: the leaves in pytree order (``q``, ``q'``, the controller's, the loops'),
     each flattened. The loops come last, so that the step-size control's norm can weigh
     the first `n_controlled` components only."""
@@ -93,7 +93,7 @@ class _Layout(eqx.Module):
 
 class _LeadingRMSNorm(eqx.Module):
     """The RMS norm of the first `n` components. A Module rather than a lambda, so that
-    calls of :func:`~jaxmb.simulate` with equal arguments hit diffrax's compilation cache."""
+    calls of `simulate` with equal arguments hit diffrax's compilation cache."""
 
     n: int = eqx.field(static=True)
 
@@ -129,7 +129,7 @@ def _initial_loops(model: Model, warm: tuple, q0) -> tuple | None:
 
 
 class _VectorField(eqx.Module):
-    """``y' = (q', q'', z', w')`` on ``y = (q, q', z, w)`` (a :class:`SimulationState`):
+    """``y' = (q', q'', z', w')`` on ``y = (q, q', z, w)`` (a `SimulationState`):
     the equations of motion ``M(q) q'' = tau + Q_ext - bias(q, q')`` (Ehsani 2016,
     Eq. 198) with ``tau`` the applied torque plus the controller's, the controller's
     ``z'``, and the loops' rates ``w' = J q'``."""
@@ -167,7 +167,7 @@ class _GuardedController(diffrax.AbstractAdaptiveStepSizeController):
     error although it has shrunk to the rounding level of the time (then the vector field
     is not finite at the accepted state itself: NaN or inf in the applied forces, a
     singular mass matrix). diffrax alone would keep rejecting steps until `max_steps`.
-    It reports ``diffrax.RESULTS.dt_min_reached``; :func:`_diagnose` names the cause."""
+    It reports ``diffrax.RESULTS.dt_min_reached``; `_diagnose` names the cause."""
 
     pid: diffrax.PIDController
     tiny: Float[Array, ""]
@@ -201,8 +201,8 @@ class _GuardedController(diffrax.AbstractAdaptiveStepSizeController):
 
 
 def _guarded_controller(rtol, atol, norm, t0, t1, dtype, halt) -> _GuardedController:
-    """The step-size control of :func:`~jaxmb.simulate`: PID at `rtol`, `atol`, with the
-    `norm` of the :class:`_Layout`, that gives up once a non-finite step has shrunk below
+    """The step-size control of `simulate`: PID at `rtol`, `atol`, with the
+    `norm` of the `_Layout`, that gives up once a non-finite step has shrunk below
     10 ulp of the larger of ``|t0|``, ``|t1|``, or at the first step where `halt`."""
     span = jnp.maximum(jnp.abs(jnp.asarray(t0, dtype)), jnp.abs(jnp.asarray(t1, dtype)))
     tiny = 10.0 * jnp.finfo(dtype).eps * jnp.maximum(span, 1.0)
@@ -244,9 +244,9 @@ def _start_code(model: Model, warm: tuple, y0: SimulationState):
 
 
 def _diagnose(model: Model, warm: tuple, result, loop_result, y_end: SimulationState):
-    """The :class:`~jaxmb.RESULTS` item of a run that diffrax ended with `result` at
+    """The `RESULTS` item of a run that diffrax ended with `result` at
     `y_end`: a loop's code (`loop_result`) for the step-end event, for a run that gave up
-    (``dt_min_reached`` from :class:`_GuardedController`) or ran out of steps the cause
+    (``dt_min_reached`` from `_GuardedController`) or ran out of steps the cause
     seen at the end state (a non-finite state, a singular mass matrix), else
     ``max_steps_reached`` or ``solver_failed``."""
     finite = _all_finite((y_end.q, y_end.qd, y_end.controller))

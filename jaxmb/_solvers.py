@@ -17,7 +17,7 @@ class _TracedOnce(eqx.Module):
     event), each a fresh trace of the whole dynamics; through one jit-compiled call the
     first trace is reused by the others (and by later solves of the same structure), and
     XLA inlines the call, so the compiled program is the same . Used by
-    :func:`simulate` and :func:`~jaxmb.constraints.simulate_dae`."""
+    `simulate` and `simulate_dae`."""
 
     field: Callable
 

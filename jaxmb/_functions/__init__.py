@@ -5,7 +5,7 @@ generalized coordinates ``q``; kinematics and dynamics need its value, gradient 
 Hessian. Gradients and Hessians come from JAX autodiff by default; splines and
 Fourier series also have closed forms, which the tests check against autodiff.
 
-- ``_base``: :class:`AbstractJointFunction`, the univariate family, shared helpers.
+- ``_base``: `AbstractJointFunction`, the univariate family, shared helpers.
 - ``_basic``: coordinates, constants, affine and polynomial maps, composition.
 - ``_splines``: cubic and quintic splines; ``_fourier``: Fourier series.
 - ``_opensim`` (with ``_gcvspl``): OpenSim's own function classes.

@@ -33,7 +33,7 @@ def _is_traced(x) -> bool:
 
 
 def _check_finite(owner: str, fix: str, **arrays) -> None:
-    """Raise :class:`jaxmb.ModelError` if a concrete array in `arrays` holds NaN or inf.
+    """Raise `jaxmb.ModelError` if a concrete array in `arrays` holds NaN or inf.
 
     `owner` names the function (``"CubicSpline.fit of coordinate 2"``), `fix` says
     what to do. Traced arrays (inside ``jit``/``vmap``/``grad``) cannot be inspected
@@ -59,12 +59,12 @@ def _check_finite(owner: str, fix: str, **arrays) -> None:
 class AbstractJointFunction(eqx.Module):
     """A scalar function ``f(q)`` of the generalized-coordinate vector ``q`` (nq,).
 
-    Subclasses implement :meth:`__call__` and :meth:`coordinate_indices`;
-    :meth:`gradient` and :meth:`hessian` default to autodiff, and a family with
+    Subclasses implement `__call__` and `coordinate_indices`;
+    `gradient` and `hessian` default to autodiff, and a family with
     closed forms (the univariate functions) provides them instead.
 
     A model evaluates joint functions of the same kind and shape together
-    (``jax.vmap`` over their stacked parameters) where :meth:`vectorisable` says so.
+    (``jax.vmap`` over their stacked parameters) where `vectorisable` says so.
     """
 
     def vectorisable(self) -> bool:
@@ -109,7 +109,7 @@ class AbstractJointFunction(eqx.Module):
 
     @classmethod
     def _evaluate_alike(cls, stacked: "AbstractJointFunction", method: str, *args) -> Any:
-        """``method(*args)`` of several :meth:`vectorisable` functions of this kind at
+        """``method(*args)`` of several `vectorisable` functions of this kind at
         once: `stacked` holds their parameters stacked along a leading axis (their
         static fields are equal), and so does every output. By default ``jax.vmap``
         over the stack; a family whose functions share work provides its own."""
@@ -142,7 +142,7 @@ class _AbstractUnivariateFunction(AbstractJointFunction):
     """A function of one coordinate, ``f(q) = s(q[index])``, whose concrete class gives
     ``_derivatives(x) = (s, s', s'')`` in closed form; every method follows from one
     call. Functions of one kind, coordinate and static fields share that call when
-    stacked (:meth:`_evaluate_alike`): ``_derivatives`` must then accept parameters
+    stacked (`_evaluate_alike`): ``_derivatives`` must then accept parameters
     with a leading stack axis and return (m,) outputs. For Fourier series that shares
     the harmonics between the series instead of computing them once per series."""
 

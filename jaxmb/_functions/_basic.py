@@ -16,14 +16,14 @@ from ._base import AbstractJointFunction, _as_float_array, _check_finite
 
 class _AbstractParametric(AbstractJointFunction):
     """A pure function of its array parameters: several of one kind and shape may be
-    evaluated as one batched function (:meth:`vectorisable`)."""
+    evaluated as one batched function (`vectorisable`)."""
 
     def vectorisable(self):
         return True
 
 
 class _AbstractWrapper(AbstractJointFunction):
-    """A function of the joint function `inner` (and of the others in :meth:`_wrapped`):
+    """A function of the joint function `inner` (and of the others in `_wrapped`):
     it reads the coordinates `inner` reads, and it is vectorisable where all of them are."""
 
     inner: eqx.AbstractVar[AbstractJointFunction]

@@ -19,13 +19,13 @@ class FourierSeries(_AbstractUnivariateFunction):
     2016). The
     secular term ``c x`` (`slope`, default 0) lets a relative angle that gains a
     full turn per revolution of a crank (Andrews' squeezer's Θ) be represented
-    exactly. Use :meth:`fit` for a least-squares fit to samples.
+    exactly. Use `fit` for a least-squares fit to samples.
 
     The fundamental `omega` (rad per unit of ``x``) is a static float, a fixed part
     of the basis like the period of the data it was fitted over; the amplitudes and
     the slope are array leaves (differentiable). Series of one model with the same
     `omega` and order are evaluated together from one set of harmonics
-    (:meth:`_evaluate_alike`): the six fitted angles of a pre-modeled loop cost
+    (`_evaluate_alike`): the six fitted angles of a pre-modeled loop cost
     little more than one.
     """
 
@@ -70,7 +70,7 @@ class FourierSeries(_AbstractUnivariateFunction):
         - `omega`: the fundamental (rad per unit of ``x``).
         - `slope`: the secular term ``c``.
 
-        **Returns:** the fitted :class:`FourierSeries`.
+        **Returns:** the fitted `FourierSeries`.
         """
         x = _as_float_array(x)
         y = _as_float_array(y)
@@ -90,7 +90,7 @@ class FourierSeries(_AbstractUnivariateFunction):
     def _derivatives(self, xq):
         """``(f, df/dx, d²f/dx²)`` at the scalar ``x = xq``, of this series or of a stack
         of series of one `omega` (amplitudes (m, K), outputs (m,)): the harmonics
-        ``cos kωx, sin kωx`` once (:func:`_harmonics`), then every sum as one product
+        ``cos kωx, sin kωx`` once (`_harmonics`), then every sum as one product
         with them. Why: on CPU, elementwise harmonics that several reductions read are fused into each of
         them and recomputed there, and a stack of series would compute its own
         harmonics per series; a matrix-vector product reads one set once."""

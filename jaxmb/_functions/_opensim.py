@@ -3,17 +3,17 @@ coordinate, and the coefficients of OpenSim's SimmSpline.
 
 Each evaluates as OpenSim 4.x does (opensim-core ``OpenSim/Common``):
 
-* ``PiecewiseLinearFunction`` (:class:`PiecewiseLinear`): linear interpolation, linear
+* ``PiecewiseLinearFunction`` (`PiecewiseLinear`): linear interpolation, linear
   extrapolation with the first/last segment's slope. Not differentiable at the knots
   (the derivative there is that of one of the adjacent segments).
-* ``PiecewiseConstantFunction`` (:class:`PiecewiseConstant`): ``y_k`` on
+* ``PiecewiseConstantFunction`` (`PiecewiseConstant`): ``y_k`` on
   ``(x_k, x_{k+1})``, ``y_0`` at and below ``x_0``, ``y_{n-1}`` at and above
   ``x_{n-1}``. Its derivative is zero everywhere (the jumps are invisible to gradients).
-* ``GCVSpline`` (:class:`GCVSpline`): Woltring's GCVSPL natural smoothing spline,
-  fitted in NumPy exactly as OpenSim/Simbody fit it (:mod:`._gcvspl`), evaluated in JAX
+* ``GCVSpline`` (`GCVSpline`): Woltring's GCVSPL natural smoothing spline,
+  fitted in NumPy exactly as OpenSim/Simbody fit it (`._gcvspl`), evaluated in JAX
   from one polynomial per interval.
-* ``SimmSpline`` and ``NaturalCubicSpline``: a :class:`jaxmb.CubicSpline` with the
-  Forsythe-Malcolm-Moler end conditions (:func:`fmm_spline_coefficients`).
+* ``SimmSpline`` and ``NaturalCubicSpline``: a `jaxmb.CubicSpline` with the
+  Forsythe-Malcolm-Moler end conditions (`fmm_spline_coefficients`).
 """
 
 import equinox as eqx
@@ -121,7 +121,7 @@ class GCVSpline(AbstractJointFunction):
     the left, as in GCVSPL's ``splder``, so at a knot a derivative the spline does
     not have continuously (order ``>= 2m-1``) is the right-hand one.
 
-    Build it with :meth:`fit` from the data of an OpenSim ``<GCVSpline>``. The fit is
+    Build it with `fit` from the data of an OpenSim ``<GCVSpline>``. The fit is
     NumPy preprocessing; evaluation is JAX (any derivative order by autodiff).
     """
 
@@ -157,7 +157,7 @@ class GCVSpline(AbstractJointFunction):
         - `error_variance`: 0 interpolates; positive selects the smoothing from the
           known variance, negative by generalized cross-validation.
 
-        **Returns:** the :class:`GCVSpline`. Raises :class:`jaxmb.ModelError` where
+        **Returns:** the `GCVSpline`. Raises `jaxmb.ModelError` where
         OpenSim fails (``half_order < 1``, fewer than ``2 half_order`` points, ``x``
         not strictly increasing) and for NaN or inf in the data.
         """

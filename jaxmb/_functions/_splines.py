@@ -102,7 +102,7 @@ class CubicSpline(_AbstractUnivariateFunction):
     Outside ``[x_0, x_{n-1}]`` it continues linearly with the end slope (as OpenSim's
     SimmSpline and NaturalCubicSpline do), so f stays C¹ there and its Hessian is 0.
 
-    Build it with :meth:`fit` (``end_condition="natural"`` for a natural cubic spline,
+    Build it with `fit` (``end_condition="natural"`` for a natural cubic spline,
     ``"not-a-knot-fmm"`` for OpenSim's SimmSpline end conditions). The polynomial
     coefficients ``y, b, c, d`` are the array leaves; ``fit`` is differentiable in
     the data ``y``.
@@ -137,7 +137,7 @@ class CubicSpline(_AbstractUnivariateFunction):
         - `x`, `y`: the samples, 1-D of equal length ``n >= 2``, finite.
         - `end_condition`: ``"natural"`` or ``"not-a-knot-fmm"`` (OpenSim's SimmSpline).
 
-        **Returns:** the :class:`CubicSpline` (a line for two samples).
+        **Returns:** the `CubicSpline` (a line for two samples).
         """
         if end_condition not in _END_CONDITIONS:
             raise ModelError(
@@ -220,7 +220,7 @@ class QuinticSpline(_AbstractUnivariateFunction):
 
     On the k-th interval ``[x_k, x_k + h]``, with ``t = (x - x_k)/h``,
     ``s = slope·x + Σ_{i=0}^{5} c_{k,i} t^i``: the quintic Hermite interpolant of the
-    value, first and second derivative at the two knots (:meth:`fit`), so ``s``, ``s'``
+    value, first and second derivative at the two knots (`fit`), so ``s``, ``s'``
     and ``s''`` are continuous and exact at every knot, with interpolation error
     O(h⁶), O(h⁵), O(h⁴).
 
@@ -230,12 +230,12 @@ class QuinticSpline(_AbstractUnivariateFunction):
     transcendental function. Pre-modeling a loop with it
     (``premodel(..., kind="quintic")``) takes the knot data from the loop itself:
     the solved variables and their exact gradient and Hessian (implicit
-    differentiation, :meth:`LoopClosure.derivatives`).
+    differentiation, `LoopClosure.derivatives`).
 
     ``periodic=True`` repeats the grid's span (a crank's revolution); `slope` adds a
-    secular term as :class:`FourierSeries` does (a relative angle that gains turns with
+    secular term as `FourierSeries` does (a relative angle that gains turns with
     the crank). Otherwise ``s`` continues linearly outside ``[x_0, x_n]`` with the end
-    slope, as :class:`CubicSpline` does. `x0`, `step` and `periodic` are static (the
+    slope, as `CubicSpline` does. `x0`, `step` and `periodic` are static (the
     grid is a fixed part of the basis); the coefficients and the slope are array leaves.
     """
 
@@ -289,7 +289,7 @@ class QuinticSpline(_AbstractUnivariateFunction):
         - `periodic`: whether the grid spans one period.
         - `slope`: the secular term.
 
-        **Returns:** the :class:`QuinticSpline`.
+        **Returns:** the `QuinticSpline`.
         """
         try:
             xs = np.asarray(x, dtype=float)

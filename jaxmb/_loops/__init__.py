@@ -1,3 +1,3 @@
 """Closed chains above the dynamics: pre-modeling, Ehsani's derivative routes, the
 traditional constraint-Jacobian route and the index-1 DAE baseline (public names in
-:mod:`jaxmb.constraints`)."""
+`jaxmb.constraints`)."""

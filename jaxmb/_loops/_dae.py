@@ -1,6 +1,6 @@
 """The traditional baseline: a closed-chain model as an index-1 DAE in all its joint variables.
 
-The model's open tree (every joint variable z a coordinate, :func:`jaxmb.constraints.open_tree`)
+The model's open tree (every joint variable z a coordinate, `jaxmb.constraints.open_tree`)
 with the loop-closure equations ``Φ(z) = 0`` enforced by Lagrange multipliers:
 
     [ M(z)  Φ_zᵀ ] [ z̈ ]   [ Q(z) - bias(z, ż)                       ]
@@ -8,7 +8,7 @@ with the loop-closure equations ``Φ(z) = 0`` enforced by Lagrange multipliers:
 
 (index 1 by differentiating the constraints twice, Baumgarte stabilisation with
 parameters α, β; α = β = 0 is the plain index-1 system, which drifts). Integrated
-with diffrax (:func:`simulate_dae`) or, through :func:`dae_rhs_numpy`, with scipy.
+with diffrax (`simulate_dae`) or, through `dae_rhs_numpy`, with scipy.
 The embedded ODE (Ehsani 2016: the loops as joint functions of q) needs none of this and
 does not drift.
 """
@@ -35,7 +35,7 @@ from ._traditional import open_tree
 def loop_constraints(model: Model) -> Callable[[Array], Array]:
     """``Φ(z)``: the loop-closure equations of `model` in its joint variables z.
 
-    Requires every explicit joint of the model to be a :class:`~jaxmb.Coordinate`
+    Requires every explicit joint of the model to be a `Coordinate`
     (so that q is a sub-vector of z), as for the five-bar and Andrews' squeezer.
     """
     loops = _closures(model)
@@ -85,7 +85,7 @@ class DAEVectorField(eqx.Module):
         return sol[:n], sol[n:]
 
     def __call__(self, t, y, args):
-        """On the flat state ``y = (z, ż)`` (as :func:`jaxmb.simulate` does)."""
+        """On the flat state ``y = (z, ż)`` (as `jaxmb.simulate` does)."""
         n = y.shape[0] // 2
         z, zd = y[:n], y[n:]
         return jnp.concatenate([zd, self.accelerations(z, zd)[0]])
@@ -115,7 +115,7 @@ def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: 
     """Integrate the index-1 DAE (Baumgarte α, β) of `model` in all joint variables with
     diffrax from consistent ``z0, ż0``; reports the constraint drift at the save times.
 
-    `solver`: a name as in :func:`~jaxmb.simulate` (``"dopri8"``, the default, or
+    `solver`: a name as in `simulate` (``"dopri8"``, the default, or
     ``"tsit5"``, ``"dopri5"``, ``"kvaerno5"``) or any diffrax solver."""
     field = dae_vector_field(model, forces, alpha, beta)
     z0 = jnp.asarray(z0, dtype=float)
@@ -146,7 +146,7 @@ def dae_rhs_numpy(model: Model, forces: Callable | None = None, alpha: float = 0
 def ode_rhs_numpy(model: Model, tau: Callable | None = None):
     """``rhs(t, y)`` and ``jac(t, y)`` for scipy of the embedded (minimal) ODE,
     ``y = (q, q')``; `tau(t, q, q')` gives the generalized forces (default: the model's
-    loads, :func:`jaxmb.generalized_forces`, applied to a load-free copy)."""
+    loads, `jaxmb.generalized_forces`, applied to a load-free copy)."""
     import numpy as np
 
     bare = eqx.tree_at(lambda m: m.loads, model, ())

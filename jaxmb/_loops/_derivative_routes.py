@@ -1,9 +1,9 @@
 """Ehsani's (2016) alternatives to implicit differentiation for the derivatives of loop variables.
 
-The analytical projection method (Eq. 100-120, :func:`projection_derivatives`) and
+The analytical projection method (Eq. 100-120, `projection_derivatives`) and
 numerical differentiation on a computational molecule (Fig. 2,
-:func:`molecule_derivatives`). The library's own route is the implicit
-differentiation of :class:`jaxmb.LoopClosure`; these reproduce the paper and serve
+`molecule_derivatives`). The library's own route is the implicit
+differentiation of `jaxmb.LoopClosure`; these reproduce the paper and serve
 as cross-checks.
 """
 

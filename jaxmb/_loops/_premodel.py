@@ -1,8 +1,8 @@
 """Pre-modeling a loop (Ehsani 2016): sweep the coordinates, solve, fit explicit functions.
 
-:func:`premodel` solves a :class:`~jaxmb.LoopClosure` on a grid of ``q`` and fits
+`premodel` solves a `LoopClosure` on a grid of ``q`` and fits
 smooth joint functions of ``q`` (natural cubic spline, Fourier series, quintic
-Hermite spline; a tensor-product spline for two coordinates); :func:`premodeled`
+Hermite spline; a tensor-product spline for two coordinates); `premodeled`
 replaces every loop of a model by such fits, so that no loop is solved during a
 simulation.
 """
@@ -66,7 +66,7 @@ class PremodelResult(eqx.Module):
       for one coordinate at the quarter points too.
     - `derivative_error`: one coordinate only (else None): max |fit - loop| of the
       first and second derivatives at those points (m, 2), the loop's from
-      :meth:`LoopClosure.derivatives` (what velocities and accelerations inherit).
+      `LoopClosure.derivatives` (what velocities and accelerations inherit).
     """
 
     functions: tuple
@@ -98,8 +98,8 @@ def _sweep(closure: LoopClosure, points):
 
 @eqx.filter_jit
 def _derivatives_along(closure: LoopClosure, q, f):
-    """:meth:`LoopClosure.derivatives` at many points (a module-level jit: one
-    compilation per loop and shape, not one per :func:`premodel` call)."""
+    """`LoopClosure.derivatives` at many points (a module-level jit: one
+    compilation per loop and shape, not one per `premodel` call)."""
     return jax.vmap(closure.derivatives)(q, f)
 
 
@@ -117,19 +117,19 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
     `step`, solve the loop at every point (warm-started from the previous one, so the
     sweep follows one branch), and fit explicit smooth functions.
 
-    - nq = 1: ``kind="spline"`` (natural :class:`~jaxmb.CubicSpline`),
-      ``kind="fourier"`` (:class:`~jaxmb.FourierSeries` of `order` with fundamental
+    - nq = 1: ``kind="spline"`` (natural `CubicSpline`),
+      ``kind="fourier"`` (`FourierSeries` of `order` with fundamental
       `omega`, default ``2π/(upper - lower)``) or ``kind="quintic"``
-      (:class:`~jaxmb.QuinticSpline` through the solved values and their exact first
-      and second derivatives, :meth:`LoopClosure.derivatives`; C², and the cheapest
+      (`QuinticSpline` through the solved values and their exact first
+      and second derivatives, `LoopClosure.derivatives`; C², and the cheapest
       to evaluate). ``periodic=True`` makes the quintic repeat ``[lower, upper]``
       (one revolution of a crank), with a secular term for a variable that gains
       whole turns over it, as the Fourier fit does.
-    - nq = 2: :class:`TensorSpline` on the grid.
+    - nq = 2: `TensorSpline` on the grid.
 
     The fit error is measured against fresh solves at the midpoints of the grid (nq =
     1: and at the quarter points, with the derivatives' errors against
-    :meth:`LoopClosure.derivatives` in `derivative_error`).
+    `LoopClosure.derivatives` in `derivative_error`).
     """
     lower = np.atleast_1d(np.asarray(lower, dtype=float))
     upper = np.atleast_1d(np.asarray(upper, dtype=float))
@@ -211,7 +211,7 @@ def premodeled(model: Model, lower: ArrayLike, upper: ArrayLike, step: float | S
                kind: str = "spline", order: int = 8, omega: float | None = None,
                periodic: bool = False) -> tuple[Model, Array]:
     """`model` with the implicit joint functions of every loop replaced by pre-modeled
-    fits (:func:`premodel` over ``[lower, upper]``), and the fit errors (n_joints,)
+    fits (`premodel` over ``[lower, upper]``), and the fit errors (n_joints,)
     (0 for joints that were not implicit).
 
     The pre-modeled model is an ordinary tree with explicit joint functions: no

@@ -1,10 +1,10 @@
 """The traditional (constraint-Jacobian) route for a closed model, for comparison.
 
 All joint variables ``z`` as unknowns with the constraints ``Φ(z, q) = 0`` (Shabana):
-the model's open tree (:func:`open_tree`), its constraint function
-(:func:`constraint_function`), the rates of ``z`` from the constraint Jacobian
-(:func:`constraint_kinematics`) and the kinematics of a body point through them
-(:func:`traditional_point_kinematics`). Used by the DAE baseline and the tests.
+the model's open tree (`open_tree`), its constraint function
+(`constraint_function`), the rates of ``z`` from the constraint Jacobian
+(`constraint_kinematics`) and the kinematics of a body point through them
+(`traditional_point_kinematics`). Used by the DAE baseline and the tests.
 """
 
 from collections.abc import Callable
@@ -70,7 +70,7 @@ def constraint_kinematics(model: Model, q, qd, qdd):
 def traditional_point_kinematics(model: Model, q, qd, qdd, body, point=(0.0, 0.0, 0.0)):
     """Position, velocity and acceleration of a body point by the traditional route:
     the open tree in all joint variables z with ``(z, ż, z̈)`` from
-    :func:`constraint_kinematics`."""
+    `constraint_kinematics`."""
     tree = open_tree(model)
     z, zd, zdd = constraint_kinematics(model, q, qd, qdd)
     return (point_position(tree, z, body, point), point_velocity(tree, z, zd, body, point),

@@ -1,11 +1,11 @@
 """Musculotendon paths, wrapping and the moment-arm matrix (Ehsani 2016, Eq. 149-195).
 
-A :class:`Muscle` is a path of points fixed on bodies (:class:`PathPoint`),
+A `Muscle` is a path of points fixed on bodies (`PathPoint`),
 points that exist only while a coordinate lies in a range
-(:class:`ConditionalPathPoint`), points whose body-frame location is a function
-of ``q`` (:class:`MovingPathPoint`), and wrap objects (:class:`WrapSphere`,
-:class:`WrapCylinder`, :class:`WrapEllipsoid`, :class:`WrapTorus`) that the path
-slides over. Its length ``L(q)`` is what :func:`muscle_lengths` returns; the
+(`ConditionalPathPoint`), points whose body-frame location is a function
+of ``q`` (`MovingPathPoint`), and wrap objects (`WrapSphere`,
+`WrapCylinder`, `WrapEllipsoid`, `WrapTorus`) that the path
+slides over. Its length ``L(q)`` is what `muscle_lengths` returns; the
 moment-arm matrix follows the biomechanics sign ``R = -dL/dq`` (nq, n_muscles),
 so that the generalized force of the tensions ``F`` is ``R @ F``.
 """

@@ -1,7 +1,7 @@
 """OpenSim's WrapCylinder: a cylinder along the wrap frame's z axis, the path a helix on it.
 
 On a muscle with several PathWraps OpenSim restarts the helix with slid tangent
-points (:func:`_cyl_multi_slide`); that variant is its own algorithm, so that
+points (`_cyl_multi_slide`); that variant is its own algorithm, so that
 single-wrap cylinders compile (and differentiate) without the sliding loop.
 """
 
@@ -117,14 +117,14 @@ def _cyl_multi_adjust_flat(x, long_wrap, skip):
 
 def _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap, skip):
     """The tangent-point sliding OpenSim does when the muscle has several PathWraps,
-    differentiable in both modes as the restarts actually made (:func:`iterate_derivative`)."""
+    differentiable in both modes as the restarts actually made (`iterate_derivative`)."""
     out = _cyl_multi_adjust_flat(jnp.concatenate([p1, p2, r1, r2, jnp.reshape(radius, (1,))]), long_wrap, skip)
     return out[:3], out[3:]
 
 
 def cylinder_wrap(p1, p2, radius, length, axis, sign, single=True, skip=False):
     """OpenSim's WrapCylinder; `single` is False when the muscle has several PathWraps
-    (OpenSim then slides the tangent points, see :func:`_cyl_multi_adjust`); it may be traced.
+    (OpenSim then slides the tangent points, see `_cyl_multi_adjust`); it may be traced.
     `skip` (may be traced): the caller does not use this segment's result, so no sliding."""
     dn = jnp.array([0.0, 0.0, 1.0], p1.dtype)
     r2_ = radius * radius

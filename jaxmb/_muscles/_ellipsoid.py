@@ -5,7 +5,7 @@ through the segment ends and a surface point c1 chosen by the PathWrap method,
 tangent points by OpenSim's damped Gauss-Newton, and a polyline surface path.
 Iterations that OpenSim stops at a tolerance run here in bounded while loops with
 OpenSim's stopping rules, and are differentiated as the iterates they stop at
-(:func:`iterate_derivative`), since OpenSim's lengths, and so their derivatives,
+(`iterate_derivative`), since OpenSim's lengths, and so their derivatives,
 follow those iterates rather than the converged points.
 """
 
@@ -197,7 +197,7 @@ def _ell_tangent_iterate(x):
 
 def _ell_tangent(pe, r0, p, a, vs, vs4):
     """Tangent point from p (OpenSim's calcTangentPoint from r0), differentiable as
-    OpenSim's stopped Gauss-Newton iterate (:func:`iterate_derivative`): OpenSim's
+    OpenSim's stopped Gauss-Newton iterate (`iterate_derivative`): OpenSim's
     length follows that iterate, up to 1e-4 off the exact tangent point, and the
     exact point's derivative differs from the iterate's by up to ~1e-3 per unit."""
     r = _ell_tangent_iterate(jnp.concatenate([r0, p, a, vs, jnp.reshape(vs4, (1,))]))
@@ -256,7 +256,7 @@ def _ellipsoid_scaled(p1, p2, dims):
 
 
 def _ellipsoid_code(p1, p2, dims):
-    """The WrapAction of :func:`_ellipsoid_wrap` alone (cheap): an ellipsoid never returns
+    """The WrapAction of `_ellipsoid_wrap` alone (cheap): an ellipsoid never returns
     WRAPPED, so GeometryPath's choice of segment needs only this (its algorithm's `code`)."""
     *_, inside, hit = _ellipsoid_scaled(p1, p2, dims[:3])
     return jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))

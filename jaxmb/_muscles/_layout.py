@@ -80,7 +80,7 @@ class Layout:
 
 
 def layout(model: Model) -> Layout:
-    """The :class:`Layout` of `model`'s muscles."""
+    """The `Layout` of `model`'s muscles."""
     return Layout(model.muscles, model.body_names)
 
 

@@ -98,7 +98,7 @@ def _wrap_reverse_sweep(lay, r, grad, dt):
     before the path is consistent.
 
     The straight segments of the final path use each tangent point's cached position
-    (:class:`Resolved`), set by the first engaged computation of its wrap: the
+    (`Resolved`), set by the first engaged computation of its wrap: the
     gradient ``grad`` holds on tangent points goes to that computation, while the
     gradient of the current positions (which later computations wrapped from) goes
     to the last computation before them.
@@ -179,7 +179,7 @@ def gmlav_loads(model: Model, q, poses):
     origin. Each straight segment pulls its end points towards each other (the
     GMLAV E and its reciprocal Ē); a wrap computation passes the pulls on its
     tangent points to the nodes it was computed from (``-∂L/∂p`` through the wrap
-    construction, :func:`_wrap_reverse_sweep`) and loads the wrap object's body
+    construction, `_wrap_reverse_sweep`) and loads the wrap object's body
     with the reactions.
     """
     dt = q.dtype
@@ -265,7 +265,7 @@ def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form
 
 def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
                                    ) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
-    """``(L(q), R(q))``: :func:`muscle_lengths` and the closed-form :func:`moment_arms`
+    """``(L(q), R(q))``: `muscle_lengths` and the closed-form `moment_arms`
     from one resolution of the paths (the wrap iterations run once, not twice), for
     callers that need both, e.g. muscle forces and their joint moments ``R F``.
 
@@ -299,7 +299,7 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     - `coordinate_name`: the coordinate that sweeps its range (an unbounded range sweeps ±π).
     - `n`: number of values.
     - `q0`: `(nq,)` the other coordinates (default `model.q_default`).
-    - `method`: as for :func:`moment_arms`.
+    - `method`: as for `moment_arms`.
 
     **Returns:**
 

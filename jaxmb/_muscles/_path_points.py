@@ -21,7 +21,7 @@ class AbstractPathPoint(eqx.Module):
     """A point of a musculotendon path, on `body` ('ground' is the fixed frame).
 
     `moves` (class attribute): whether the body-frame location depends on ``q``;
-    `conditional`: whether the point can leave the path (:meth:`is_active`).
+    `conditional`: whether the point can leave the path (`is_active`).
     """
 
     body: eqx.AbstractVar[str]
@@ -61,11 +61,11 @@ class PathPoint(AbstractPathPoint):
 
 class ConditionalPathPoint(AbstractPathPoint):
     """A fixed point that is part of the path only while ``range[0] - 1e-5 <= c(q) <= range[1] + 1e-5``
-    (OpenSim's inclusive test with its 1e-5 slack, :data:`CONDITIONAL_SLACK`).
+    (OpenSim's inclusive test with its 1e-5 slack, `CONDITIONAL_SLACK`).
 
     `coordinate` is the OpenSim coordinate as a joint function of ``q`` (a
     dependent coordinate is its coupling function). The path length jumps where
-    the point switches in or out; :func:`path_events` reports the state.
+    the point switches in or out; `path_events` reports the state.
     """
 
     body: str = eqx.field(static=True)

@@ -8,7 +8,7 @@ repeat (at most 8) until the length changes by less than 0.5 mm. Where exact
 parity with OpenSim is impossible or not attempted the deviation is documented
 in docs/moment_arms.md and measured by the tests.
 
-Path discontinuities are explicit: :func:`path_events` reports which
+Path discontinuities are explicit: `path_events` reports which
 conditional points are active and which wraps are engaged at ``q``.
 """
 
@@ -84,7 +84,7 @@ def _one_wrap(algorithm, s, P, owner, pos, active, key, wrap_len, rot, org, prm,
 
 
 def _empty_records(K, W, dt):
-    """Per-slot records of one pass (see :func:`_one_wrap`), all "not engaged"."""
+    """Per-slot records of one pass (see `_one_wrap`), all "not engaged"."""
     return (jnp.zeros((K, W), bool), jnp.zeros((K, W), jnp.int32), jnp.zeros((K, W), jnp.int32),
             jnp.zeros((K, W, 3), dt), jnp.zeros((K, W, 3), dt))
 
@@ -94,7 +94,7 @@ def _wrap_pass(lay, groups, state):
 
     Slot by slot (unrolled: the slots are few), each wrap algorithm present at the slot is
     applied (vmapped) to the muscles whose wrap it is there. Returns the new state and
-    the pass's records (K, W) of :func:`_one_wrap`.
+    the pass's records (K, W) of `_one_wrap`.
     """
     rec = _empty_records(lay.K, lay.W, state[0].dtype)
     for s, slot in enumerate(groups):
@@ -239,7 +239,7 @@ def path_events(model: Model, q) -> PathEvents:
 
     The derivative of the path length (and, where a conditional point switches, the
     length itself) jumps where any of these change; compare two states by
-    :func:`path_event_signature`.
+    `path_event_signature`.
 
     **Arguments:**
 
@@ -248,7 +248,7 @@ def path_events(model: Model, q) -> PathEvents:
 
     **Returns:**
 
-    A :class:`PathEvents`, one entry per muscle.
+    A `PathEvents`, one entry per muscle.
     """
     q = jnp.asarray(q)
     if not model.muscles:
@@ -261,7 +261,7 @@ def path_events(model: Model, q) -> PathEvents:
 
 
 def path_event_signature(model: Model, q) -> Bool[Array, " n_events"]:
-    """All of :func:`path_events` flattened to one bool vector (for comparing states).
+    """All of `path_events` flattened to one bool vector (for comparing states).
 
     **Returns:**
 

@@ -56,12 +56,12 @@ def _torus_closest_u_flat(x):
 
 def _torus_closest_u(p1, p2, outer):
     """OpenSim's Levenberg-Marquardt result u (distance from p1 towards p2), differentiable
-    as that iterate (:func:`iterate_derivative`; OpenSim stops at ftol = xtol = 1e-4)."""
+    as that iterate (`iterate_derivative`; OpenSim stops at ftol = xtol = 1e-4)."""
     return _torus_closest_u_flat(jnp.concatenate([p1, p2, jnp.reshape(outer, (1,))]))
 
 
 def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False):
-    """OpenSim's WrapTorus::wrapLine (the module docstring); `single`, `skip` as for :func:`cylinder_wrap`."""
+    """OpenSim's WrapTorus::wrapLine (the module docstring); `single`, `skip` as for `cylinder_wrap`."""
     # From both ends in one batched Levenberg-Marquardt solve (two loops compile to
     # twice the program).
     u1, u2 = jax.vmap(_torus_closest_u, in_axes=(0, 0, None))(jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)

@@ -2,9 +2,9 @@
 and method, the WrapAction codes, and the interface the path code calls.
 
 A wrap kind (sphere, cylinder, ellipsoid, torus) is a final subclass of
-:class:`AbstractWrapObject` that provides its parameters as one array
-(:meth:`AbstractWrapObject.wrap_parameters`) and its algorithm
-(:meth:`AbstractWrapObject.algorithm`): a jitted function
+`AbstractWrapObject` that provides its parameters as one array
+(`AbstractWrapObject.wrap_parameters`) and its algorithm
+(`AbstractWrapObject.algorithm`): a jitted function
 ``wrap(p1, p2, params, axis, sign, skip) -> (code, r1, r2, length)`` in the wrap
 frame. The path code groups wraps by algorithm, so that every wrap of one kind at
 one slot of the muscles' PathWrapSets is computed by one vmapped call.
@@ -107,7 +107,7 @@ class AbstractWrapObject(eqx.Module):
 
 
 def init_common(self, name, body, translation, xyz_body_rotation, quadrant, range, method):
-    """Set (and check) the fields of :class:`AbstractWrapObject` on a final wrap class."""
+    """Set (and check) the fields of `AbstractWrapObject` on a final wrap class."""
     self.name = str(name)
     self.body = str(body)
     self.translation = vector3(translation, f"wrap object {name!r} translation")

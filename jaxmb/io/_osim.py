@@ -1,4 +1,4 @@
-"""Load OpenSim 4.x ``.osim`` models (the skeleton) into a :class:`jaxmb.Model`.
+"""Load OpenSim 4.x ``.osim`` models (the skeleton) into a `jaxmb.Model`.
 
 What is read (see ``docs/osim_import.md`` for the full list and the reasons):
 
@@ -15,11 +15,11 @@ What is read (see ``docs/osim_import.md`` for the full list and the reasons):
   coordinates are held at their default value. Both are eliminated from ``q``,
   which holds the independent, unlocked coordinates in file order.
 * The ``ForceSet`` (its muscles and their paths) is read by
-  :func:`jaxmb.io._osim_forces.parse_muscles`. An element with a ``file`` attribute
+  `jaxmb.io._osim_forces.parse_muscles`. An element with a ``file`` attribute
   (``<ForceSet file="muscles.xml"/>``) is read from that file, relative to the
   folder of the file that names it, as OpenSim does.
 
-Anything else raises :class:`jaxmb.ModelError` naming the element, its ``name``
+Anything else raises `jaxmb.ModelError` naming the element, its ``name``
 and its file and line. Only elements that cannot change the dynamics are ignored:
 visual geometry (``attached_geometry``, ``FrameGeometry``, ``Appearance``),
 ``MarkerSet``, ``ProbeSet``, credits/publications, and disabled
@@ -90,7 +90,7 @@ class OsimCoordinate:
 
 @dataclasses.dataclass(frozen=True)
 class OsimImport:
-    """Everything :func:`read_osim` extracts: the model and the coordinate bookkeeping."""
+    """Everything `read_osim` extracts: the model and the coordinate bookkeeping."""
 
     model: Model
     coordinates: tuple[OsimCoordinate, ...]
@@ -117,7 +117,7 @@ class OsimImport:
 
 
 def load_osim(path: str | os.PathLike) -> Model:
-    """A :class:`jaxmb.Model` from an OpenSim 4.x ``.osim`` file.
+    """A `jaxmb.Model` from an OpenSim 4.x ``.osim`` file.
 
     ``model.coordinate_names`` are the independent, unlocked OpenSim coordinates in
     file order; coupled (dependent) and locked coordinates are eliminated into the
@@ -125,15 +125,15 @@ def load_osim(path: str | os.PathLike) -> Model:
     ``"<joint>/<axis>"`` links of multi-axis joints). ``q_default``, ``q_lower`` and
     ``q_upper`` are the coordinates' ``default_value`` and ``range``.
 
-    Raises :class:`jaxmb.ModelError` naming the element, its name and its line for
-    anything the importer does not support. See :func:`read_osim` for the
+    Raises `jaxmb.ModelError` naming the element, its name and its line for
+    anything the importer does not support. See `read_osim` for the
     coordinate bookkeeping.
     """
     return read_osim(path).model
 
 
 def read_osim(path: str | os.PathLike, *, muscles: bool = True) -> OsimImport:
-    """Like :func:`load_osim`, also returning every coordinate's joint function and kind.
+    """Like `load_osim`, also returning every coordinate's joint function and kind.
 
     With ``muscles=False`` the ForceSet is not read (the skeleton alone).
     """
@@ -142,8 +142,8 @@ def read_osim(path: str | os.PathLike, *, muscles: bool = True) -> OsimImport:
 
 def read_ligaments(path: str | os.PathLike, tags=("Ligament",)) -> tuple[Muscle, ...]:
     """The Ligament paths of an ``.osim`` file (see
-    :func:`jaxmb.io._osim_forces.parse_paths`), for the model ``jaxmb.load_osim(path)``
-    returns (same coordinates ``q``): :class:`jaxmb.Muscle` objects with ``kind`` the
+    `jaxmb.io._osim_forces.parse_paths`), for the model ``jaxmb.load_osim(path)``
+    returns (same coordinates ``q``): `jaxmb.Muscle` objects with ``kind`` the
     force's tag, whose lengths and moment arms jaxmb computes like a muscle's."""
     importer = _Importer(os.fspath(path), muscles=False)
     with warnings.catch_warnings():  # the skeleton's warnings were given by load_osim

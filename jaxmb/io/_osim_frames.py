@@ -1,10 +1,10 @@
 """Reading an .osim model's frames and bodies (a layer of the .osim importer).
 
-:class:`_OsimReader` holds the file's :class:`~jaxmb.io._xml.XmlReader` and the
+`_OsimReader` holds the file's `XmlReader` and the
 frames: ``Ground``, the bodies, and every ``PhysicalOffsetFrame`` (in joints, in
 bodies' ``components`` and in the ``ComponentSet``), each resolved to its base body
 and its pose in that body; and it reads the ``BodySet``. The joints are read by
-:mod:`._osim_joints`, the model as a whole by :mod:`._osim`.
+`._osim_joints`, the model as a whole by `._osim`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """OpenSim function elements as jaxmb joint functions.
 
-:func:`parse_function` turns the XML element of an OpenSim ``Function``
+`parse_function` turns the XML element of an OpenSim ``Function``
 (``Constant``, ``LinearFunction``, ``PolynomialFunction``, ``SimmSpline``,
 ``NaturalCubicSpline``, ``PiecewiseLinearFunction``,
 ``PiecewiseConstantFunction``, ``MultiplierFunction``, ``GCVSpline``) into a jaxmb joint
@@ -18,8 +18,8 @@ Each function evaluates as OpenSim 4.x does (opensim-core ``OpenSim/Common``):
   exactly the same coefficients as ``SimmSpline`` (the same FMM end conditions)
   and extrapolates the same way; jaxmb follows the implementation.
 * ``PiecewiseLinearFunction``, ``PiecewiseConstantFunction``, ``GCVSpline``: see
-  :class:`jaxmb.io.PiecewiseLinear`, :class:`jaxmb.io.PiecewiseConstant` and
-  :class:`jaxmb.io.GCVSpline`. For ``GCVSpline`` with the default ``error_variance``
+  `jaxmb.io.PiecewiseLinear`, `jaxmb.io.PiecewiseConstant` and
+  `jaxmb.io.GCVSpline`. For ``GCVSpline`` with the default ``error_variance``
   0 the spline interpolates the data, a positive value selects the smoothing from
   the known variance, a negative one by generalized cross-validation; ``weights``
   are ignored, as OpenSim ignores them.
@@ -109,9 +109,9 @@ def parse_function(element: ET.Element, inner: AbstractJointFunction,
     - `reader`: the file's reader (the importer passes it, so that errors name the
       file and line); by default the element alone.
 
-    **Returns:** an :class:`jaxmb.AbstractJointFunction`.
+    **Returns:** an `jaxmb.AbstractJointFunction`.
 
-    Raises :class:`jaxmb.ModelError` naming the element for an unsupported
+    Raises `jaxmb.ModelError` naming the element for an unsupported
     function type (``MultivariatePolynomialFunction``, ``Sine``, ``StepFunction``, ...)
     or malformed data (missing, non-numeric or non-finite numbers, unsorted ``x``).
     """

@@ -1,5 +1,5 @@
 """Reading an .osim model's joints, coordinates and coupler constraints, and building
-the jaxmb joint tree (a layer of the .osim importer, above :mod:`._osim_frames`).
+the jaxmb joint tree (a layer of the .osim importer, above `._osim_frames`).
 
 A multi-axis joint becomes a chain of 1-DOF jaxmb joints through massless virtual
 bodies named ``"<joint>/<axis>"``. A ``CustomJoint`` places its child at

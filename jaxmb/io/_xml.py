@@ -2,7 +2,7 @@
 typed getters whose errors name ``file:line``, the element and its ``name``.
 
 Every OpenSim element jaxmb reads (the skeleton, the functions, the forces) goes
-through :class:`XmlReader`, so every malformed value is reported the same way::
+through `XmlReader`, so every malformed value is reported the same way::
 
     <location> of <PathPoint name='TRIlong-P1'> at arm26.osim:412: holds a non-finite
     number ('nan 0.1 0'); write finite numbers.
@@ -68,7 +68,7 @@ class XmlReader:
     locations, and getters that check what they read.
 
     Getters take the element that holds the property and the property's tag. A
-    `default` of :data:`REQUIRED` makes the property required; any other default
+    `default` of `REQUIRED` makes the property required; any other default
     (``None`` included) is returned when it is absent.
     """
 
@@ -92,7 +92,7 @@ class XmlReader:
         return f"{label(el)} at {loc[0]}:{loc[1]}" if loc else label(el)
 
     def fail(self, el: ET.Element, message: str, owner: ET.Element | None = None) -> NoReturn:
-        """Raise :class:`jaxmb.ModelError` ``"<where el>: message"``; with `owner`,
+        """Raise `jaxmb.ModelError` ``"<where el>: message"``; with `owner`,
         ``"<tag> of <Owner name='x'> at file:line: message"`` (a property of `owner`)."""
         if owner is not None and owner is not el:
             loc = self.locations.get(el) or self.locations.get(owner)
@@ -170,7 +170,7 @@ class XmlReader:
         return v
 
     def number(self, el: ET.Element, tag: str, default=REQUIRED, **kwargs) -> float | None:
-        """The one number of the child `tag` (see :meth:`floats`)."""
+        """The one number of the child `tag` (see `floats`)."""
         d = default if default is REQUIRED or default is None else (default,)
         v = self.floats(el, tag, 1, d, **kwargs)
         return None if v is None else float(v[0])

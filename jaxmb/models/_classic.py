@@ -23,9 +23,9 @@ def double_pendulum(m1: float = 1.0, l1: float = 1.0, m2: float = 1.0, l2: float
 
     ``q = (θ1, θ2)``: absolute angles of rods 1 and 2 from the downward vertical.
     The elbow joint's variable is the relative angle ``θ2 - θ1``, a
-    :class:`~jaxmb.Linear` joint function. Generalized forces
+    `Linear` joint function. Generalized forces
     ``tau = (M1 - M12, M12)`` for a shoulder torque M1 and an elbow torque M12
-    (use :func:`double_pendulum_torques`).
+    (use `double_pendulum_torques`).
     Defaults follow the seed's notebook (m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m).
     """
     b = ModelBuilder("double_pendulum", gravity=(0.0, -g, 0.0))

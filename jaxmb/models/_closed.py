@@ -1,8 +1,8 @@
 """Closed-chain mechanisms of Ehsani (2016, sections 3-3 and 4-4): four-bar (Eq. 121),
 five-bar (Eq. 123) and Andrews' squeezer (Hairer & Wanner, Solving ODEs II, VII.7).
 
-Each is a jaxmb :class:`~jaxmb.Model` whose dependent joint variables are
-:class:`~jaxmb.ImplicitJointFunction` s of one :class:`~jaxmb.LoopClosure`, so
+Each is a jaxmb `Model` whose dependent joint variables are
+`ImplicitJointFunction` s of one `LoopClosure`, so
 ``mb.mass_matrix``, ``mb.bias_forces``, ``mb.simulate`` ... work on the minimal
 coordinates q and the constraints hold to the Newton tolerance at every q.
 """
@@ -102,7 +102,7 @@ def five_bar(l0: float = 3.0, l1: float = 1.0, l2: float = 1.0, l3: float = 3.0,
 
     Links are uniform rods of `density` kg/m (the paper gives no masses), gravity
     along -y. The point p of Ehsani's figures is on link 3 at distance `lp` from
-    joint 3 (body ``"link3"``, point ``(lp, 0, 0)``); see :data:`FIVE_BAR_POINT`.
+    joint 3 (body ``"link3"``, point ``(lp, 0, 0)``); see `FIVE_BAR_POINT`.
     """
     if branch not in (1, -1):
         raise ValueError(f"five_bar: branch must be 1 or -1, got {branch!r}.")
@@ -166,7 +166,7 @@ def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0,
     lengths, to four decimals); the loop is solved by Newton's
     method after a continuation from q = 0 (no closed-form guess).
     Uniform rods of `density` kg/m (body 2's centre of mass at `lcm2`), gravity -y.
-    Ehsani's point p is the joint between bodies 2 and 3 (:data:`FOUR_BAR_POINT`).
+    Ehsani's point p is the joint between bodies 2 and 3 (`FOUR_BAR_POINT`).
     """
     params = jnp.asarray([l0, l1, l2, l3, lcm2], dtype=float)
     closure = LoopClosure(_four_bar_g, jnp.zeros(1), jnp.asarray(f_ref, dtype=float), params,
@@ -266,14 +266,14 @@ def _andrews_guess(q, p):
 
 def closed_chain_forces(model: Model, q) -> Float[Array, " nq"]:
     """Generalized force of the model's loads (spring and driving torque):
-    :func:`jaxmb.generalized_forces`, kept under this name for the notebooks."""
+    `jaxmb.generalized_forces`, kept under this name for the notebooks."""
     from .._dynamics import generalized_forces
 
     return generalized_forces(model, jnp.asarray(q))
 
 
 def without_loads(model: Model) -> Model:
-    """The model with no loads (pass its loads as ``tau`` to :func:`jaxmb.simulate`)."""
+    """The model with no loads (pass its loads as ``tau`` to `jaxmb.simulate`)."""
     return eqx.tree_at(lambda m: m.loads, model, ())
 
 
@@ -302,15 +302,15 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
     (da from F, e - ea from H, zf - fa from I) as H&W's mass matrix implies.
 
     `embedded=True`: ``q = (β,)`` and the six other angles are implicit
-    (:class:`~jaxmb.LoopClosure`, Newton from a closed-form guess). ``embedded=False``:
+    (`LoopClosure`, Newton from a closed-form guess). ``embedded=False``:
     the open tree with ``q`` = all seven angles (for the DAE baseline).
 
-    Loads: :class:`~jaxmb.BodyTorque` ``mom`` on K1 and a :class:`LinearSpring`.
-    The spring is a :class:`jaxmb.LinearSpring` load of the model; the driving
-    torque is :func:`andrews_tau` (pass it as ``tau`` to :func:`jaxmb.simulate`).
+    Loads: `BodyTorque` ``mom`` on K1 and a `LinearSpring`.
+    The spring is a `jaxmb.LinearSpring` load of the model; the driving
+    torque is `andrews_tau` (pass it as ``tau`` to `jaxmb.simulate`).
 
     ``mb.joint_values`` lists the seven angles in H&W's order
-    (β, Θ, γ, Φ, δ, Ω, ε), as :func:`andrews_angles` does.
+    (β, Θ, γ, Φ, δ, Ω, ε), as `andrews_angles` does.
     """
     from .._model import BodyTorque
 
