@@ -272,8 +272,8 @@ class LoopClosure(eqx.Module):
 
         **Arguments:**
 
-        - `q`: (nq,) coordinates.
-        - `f0`: (m,) first Newton iterate, or None.
+        - `q`: (nq,) coordinates, rad or m.
+        - `f0`: (m,) first Newton iterate (the dependent variables' units), or None.
         - `throw`: raise on failure (`LoopClosureError` eagerly, through
           ``eqx.error_if`` with the `RESULTS` message under jit);
           default: the closure's. With ``throw=False`` inspect ``.result``.
@@ -492,6 +492,13 @@ class ImplicitJointFunction(AbstractJointFunction):
     Eq. 101); ``jax`` autodiff of the value is exact too (implicit function theorem).
     Called on its own, each call solves the loop; in a model, kinematics solves each
     loop once per state for all its joints (``Model.loops``).
+
+    **Arguments:**
+
+    - `closure`: the `LoopClosure`.
+    - `index`: which of its m dependent variables (0-based).
+
+    Usually made by `implicit_joint_functions`.
     """
 
     closure: LoopClosure
@@ -536,6 +543,19 @@ class ImplicitJointFunction(AbstractJointFunction):
 
 
 def implicit_joint_functions(closure: LoopClosure) -> tuple[ImplicitJointFunction, ...]:
-    """One `ImplicitJointFunction` per dependent variable of `closure` (all
-    holding this very closure, so that a model built from them records one loop)."""
+    """The dependent variables of a loop closure as joint functions of ``q``.
+
+    Each ``f_k(q)`` solves ``g(f, q) = 0`` (Ehsani 2016, section 3-3), with
+    derivatives by implicit differentiation (Eq. 101).
+
+    **Arguments:**
+
+    - `closure`: the `LoopClosure` (m dependent variables).
+
+    **Returns:**
+
+    A tuple of m `ImplicitJointFunction`s, the k-th for variable k, all holding this
+    very closure (so that a model built from them records one loop, solved once per
+    state).
+    """
     return tuple(ImplicitJointFunction(closure, k) for k in range(closure.m))

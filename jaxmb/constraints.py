@@ -5,7 +5,7 @@ implicit functions of ``q``; their gradients and Hessians come from implicit
 differentiation (default), Ehsani's analytical projection method (Eq. 100-120),
 a computational molecule (Fig. 2) or pre-modeling (fitted splines). The
 traditional constraint-Jacobian route and an index-1 DAE baseline with Lagrange
-multipliers are here for comparison. See docs/closed_chains.md.
+multipliers are here for comparison. See the how-to on closed chains.
 """
 
 from ._loop_closure import ImplicitJointFunction as ImplicitJointFunction

@@ -33,10 +33,25 @@ from ._traditional import open_tree
 
 
 def loop_constraints(model: Model) -> Callable[[Array], Array]:
-    """``Φ(z)``: the loop-closure equations of `model` in its joint variables z.
+    """The loop-closure equations ``Φ(z) = 0`` of `model` in all its joint variables.
 
-    Requires every explicit joint of the model to be a `Coordinate`
-    (so that q is a sub-vector of z), as for the five-bar and Andrews' squeezer.
+    ``Φ(z) = [g_1(z[dep_1], q), ..., g_L(z[dep_L], q)]`` stacks the residuals of the
+    model's loop closures, with ``q`` read off ``z`` (Hairer and Wanner's constraint
+    function of the index-1 formulation).
+
+    **Arguments:**
+
+    - `model`: a closed-chain `Model` whose explicit joints are all `Coordinate`s
+      (so that ``q`` is a sub-vector of ``z``), as for the five-bar and Andrews' squeezer.
+
+    **Returns:**
+
+    The function ``phi(z)``: ``z`` (n_joints,) in rad or m, returning the stacked
+    residuals (n_constraints,) in the loops' own units (m for position closures).
+
+    **Raises:**
+
+    `LoopClosureError` if a joint has any other function, or a coordinate drives no joint.
     """
     loops = _closures(model)
     q_index = {}
@@ -93,13 +108,33 @@ class DAEVectorField(eqx.Module):
 
 def dae_vector_field(model: Model, forces: Callable | None = None, alpha: float = 0.0,
                      beta: float = 0.0) -> DAEVectorField:
-    """The DAE of a closed-chain `model` on its open tree. `forces(tree, z)` gives the
-    generalized applied forces in z (default: the tree's loads, springs included)."""
+    """The vector field of the index-1 DAE of a closed-chain `model` on its open tree.
+
+    Solves the Lagrange-multiplier system with Baumgarte stabilisation
+    (Hairer and Wanner; Baumgarte 1972)
+
+    ``[M Φ_zᵀ; Φ_z 0] [z̈; λ] = [Q - bias; -(Φ_z ż)_z ż - 2α Φ_z ż - β² Φ]``.
+
+    **Arguments:**
+
+    - `model`: a closed-chain `Model` (see `loop_constraints` for the requirements).
+    - `forces`: `forces(tree, z) -> (n_joints,)`, the generalized applied forces in
+      ``z`` (N·m or N); default: the open tree's own loads, springs included.
+    - `alpha`, `beta`: the Baumgarte parameters (1/s); 0 gives the plain index-1
+      system, which drifts.
+
+    **Returns:**
+
+    A callable `field(t, y, args) -> (2 n_joints,)` on the flat state ``y = (z, ż)``
+    (rad or m, rad/s or m/s), giving ``(ż, z̈)``; `field.accelerations(z, ż)`
+    returns ``(z̈, λ)``.
+    """
     return DAEVectorField(open_tree(model), loop_constraints(model), forces, float(alpha), float(beta))
 
 
 class DAESolution(eqx.Module):
-    """``ts`` (T,), ``z``/``zd`` (T, n_joints), ``drift`` (T,) = max |Φ(z)|, ``stats``."""
+    """The result of `simulate_dae`: `ts` (T,) s; `z`, `zd` (T, n_joints) joint variables
+    and rates; `drift` (T,) ``= max |Φ(z)|``; diffrax's `stats`."""
 
     ts: Array
     z: Array
@@ -112,11 +147,31 @@ def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: 
                  ts: ArrayLike | None = None, alpha: float = 0.0, beta: float = 0.0,
                  rtol: float = 1e-8, atol: float = 1e-8, solver: str | diffrax.AbstractSolver | None = None,
                  max_steps: int = 1_000_000, forces: Callable | None = None) -> DAESolution:
-    """Integrate the index-1 DAE (Baumgarte α, β) of `model` in all joint variables with
-    diffrax from consistent ``z0, ż0``; reports the constraint drift at the save times.
+    """Integrate the index-1 DAE of a closed-chain `model` in all its joint variables.
 
-    `solver`: a name as in `simulate` (``"dopri8"``, the default, or
-    ``"tsit5"``, ``"dopri5"``, ``"kvaerno5"``) or any diffrax solver."""
+    The traditional baseline (Hairer and Wanner's index-1 formulation with Baumgarte
+    stabilisation, see `dae_vector_field`) against which the embedded ODE of
+    Ehsani (2016) is compared; reports the constraint drift ``max |Φ(z)|``.
+
+    **Arguments:**
+
+    - `model`: a closed-chain `Model` (see `loop_constraints`).
+    - `z0`, `zd0`: consistent initial joint variables and rates (n_joints,), rad or m
+      and rad/s or m/s (see `consistent_velocities`).
+    - `t1`: the final time (s); `t0` the initial time (s, default 0).
+    - `ts`: the save times (T,) in s; default ``[t1]``.
+    - `alpha`, `beta`: the Baumgarte parameters (1/s).
+    - `rtol`, `atol`: the step-size controller's tolerances.
+    - `solver`: a name as in `jaxmb.simulate` (``"dopri8"``, the default, or
+      ``"tsit5"``, ``"dopri5"``, ``"kvaerno5"``) or any diffrax solver.
+    - `max_steps`: the step budget of `diffrax.diffeqsolve`.
+    - `forces`: as in `dae_vector_field`.
+
+    **Returns:**
+
+    A `DAESolution` with `ts` (T,) s, `z` and `zd` (T, n_joints), `drift` (T,) in the
+    constraints' units, and diffrax's `stats`.
+    """
     field = dae_vector_field(model, forces, alpha, beta)
     z0 = jnp.asarray(z0, dtype=float)
     zd0 = jnp.asarray(zd0, dtype=z0.dtype)
@@ -133,8 +188,17 @@ def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: 
 
 
 def dae_rhs_numpy(model: Model, forces: Callable | None = None, alpha: float = 0.0, beta: float = 0.0):
-    """``rhs(t, y)`` for ``scipy.integrate.solve_ivp`` with ``y = (z, ż)`` (2 n_joints,):
-    the jitted DAE vector field (and its jitted Jacobian ``jac(t, y)``)."""
+    """The index-1 DAE's right-hand side and Jacobian for `scipy.integrate.solve_ivp`.
+
+    **Arguments:**
+
+    As `dae_vector_field`: `model`, `forces`, and the Baumgarte `alpha`, `beta` (1/s).
+
+    **Returns:**
+
+    `(rhs, jac)`: jitted `rhs(t, y) -> (2 n_joints,)` and `jac(t, y) -> (2 n_joints,
+    2 n_joints)` NumPy functions of ``y = (z, ż)`` (rad or m, rad/s or m/s).
+    """
     import numpy as np
 
     field = dae_vector_field(model, forces, alpha, beta)
@@ -144,9 +208,22 @@ def dae_rhs_numpy(model: Model, forces: Callable | None = None, alpha: float = 0
 
 
 def ode_rhs_numpy(model: Model, tau: Callable | None = None):
-    """``rhs(t, y)`` and ``jac(t, y)`` for scipy of the embedded (minimal) ODE,
-    ``y = (q, q')``; `tau(t, q, q')` gives the generalized forces (default: the model's
-    loads, `jaxmb.generalized_forces`, applied to a load-free copy)."""
+    """The embedded (minimal) ODE's right-hand side and Jacobian for `scipy.integrate.solve_ivp`.
+
+    ``q'' = M(q)⁻¹ (τ - N(q, q') q' + G(q))``, the embedded equations of motion of
+    Ehsani (2016) as `jaxmb.forward_dynamics` solves them, for scipy's integrators.
+
+    **Arguments:**
+
+    - `model`: the `Model` (loops as joint functions of ``q``).
+    - `tau`: `tau(t, q, q') -> (nq,)`, the generalized forces (N·m or N); default:
+      the model's loads (`jaxmb.generalized_forces`).
+
+    **Returns:**
+
+    `(rhs, jac)`: jitted `rhs(t, y) -> (2 nq,)` and `jac(t, y) -> (2 nq, 2 nq)`
+    NumPy functions of ``y = (q, q')`` (rad or m, rad/s or m/s).
+    """
     import numpy as np
 
     bare = eqx.tree_at(lambda m: m.loads, model, ())
@@ -163,7 +240,21 @@ def ode_rhs_numpy(model: Model, tau: Callable | None = None):
 
 
 def consistent_velocities(model: Model, z, zd_guess) -> Float[Array, " n"]:
-    """Project ``ż`` onto the velocity constraint ``Φ_z ż = 0`` (least change)."""
+    """Project joint rates onto the velocity constraint ``Φ_z ż = 0`` (least change).
+
+    ``ż = ż_guess - Φ_zᵀ (Φ_z Φ_zᵀ)⁻¹ Φ_z ż_guess``, the closest consistent rates in
+    the Euclidean norm.
+
+    **Arguments:**
+
+    - `model`: a closed-chain `Model` (see `loop_constraints`).
+    - `z`: joint variables on the constraint manifold (n_joints,), rad or m.
+    - `zd_guess`: rates to project (n_joints,), rad/s or m/s.
+
+    **Returns:**
+
+    The consistent rates (n_joints,), rad/s or m/s.
+    """
     phi = loop_constraints(model)
     g = jax.jacfwd(phi)(z)
     return zd_guess - g.T @ jnp.linalg.solve(g @ g.T, g @ zd_guess)

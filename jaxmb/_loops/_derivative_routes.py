@@ -55,7 +55,17 @@ def projection_derivatives(closure: LoopClosure, q: ArrayLike, f: ArrayLike | No
 
     ``Γ_i = -[Σ_jk g_{i,f_j f_k} ∇f_j ⊗ ∇f_k + Σ_j (∇f_j ⊗ g_{i,f_j q} + g_{i,q f_j} ⊗ ∇f_j) + vec(g_{i,qq})]``.
 
-    Returns ``(f, grad (m, nq), hess (m, nq, nq))``.
+    **Arguments:**
+
+    - `closure`: the `jaxmb.LoopClosure`.
+    - `q`: the coordinates (nq,), rad or m.
+    - `f`: the solved dependent variables (m,); default: solved from the closure's
+      reference assembly.
+
+    **Returns:**
+
+    `(f, grad, hess)`: the dependent variables (m,), their gradients (m, nq) and
+    Hessians (m, nq, nq) with respect to ``q``.
     """
     q = jnp.atleast_1d(_as_float_array(q))
     f = closure(q) if f is None else jnp.asarray(f)
@@ -85,7 +95,17 @@ def molecule_derivatives(closure: LoopClosure, q: ArrayLike, step: float = 1e-4)
     ``q ± h e_a ± h e_b`` (a < b), every solve warm-started from the centre's
     solution so that it stays on the branch: ``1 + 2 nq + 2 nq (nq - 1)``
     abscissae (9 for nq = 2). Truncation error O(h²); round-off O(ε/h²) in the Hessian.
-    Returns ``(f, grad (m, nq), hess (m, nq, nq))``.
+
+    **Arguments:**
+
+    - `closure`: the `jaxmb.LoopClosure`.
+    - `q`: the molecule's centre (nq,), rad or m.
+    - `step`: the spacing ``h``, in the units of ``q``.
+
+    **Returns:**
+
+    `(f, grad, hess)`: the dependent variables at the centre (m,), their gradients
+    (m, nq) and Hessians (m, nq, nq) with respect to ``q``.
     """
     q = jnp.atleast_1d(_as_float_array(q))
     nq = closure.nq

@@ -51,8 +51,21 @@ class TensorSpline(AbstractJointFunction):
 
 
 def natural_spline_fit(index: int, x: Array, y: Array) -> CubicSpline:
-    """Natural cubic spline through ``(x, y)``: ``CubicSpline.fit(index, x, y, "natural")``
-    (traceable, so it can be vmapped over columns of samples)."""
+    """Natural cubic spline of one coordinate through samples ``(x, y)``.
+
+    ``CubicSpline.fit(index, x, y, "natural")`` (second derivative zero at both
+    ends); traceable, so it can be vmapped over columns of samples.
+
+    **Arguments:**
+
+    - `index`: the coordinate ``q[index]`` the spline is a function of.
+    - `x`: the knots (n,), increasing, in the coordinate's units (rad or m).
+    - `y`: the values at the knots (n,), in the joint variable's units.
+
+    **Returns:**
+
+    The `jaxmb.CubicSpline` joint function ``f(q) = s(q[index])``.
+    """
     return CubicSpline.fit(index, x, y, "natural")
 
 
@@ -130,6 +143,26 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
     The fit error is measured against fresh solves at the midpoints of the grid (nq =
     1: and at the quarter points, with the derivatives' errors against
     `LoopClosure.derivatives` in `derivative_error`).
+
+    **Arguments:**
+
+    - `closure`: the `jaxmb.LoopClosure` to pre-model (nq of 1 or 2).
+    - `lower`, `upper`: the sweep's bounds (nq,), rad or m.
+    - `step`: the grid spacing, a scalar or one per coordinate, rad or m.
+    - `kind`: ``"spline"``, ``"fourier"`` or ``"quintic"`` (see above).
+    - `order`: the Fourier series' number of harmonics.
+    - `omega`: the Fourier series' fundamental (rad per unit of ``q``).
+    - `periodic`: make the quintic spline repeat ``[lower, upper]``.
+
+    **Returns:**
+
+    A `PremodelResult`: `functions` (one joint function per dependent variable),
+    `grid`, `values`, `fit_error` (m,) and `derivative_error` (m, 2) or None.
+
+    **Raises:**
+
+    `jaxmb.LoopClosureError` for bounds of the wrong length, an unknown `kind`, a
+    `periodic` fit other than quintic, or more than two coordinates.
     """
     lower = np.atleast_1d(np.asarray(lower, dtype=float))
     upper = np.atleast_1d(np.asarray(upper, dtype=float))
@@ -220,7 +253,18 @@ def premodeled(model: Model, lower: ArrayLike, upper: ArrayLike, step: float | S
     spline a gather and three short polynomials).
     For a crank that turns fully (Andrews' squeezer) ``kind="fourier"`` over one
     revolution is exact to round-off at a modest order, and ``kind="quintic",
-    periodic=True`` close to it (see docs/closed_chains.md).
+    periodic=True`` close to it (see the how-to on closed chains).
+
+    **Arguments:**
+
+    - `model`: a `Model` with loop closures.
+    - `lower`, `upper`, `step`, `kind`, `order`, `omega`, `periodic`: as in
+      `premodel`, applied to every loop of the model.
+
+    **Returns:**
+
+    `(model, fit_error)`: the pre-modeled `Model` and the fit errors (n_joints,),
+    0 for joints that were not implicit, in the joints' units.
     """
     fit_error = np.zeros(len(model.joints))
     joints = list(model.joints)

@@ -20,8 +20,17 @@ from ._model_loops import _closures
 
 
 def open_tree(model: Model) -> Model:
-    """The model's tree with every joint variable a coordinate: ``q_open = z``
-    (n_joints,), coordinate names = joint names. Loads and bodies are kept."""
+    """The model's open tree: every joint variable a coordinate of its own.
+
+    **Arguments:**
+
+    - `model`: any `Model` (typically a closed chain).
+
+    **Returns:**
+
+    A `Model` with ``q_open = z`` (n_joints,), coordinate names the joint names, the
+    same bodies, joint frames, gravity and loads, and no loop closures.
+    """
     joints = tuple(
         Joint(j.name, j.parent, j.child, j.kind, j.axis, Coordinate(i),
               parent_translation=j.parent_translation, parent_rotation=j.parent_rotation,
@@ -32,10 +41,19 @@ def open_tree(model: Model) -> Model:
 
 
 def constraint_function(model: Model) -> Callable:
-    """``Φ(z, q)`` (n_joints,): the constraints of the model in all its joint variables z.
+    """The constraints ``Φ(z, q) = 0`` of the model in all its joint variables (Shabana).
 
     Each loop closure contributes its m equations ``g(z[dep], q)``; each explicit
-    joint j contributes its driving equation ``z_j - f_j(q)``. ``∂Φ/∂z`` is square.
+    joint j contributes its driving equation ``z_j - f_j(q)``, so ``∂Φ/∂z`` is square.
+
+    **Arguments:**
+
+    - `model`: the `Model`.
+
+    **Returns:**
+
+    The function ``phi(z, q) -> (n_joints,)`` with ``z`` (n_joints,) and ``q`` (nq,)
+    in rad or m; residuals in the joints' units.
     """
     loops = _closures(model)
     explicit = [i for i, j in enumerate(model.joints) if not isinstance(j.function, ImplicitJointFunction)]
@@ -49,11 +67,21 @@ def constraint_function(model: Model) -> Callable:
 
 
 def constraint_kinematics(model: Model, q, qd, qdd):
-    """Joint variables and their rates by the traditional constraint-Jacobian route
-    (Shabana): ``Φ_z ż = -Φ_q q'`` and ``Φ_z z̈ = -Φ_q q'' - (d/dt Φ_z) ż - (d/dt Φ_q) q'``.
+    """Joint variables and their rates by the traditional constraint-Jacobian route.
 
-    The joint variables z come from the loop solves; no gradient or Hessian of
-    ``f(q)`` is formed. Returns ``(z, ż, z̈)``.
+    ``Φ_z ż = -Φ_q q'`` and ``Φ_z z̈ = -Φ_q q'' - (d/dt Φ_z) ż - (d/dt Φ_q) q'``
+    (Shabana), with ``Φ`` from `constraint_function`. The joint variables ``z``
+    come from the loop solves; no gradient or Hessian of ``f(q)`` is formed.
+
+    **Arguments:**
+
+    - `model`: the `Model`.
+    - `q`, `qd`, `qdd`: coordinates (nq,) in rad or m, their rates (rad/s or m/s)
+      and accelerations (rad/s² or m/s²).
+
+    **Returns:**
+
+    `(z, zd, zdd)`, each (n_joints,): joint variables, rates and accelerations.
     """
     q, qd, qdd = (jnp.atleast_1d(_as_float_array(x)) for x in (q, qd, qdd))
     phi = constraint_function(model)
@@ -68,9 +96,23 @@ def constraint_kinematics(model: Model, q, qd, qdd):
 
 
 def traditional_point_kinematics(model: Model, q, qd, qdd, body, point=(0.0, 0.0, 0.0)):
-    """Position, velocity and acceleration of a body point by the traditional route:
-    the open tree in all joint variables z with ``(z, ż, z̈)`` from
-    `constraint_kinematics`."""
+    """Position, velocity and acceleration of a body point by the traditional route.
+
+    The open tree (`open_tree`) evaluated at ``(z, ż, z̈)`` from
+    `constraint_kinematics`: a cross-check of `jaxmb.point_position`,
+    `jaxmb.point_velocity` and `jaxmb.point_acceleration`.
+
+    **Arguments:**
+
+    - `model`: the `Model`.
+    - `q`, `qd`, `qdd`: coordinates (nq,) in rad or m, rates and accelerations.
+    - `body`: the body's name or index.
+    - `point`: the point in the body's frame (3,), m.
+
+    **Returns:**
+
+    `(position, velocity, acceleration)`, each (3,) in the ground frame: m, m/s, m/s².
+    """
     tree = open_tree(model)
     z, zd, zdd = constraint_kinematics(model, q, qd, qdd)
     return (point_position(tree, z, body, point), point_velocity(tree, z, zd, body, point),

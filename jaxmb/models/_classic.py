@@ -1,5 +1,5 @@
-"""The seeds' open-chain examples: double pendulum (seed 000), three-link arm (seed 002),
-and the planar chain used by the benchmarks."""
+"""Open-chain examples: the double pendulum of Watanabe and Duarte, the three-link arm
+of Cesari et al. (2001), and the planar chain used by the benchmarks."""
 
 
 from collections.abc import Sequence
@@ -19,14 +19,24 @@ def _rod_inertia(mass, length, along: str):
 
 
 def double_pendulum(m1: float = 1.0, l1: float = 1.0, m2: float = 1.0, l2: float = 0.5, g: float = 9.81):
-    """Seed 000's double pendulum of uniform rods in the x-y plane, gravity along -y.
+    """Watanabe and Duarte's double pendulum of uniform rods in the x-y plane, gravity along -y.
 
     ``q = (θ1, θ2)``: absolute angles of rods 1 and 2 from the downward vertical.
     The elbow joint's variable is the relative angle ``θ2 - θ1``, a
     `Linear` joint function. Generalized forces
     ``tau = (M1 - M12, M12)`` for a shoulder torque M1 and an elbow torque M12
-    (use `double_pendulum_torques`).
-    Defaults follow the seed's notebook (m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m).
+    (use `double_pendulum_torques`). Each rod's inertia is ``m l²/12`` about its
+    centre of mass, which lies at its middle.
+
+    **Arguments:**
+
+    - `m1`, `m2`: the rods' masses (kg); default 1 kg each, as in Watanabe and Duarte.
+    - `l1`, `l2`: the rods' lengths (m); default 1 m and 0.5 m.
+    - `g`: gravitational acceleration (m/s²).
+
+    **Returns:**
+
+    The `jaxmb.Model` (nq = 2, angles in rad).
     """
     b = ModelBuilder("double_pendulum", gravity=(0.0, -g, 0.0))
     t1 = b.add_coordinate("theta1")
@@ -39,21 +49,48 @@ def double_pendulum(m1: float = 1.0, l1: float = 1.0, m2: float = 1.0, l2: float
 
 
 def double_pendulum_torques(m1_torque, m12_torque):
-    """Generalized forces of seed 000: ``(M1 - M12, M12)``."""
+    """Generalized forces of the double pendulum for joint torques: ``(M1 - M12, M12)``.
+
+    With absolute angles as coordinates (Watanabe and Duarte), the elbow torque
+    acts on both generalized coordinates.
+
+    **Arguments:**
+
+    - `m1_torque`: the shoulder torque M1 (N·m), scalar or batch (...,).
+    - `m12_torque`: the elbow torque M12 (N·m), same shape.
+
+    **Returns:**
+
+    The generalized forces (2, ...) in N·m.
+    """
     return jnp.stack([jnp.asarray(m1_torque) - jnp.asarray(m12_torque), jnp.asarray(m12_torque)])
 
 
 def three_link_arm(l: Sequence[float] = (0.30, 0.26, 0.19), d: Sequence[float] = (0.13, 0.11, 0.07),
                    m: Sequence[float] = (1.9, 1.1, 0.45), I: Sequence[float] = (0.015, 0.008, 0.0015),
                    g: float = 9.81, spring_force: float = 0.0, spring_distance: float = 0.0):
-    """Seed 002's planar arm (upper arm, forearm, hand) in the x-y plane, gravity along -y.
+    """The planar three-link arm of Cesari et al. (2001) (upper arm, forearm, hand), gravity along -y.
 
     ``q = (α1, α2, α3)``: α1 of the upper arm from the +x horizontal, α2 and α3
     relative (elbow, wrist). Segment i lies along its body x axis with centre of
     mass at ``d_i`` from its proximal joint and moment of inertia ``I_i`` (kg m²)
     about the centre of mass (z axis). A horizontal spring force ``(-F_S, 0, 0)``
-    acts on the hand at ``d3 + d_S`` from the wrist (seed 002, Eq. 15-17, 42-44).
-    Default segment data are adult-arm values for illustration.
+    acts on the hand at ``d3 + d_S`` from the wrist (Cesari et al. 2001, Eq. 15-17,
+    42-44). Default segment data are adult-arm values for illustration.
+
+    **Arguments:**
+
+    - `l`: segment lengths (3,), m.
+    - `d`: centre-of-mass distances from the proximal joints (3,), m.
+    - `m`: segment masses (3,), kg.
+    - `I`: moments of inertia about the centres of mass (3,), kg m².
+    - `g`: gravitational acceleration (m/s²).
+    - `spring_force`: the spring force F_S (N); 0 adds no load.
+    - `spring_distance`: d_S, where the force acts beyond the hand's centre of mass (m).
+
+    **Returns:**
+
+    The `jaxmb.Model` (nq = 3, angles in rad).
     """
     b = ModelBuilder("three_link_arm", gravity=(0.0, -g, 0.0))
     names = ("upper_arm", "forearm", "hand")
@@ -74,6 +111,21 @@ def planar_chain(n: int, length: float = 1.0, mass: float = 1.0, g: float = 9.81
 
     ``q_k`` is the relative angle of rod k (absolute for k = 0). Rod k has its
     centre of mass at ``(0, -length/2, 0)`` and the next joint at ``(0, -length, 0)``.
+
+    **Arguments:**
+
+    - `n`: the number of rods (≥ 1), and of coordinates.
+    - `length`: each rod's length (m).
+    - `mass`: each rod's mass (kg).
+    - `g`: gravitational acceleration (m/s²).
+
+    **Returns:**
+
+    The `jaxmb.Model` (nq = n, angles in rad).
+
+    **Raises:**
+
+    `ValueError` if ``n < 1``.
     """
     if int(n) < 1:
         raise ValueError(f"planar_chain needs n >= 1 rods, got {n}.")

@@ -103,6 +103,25 @@ def five_bar(l0: float = 3.0, l1: float = 1.0, l2: float = 1.0, l3: float = 3.0,
     Links are uniform rods of `density` kg/m (the paper gives no masses), gravity
     along -y. The point p of Ehsani's figures is on link 3 at distance `lp` from
     joint 3 (body ``"link3"``, point ``(lp, 0, 0)``); see `FIVE_BAR_POINT`.
+
+    **Arguments:**
+
+    - `l0`: the distance between the ground pivots (m).
+    - `l1`, `l2`, `l3`, `l4`: the link lengths (m).
+    - `branch`: the assembly, 1 or -1 (see above).
+    - `lp`: the distance of point p from joint 3 (m); documentation of
+      `FIVE_BAR_POINT`, which is for the default.
+    - `density`: the rods' mass per length (kg/m).
+    - `g`: gravitational acceleration (m/s²).
+    - `throw`: the loop closure's `throw` (see `jaxmb.LoopClosure`).
+
+    **Returns:**
+
+    The `jaxmb.Model` (nq = 2, angles in rad) with one loop closure.
+
+    **Raises:**
+
+    `ValueError` if `branch` is not 1 or -1.
     """
     if branch not in (1, -1):
         raise ValueError(f"five_bar: branch must be 1 or -1, got {branch!r}.")
@@ -139,7 +158,7 @@ FIVE_BAR_POINT = ("link3", (2.0, 0.0, 0.0))
 FOUR_BAR_LENGTHS = dict(l0=5.0, l1=3.0, l2=5.0, l3=4.0, lcm2=0.5)
 """Default four-bar lengths (Ehsani's Table 1 is missing from the text): a Grashof
 crank-rocker in which the centre-of-mass height q of the coupler (body 2) moves
-monotonically on one assembly branch over q in [-2, 2]; see docs/closed_chains.md."""
+monotonically on one assembly branch over q in [-2, 2]; see the how-to on closed chains."""
 
 
 def _four_bar_g(f, q, p):
@@ -167,6 +186,20 @@ def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0,
     method after a continuation from q = 0 (no closed-form guess).
     Uniform rods of `density` kg/m (body 2's centre of mass at `lcm2`), gravity -y.
     Ehsani's point p is the joint between bodies 2 and 3 (`FOUR_BAR_POINT`).
+
+    **Arguments:**
+
+    - `l0`: the distance between the ground pivots (m).
+    - `l1`, `l2`, `l3`: the link lengths (m).
+    - `lcm2`: body 2's centre of mass from joint 2 (m).
+    - `f_ref`: the reference assembly ``(θ1, θ2, θ3)`` at q = 0 (3,), rad.
+    - `density`: the rods' mass per length (kg/m).
+    - `g`: gravitational acceleration (m/s²).
+    - `throw`: the loop closure's `throw` (see `jaxmb.LoopClosure`).
+
+    **Returns:**
+
+    The `jaxmb.Model` (nq = 1, q in m) with one loop closure.
     """
     params = jnp.asarray([l0, l1, l2, l3, lcm2], dtype=float)
     closure = LoopClosure(_four_bar_g, jnp.zeros(1), jnp.asarray(f_ref, dtype=float), params,
@@ -265,21 +298,52 @@ def _andrews_guess(q, p):
 
 
 def closed_chain_forces(model: Model, q) -> Float[Array, " nq"]:
-    """Generalized force of the model's loads (spring and driving torque):
-    `jaxmb.generalized_forces`, kept under this name for the notebooks."""
+    """Generalized forces of the model's loads (spring and driving torque).
+
+    ``Q = Σ_loads J_iᵀ F_i`` over the loads' points and bodies: the same as
+    `jaxmb.generalized_forces`, kept under this name for the notebooks.
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m.
+
+    **Returns:**
+
+    The generalized forces (nq,), N·m or N.
+    """
     from .._dynamics import generalized_forces
 
     return generalized_forces(model, jnp.asarray(q))
 
 
 def without_loads(model: Model) -> Model:
-    """The model with no loads (pass its loads as ``tau`` to `jaxmb.simulate`)."""
+    """The model with no loads (pass its loads as ``tau`` to `jaxmb.simulate`).
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+
+    **Returns:**
+
+    A copy of `model` with an empty tuple of loads.
+    """
     return eqx.tree_at(lambda m: m.loads, model, ())
 
 
 def andrews_tau(model: Model):
-    """``tau(t, q, q')`` of the model's loads (spring and driving torque), for
-    ``mb.simulate(without_loads(model), ..., tau=andrews_tau(model))``."""
+    """The model's loads as a generalized-force function ``tau(t, q, q')``.
+
+    For ``mb.simulate(without_loads(model), ..., tau=andrews_tau(model))``.
+
+    **Arguments:**
+
+    - `model`: the Andrews' squeezer `jaxmb.Model` (or any model with loads).
+
+    **Returns:**
+
+    `tau(t, q, qd) -> (nq,)`, the generalized forces in N·m (see `closed_chain_forces`).
+    """
     return lambda t, q, qd: closed_chain_forces(model, q)
 
 
@@ -311,6 +375,17 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
 
     ``mb.joint_values`` lists the seven angles in H&W's order
     (β, Θ, γ, Φ, δ, Ω, ε), as `andrews_angles` does.
+
+    **Arguments:**
+
+    - `embedded`: embed the six loop variables as implicit joint functions of β
+      (True) or return the open tree in all seven angles (False).
+    - `throw`: the loop closure's `throw` (see `jaxmb.LoopClosure`).
+
+    **Returns:**
+
+    The `jaxmb.Model`: nq = 1 (embedded) or 7, angles in rad, SI units throughout,
+    with `q_default` the consistent initial angles `ANDREWS_Y0`.
     """
     from .._model import BodyTorque
 
@@ -355,7 +430,17 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
 
 
 def andrews_angles(model: Model, q) -> Float[Array, "7"]:
-    """The seven angles in Hairer & Wanner's order (β, Θ, γ, Φ, δ, Ω, ε)."""
+    """The seven angles of Andrews' squeezer in Hairer & Wanner's order (β, Θ, γ, Φ, δ, Ω, ε).
+
+    **Arguments:**
+
+    - `model`: an `andrews_squeezer` model (embedded or not).
+    - `q`: its coordinates (1,) or (7,), rad.
+
+    **Returns:**
+
+    The angles (7,), rad.
+    """
     from .._kinematics import joint_values
 
     z = joint_values(model, q)
