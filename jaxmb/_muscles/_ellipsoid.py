@@ -357,7 +357,7 @@ class WrapEllipsoid(AbstractWrapObject):
     OpenSim's algorithm: the wrapping plane through the segment ends and a
     surface point chosen by the PathWrap `method` (hybrid, midpoint, axial),
     tangent points by OpenSim's damped Gauss-Newton, and the surface length of
-    OpenSim's 1 mm polyline (see docs/moment_arms.md, "Deviations and why").
+    OpenSim's 1 mm polyline (see the OpenSim-parity page).
     """
 
     name: str = eqx.field(static=True)

@@ -267,7 +267,13 @@ def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
                                    ) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
     """``(L(q), R(q))``: `muscle_lengths` and the closed-form `moment_arms`
     from one resolution of the paths (the wrap iterations run once, not twice), for
-    callers that need both, e.g. muscle forces and their joint moments ``R F``.
+    callers that need both, e.g. muscle forces and their joint moments ``R F``
+    (``R`` by Ehsani 2016, Eq. 195, as `moment_arms`).
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates (rad or m).
 
     **Returns:**
 
@@ -282,9 +288,15 @@ def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
 def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
     """``dR/dq = -d²L/dq²`` by autodiff of the autodiff moment arms.
 
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates (rad or m).
+
     **Returns:**
 
-    `(nq, n_muscles, nq)`: entry `[i, k, j]` is ``dR_ik/dq_j``.
+    `(nq, n_muscles, nq)`: entry `[i, k, j]` is ``dR_ik/dq_j`` (m/rad for rotational
+    coordinates).
     """
     q = jnp.asarray(q)
     return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
@@ -298,7 +310,7 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     - `model`: a model with muscles.
     - `coordinate_name`: the coordinate that sweeps its range (an unbounded range sweeps ±π).
     - `n`: number of values.
-    - `q0`: `(nq,)` the other coordinates (default `model.q_default`).
+    - `q0`: `(nq,)` the other coordinates, rad or m (default `model.q_default`).
     - `method`: as for `moment_arms`.
 
     **Returns:**

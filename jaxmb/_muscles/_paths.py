@@ -6,7 +6,7 @@ segment the straight line would penetrate ("mandatory" wrap) wins, otherwise
 the wrap that lengthens the path least; with several wrap objects the passes
 repeat (at most 8) until the length changes by less than 0.5 mm. Where exact
 parity with OpenSim is impossible or not attempted the deviation is documented
-in docs/moment_arms.md and measured by the tests.
+on the OpenSim-parity page and measured by the tests.
 
 Path discontinuities are explicit: `path_events` reports which
 conditional points are active and which wraps are engaged at ``q``.
@@ -244,7 +244,7 @@ def path_events(model: Model, q) -> PathEvents:
     **Arguments:**
 
     - `model`: a model with muscles.
-    - `q`: `(nq,)` coordinates.
+    - `q`: `(nq,)` coordinates (rad or m).
 
     **Returns:**
 

@@ -1,6 +1,6 @@
 """Load OpenSim 4.x ``.osim`` models (the skeleton) into a `jaxmb.Model`.
 
-What is read (see ``docs/osim_import.md`` for the full list and the reasons):
+What is read (see the how-to on importing OpenSim models for the reasons):
 
 * ``Ground``, ``BodySet`` (mass, centre of mass, inertia ``[Ixx Iyy Izz Ixy Ixz Iyz]``
   about the centre of mass in body axes), ``PhysicalOffsetFrame`` s (in joints,
@@ -73,9 +73,14 @@ _MODEL_INFO = {"credits", "publications", "length_units", "force_units", "defaul
 class OsimCoordinate:
     """One OpenSim coordinate, as read from the file.
 
-    `kind` is ``"independent"`` (in ``q``), ``"dependent"`` (coupled: a function of
-    independent coordinates) or ``"locked"`` (held at `default`). `function` is its
-    value as a jaxmb joint function of ``q``.
+    - `name`, `joint`: the coordinate's and its joint's OpenSim names.
+    - `default`: ``default_value`` (rad, or m for a translation).
+    - `range`: ``(lower, upper)``, same units.
+    - `locked`, `clamped`: OpenSim's flags.
+    - `kind`: ``"independent"`` (in ``q``), ``"dependent"`` (coupled: a function of
+      independent coordinates, ``CoordinateCouplerConstraint``) or ``"locked"``
+      (held at `default`).
+    - `function`: its value as a jaxmb joint function of ``q``.
     """
 
     name: str
@@ -90,7 +95,12 @@ class OsimCoordinate:
 
 @dataclasses.dataclass(frozen=True)
 class OsimImport:
-    """Everything `read_osim` extracts: the model and the coordinate bookkeeping."""
+    """Everything `read_osim` extracts: the model and the coordinate bookkeeping.
+
+    - `model`: the `jaxmb.Model` (`load_osim`'s).
+    - `coordinates`: one `OsimCoordinate` per OpenSim coordinate, in file order.
+    - `source`: the path read.
+    """
 
     model: Model
     coordinates: tuple[OsimCoordinate, ...]
@@ -109,7 +119,8 @@ class OsimImport:
         return tuple(c.name for c in self.coordinates if c.kind == kind)
 
     def full_coordinates(self, q):
-        """Values of every OpenSim coordinate (file order) at the independent ``q``."""
+        """Values of every OpenSim coordinate (file order) at the independent ``q`` (nq,):
+        (n_coordinates,), rad or m."""
         import jax.numpy as jnp
 
         q = jnp.asarray(q)
@@ -125,9 +136,24 @@ def load_osim(path: str | os.PathLike) -> Model:
     ``"<joint>/<axis>"`` links of multi-axis joints). ``q_default``, ``q_lower`` and
     ``q_upper`` are the coordinates' ``default_value`` and ``range``.
 
-    Raises `jaxmb.ModelError` naming the element, its name and its line for
-    anything the importer does not support. See `read_osim` for the
-    coordinate bookkeeping.
+    The skeleton follows OpenSim's semantics (Delp et al. 2007; opensim-core 4.x):
+    a joint places its child at ``X_G,child = X_G,parent · X_PF · X_FM(q) · X_CM⁻¹``
+    (see `jaxmb.io` for the joint types), in SI units (m, kg, kg m², rad).
+    The ForceSet's muscles become `model.muscles`.
+
+    **Arguments:**
+
+    - `path`: the ``.osim`` file.
+
+    **Returns:**
+
+    The `jaxmb.Model`.
+
+    **Raises:**
+
+    `jaxmb.ModelError` naming the element, its name and its file and line for
+    anything the importer does not support or a value that is not finite. See
+    `read_osim` for the coordinate bookkeeping.
     """
     return read_osim(path).model
 
@@ -135,7 +161,19 @@ def load_osim(path: str | os.PathLike) -> Model:
 def read_osim(path: str | os.PathLike, *, muscles: bool = True) -> OsimImport:
     """Like `load_osim`, also returning every coordinate's joint function and kind.
 
-    With ``muscles=False`` the ForceSet is not read (the skeleton alone).
+    **Arguments:**
+
+    - `path`: the ``.osim`` file.
+    - `muscles`: read the ForceSet's muscles; with ``False`` the skeleton alone.
+
+    **Returns:**
+
+    An `OsimImport`: the `model`, one `OsimCoordinate` per OpenSim coordinate in
+    file order (independent, dependent or locked) and the `source` path.
+
+    **Raises:**
+
+    `jaxmb.ModelError`, as `load_osim`.
     """
     return _Importer(os.fspath(path), muscles=muscles).run()
 
