@@ -27,11 +27,23 @@ class AbstractController(eqx.Module):
 
     @abc.abstractmethod
     def init(self, q0: Float[Array, " nq"], qd0: Float[Array, " nq"]) -> PyTree[Array]:
-        """The controller state at the start, a pytree of arrays in the dtype of `q0`."""
+        """The controller state at the start, a pytree of arrays in the dtype of `q0`.
+
+        **Arguments:**
+
+        - `q0`, `qd0`: the initial coordinates and rates (nq,), rad or m, rad/s or m/s.
+        """
 
     @abc.abstractmethod
     def torque(self, t, q: Float[Array, " nq"], qd: Float[Array, " nq"], z: PyTree[Array]) -> Float[Array, " nq"]:
-        """The generalized force (N m or N per coordinate, (nq,)) applied at the coordinates."""
+        """The generalized force (N m or N per coordinate, (nq,)) applied at the coordinates.
+
+        **Arguments:**
+
+        - `t`: the time, s.
+        - `q`, `qd`: the coordinates and rates (nq,).
+        - `z`: the controller state (the pytree `init` returns).
+        """
 
     @abc.abstractmethod
     def state_derivative(self, t, q: Float[Array, " nq"], qd: Float[Array, " nq"],
@@ -49,8 +61,9 @@ class PID(AbstractController):
     **Arguments:**
 
     - `indices`: the k controlled coordinates.
-    - `target`: ``r``, (k,) or a scalar, in the coordinates' units.
-    - `kp`, `ki`, `kd`: gains, (k,) or scalars.
+    - `target`: ``r``, (k,) or a scalar, in the coordinates' units (rad or m).
+    - `kp`, `ki`, `kd`: gains, (k,) or scalars: N·m/rad, N·m/(rad s) and N·m s/rad
+      for a rotational coordinate (N/m, N/(m s), N s/m for a translational one).
     - `selection`: (nq, k), maps the k controlled torques to generalized forces
       (default: each acts at its own coordinate).
 
@@ -93,10 +106,14 @@ class PID(AbstractController):
 class ComputedTorque(AbstractController):
     """Computed-torque tracking: ``tau = ID(q, q', q''_ref + kd (q'_ref - q') + kp (q_ref - q))``.
 
+    ``ID`` is `jaxmb.inverse_dynamics`, ``M(q) q'' + bias(q, q')``; with an exact
+    model the error ``e = q_ref - q`` obeys ``e'' + kd e' + kp e = 0``.
+
     **Arguments:**
 
     - `model`: the model used for inverse dynamics (it may differ from the simulated one).
-    - `reference`: a callable ``t -> (q_ref, qd_ref, qdd_ref)``, each (nq,).
+    - `reference`: a callable ``t -> (q_ref, qd_ref, qdd_ref)``, each (nq,): rad or m,
+      rad/s or m/s, rad/s² or m/s².
     - `kp`, `kd`: gains, (nq,) or scalars, in 1/s² and 1/s.
 
     It has no state (an array of size 0).

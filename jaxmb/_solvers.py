@@ -72,9 +72,16 @@ def stage_root_finder() -> diffrax.VeryChord:
     """The root finder for the stages of diffrax's implicit solvers that ``solver="kvaerno5"``
     uses: diffrax's chord iteration (one Jacobian per step), with the step's tolerances,
     stopped by its contraction rate (Hairer & Wanner II, IV.8, Eq. 8.10-8.11) instead of
-    after at most two iterations as diffrax 0.7.2's own does. For another implicit solver::
+    after at most two iterations as diffrax 0.7.2's own does. For another implicit solver:
 
-        mb.simulate(model, q0, qd0, t1, solver=diffrax.Kvaerno3(root_finder=mb.stage_root_finder()))
+    ```python
+    mb.simulate(model, q0, qd0, t1, solver=diffrax.Kvaerno3(root_finder=mb.stage_root_finder()))
+    ```
+
+    **Returns:**
+
+    A `diffrax.VeryChord` root finder that takes its tolerances from the step-size
+    controller's `rtol` and `atol`.
     """
     return diffrax.with_stepsize_controller_tols(_VeryChord)()
 
