@@ -40,7 +40,13 @@ class _AbstractWrapper(AbstractJointFunction):
 
 
 class Coordinate(AbstractJointFunction):
-    """``f(q) = q[index]``: the joint variable is a generalized coordinate itself."""
+    """``f(q) = q[index]``: the joint variable is a generalized coordinate itself.
+
+    **Arguments:**
+
+    - `index`: the coordinate ``q[index]`` (0-based); the joint variable has its units
+      (rad or m).
+    """
 
     index: int = eqx.field(static=True)
 
@@ -55,7 +61,16 @@ class Coordinate(AbstractJointFunction):
 
 
 class Constant(AbstractJointFunction):
-    """``f(q) = value``: a locked joint (OpenSim's locked coordinate or Constant)."""
+    """``f(q) = value``: a locked joint (OpenSim's locked coordinate or Constant).
+
+    **Arguments:**
+
+    - `value`: the constant joint variable (rad or m), finite.
+
+    **Raises:**
+
+    `jaxmb.ModelError` if `value` is not finite.
+    """
 
     value: Float[Array, ""]
 
@@ -75,6 +90,16 @@ class Linear(_AbstractParametric):
 
     The double pendulum's relative elbow angle ``θ2 - θ1`` is
     ``Linear((0, 1), (-1.0, 1.0))``.
+
+    **Arguments:**
+
+    - `indices`: the k coordinates it reads.
+    - `weights`: (k,) weights, in joint units per coordinate unit.
+    - `offset`: the constant term, in the joint variable's units (rad or m).
+
+    **Raises:**
+
+    `jaxmb.ModelError` for weights of another length than `indices`, or non-finite values.
     """
 
     indices: tuple[int, ...] = eqx.field(static=True)
@@ -105,6 +130,16 @@ class Polynomial(_AbstractParametric):
     """``f(q) = Σ_k coefficients[k] x^k`` with ``x = q[index]`` (lowest order first).
 
     OpenSim's PolynomialFunction lists the highest order first: reverse it.
+
+    **Arguments:**
+
+    - `index`: the coordinate ``x = q[index]``.
+    - `coefficients`: (k,) coefficients, lowest order first; ``coefficients[k]`` in
+      joint units per (coordinate unit)^k.
+
+    **Raises:**
+
+    `jaxmb.ModelError` for an empty or non-1-D array, or non-finite coefficients.
     """
 
     index: int = eqx.field(static=True)
@@ -131,6 +166,11 @@ class Composed(_AbstractWrapper):
     ``outer`` is itself a joint function of a one-element vector (index 0), e.g. a
     spline; this is how an OpenSim transform-axis function of a coupled
     (dependent) coordinate is expressed.
+
+    **Arguments:**
+
+    - `outer`: a univariate joint function of ``x[0]``, ``x = (inner(q),)``.
+    - `inner`: any joint function of ``q``.
     """
 
     outer: AbstractJointFunction
@@ -144,7 +184,17 @@ class Composed(_AbstractWrapper):
 
 
 class Scaled(_AbstractWrapper):
-    """``f(q) = scale * inner(q)`` (OpenSim's MultiplierFunction)."""
+    """``f(q) = scale * inner(q)`` (OpenSim's MultiplierFunction).
+
+    **Arguments:**
+
+    - `inner`: the joint function to scale.
+    - `scale`: the finite factor (dimensionless, or a unit conversion).
+
+    **Raises:**
+
+    `jaxmb.ModelError` if `scale` is not finite.
+    """
 
     inner: AbstractJointFunction
     scale: Float[Array, ""]
@@ -166,9 +216,21 @@ class JaxFunction(AbstractJointFunction):
 
     ``params`` is a pytree of arrays (differentiable leaves); ``coordinates`` lists
     the coordinate indices ``fn`` reads (used only to validate the model).
-    Example, a shoulder rhythm of two coordinates::
+    Example, a shoulder rhythm of two coordinates:
 
-        JaxFunction(lambda q, p: p[0] * q[0] + p[1] * q[0] * q[1], jnp.array([0.4, 0.1]), (0, 1))
+    ```python
+    JaxFunction(lambda q, p: p[0] * q[0] + p[1] * q[0] * q[1], jnp.array([0.4, 0.1]), (0, 1))
+    ```
+
+    Its gradient and Hessian come from JAX autodiff, so ``fn`` must be twice
+    differentiable.
+
+    **Arguments:**
+
+    - `fn`: ``fn(q, params) -> scalar``, q (nq,) in rad or m, returning the joint
+      variable (rad or m).
+    - `params`: a pytree of arrays (or None), passed to ``fn``.
+    - `coordinates`: the coordinate indices ``fn`` reads.
     """
 
     fn: Callable[[Array, Any], Array] = eqx.field(static=True)

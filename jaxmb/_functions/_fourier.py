@@ -27,6 +27,19 @@ class FourierSeries(_AbstractUnivariateFunction):
     `omega` and order are evaluated together from one set of harmonics
     (`_evaluate_alike`): the six fitted angles of a pre-modeled loop cost
     little more than one.
+
+    **Arguments:**
+
+    - `index`: the coordinate ``x = q[index]`` (rad or m).
+    - `a0`: the constant term, in the joint variable's units (rad or m).
+    - `a`, `b`: (K,) the cosine and sine amplitudes, same units.
+    - `omega`: the fundamental ω, rad per unit of ``x`` (concrete, finite, non-zero).
+    - `slope`: the secular term ``c``, joint units per unit of ``x``.
+
+    **Raises:**
+
+    `jaxmb.ModelError` for a traced, zero or non-finite `omega`, amplitudes of unequal
+    length, or non-finite values.
     """
 
     index: int = eqx.field(static=True)

@@ -60,6 +60,16 @@ class PiecewiseLinear(AbstractJointFunction):
     ``s_k`` the segment slope; outside the knots it continues with the first/last
     slope. Continuous, but not smooth: the gradient jumps at the knots and the
     Hessian is zero.
+
+    **Arguments:**
+
+    - `index`: the coordinate ``x = q[index]`` (rad or m).
+    - `x`: (n,) knots, strictly increasing, n >= 2, in the coordinate's units.
+    - `y`: (n,) values at the knots, in the joint variable's units.
+
+    **Raises:**
+
+    `jaxmb.ModelError` for data of the wrong shape, non-finite, or `x` not increasing.
     """
 
     index: int = eqx.field(static=True)
@@ -88,6 +98,16 @@ class PiecewiseConstant(AbstractJointFunction):
     ``f = y_0`` for ``x <= x_0``, ``y_k`` for ``x_k < x < x_{k+1}``, ``y_{n-1}`` for
     ``x >= x_{n-1}`` (``x = q[index]``). Its gradient and Hessian are zero
     everywhere: the jumps do not show up in derivatives.
+
+    **Arguments:**
+
+    - `index`: the coordinate ``x = q[index]`` (rad or m).
+    - `x`: (n,) knots, strictly increasing, n >= 1, in the coordinate's units.
+    - `y`: (n,) values at the knots, in the joint variable's units.
+
+    **Raises:**
+
+    `jaxmb.ModelError` for data of the wrong shape, non-finite, or `x` not increasing.
     """
 
     index: int = eqx.field(static=True)
@@ -123,6 +143,20 @@ class GCVSpline(AbstractJointFunction):
 
     Build it with `fit` from the data of an OpenSim ``<GCVSpline>``. The fit is
     NumPy preprocessing; evaluation is JAX (any derivative order by autodiff).
+
+    The spline is Woltring's (1986) GCVSPL, as OpenSim ports it.
+
+    **Arguments:**
+
+    - `index`: the coordinate ``x = q[index]`` (rad or m).
+    - `x`: (n,) knots, strictly increasing, n >= 2.
+    - `coefficients`: (n + 1, 2m) the pieces' polynomial coefficients (ascending
+      powers), in joint units per (coordinate unit)^power; usually from `fit`.
+
+    **Raises:**
+
+    `jaxmb.ModelError` for shapes that do not match, non-finite data, or `x` not
+    increasing.
     """
 
     index: int = eqx.field(static=True)

@@ -106,6 +106,17 @@ class CubicSpline(_AbstractUnivariateFunction):
     ``"not-a-knot-fmm"`` for OpenSim's SimmSpline end conditions). The polynomial
     coefficients ``y, b, c, d`` are the array leaves; ``fit`` is differentiable in
     the data ``y``.
+
+    **Arguments:**
+
+    - `index`: the coordinate ``x = q[index]`` (rad or m).
+    - `x`: (n,) knots, strictly increasing, in the coordinate's units.
+    - `y`, `b`, `c`, `d`: (n,) the pieces' coefficients, in joint units per
+      (coordinate unit)^0..3; usually from `fit`.
+
+    **Raises:**
+
+    `jaxmb.ModelError` for non-finite knots or coefficients.
     """
 
     index: int = eqx.field(static=True)
@@ -237,6 +248,21 @@ class QuinticSpline(_AbstractUnivariateFunction):
     the crank). Otherwise ``s`` continues linearly outside ``[x_0, x_n]`` with the end
     slope, as `CubicSpline` does. `x0`, `step` and `periodic` are static (the
     grid is a fixed part of the basis); the coefficients and the slope are array leaves.
+
+    **Arguments:**
+
+    - `index`: the coordinate ``x = q[index]`` (rad or m).
+    - `x0`, `step`: the grid's first knot and spacing (concrete; `step` > 0), in the
+      coordinate's units.
+    - `coefficients`: (n, 6) the pieces' coefficients in powers of ``t``, in the joint
+      variable's units; usually from `fit`.
+    - `periodic`: repeat ``[x0, x0 + n step]``.
+    - `slope`: the secular term, joint units per coordinate unit.
+
+    **Raises:**
+
+    `jaxmb.ModelError` for a traced or non-positive grid, coefficients of another
+    shape, or non-finite values.
     """
 
     index: int = eqx.field(static=True)
