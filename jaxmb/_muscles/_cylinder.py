@@ -217,7 +217,26 @@ _CYLINDER_MULTI = WrapAlgorithm(jax.jit(
 
 
 class WrapCylinder(AbstractWrapObject):
-    """A cylinder of `radius` and `length` (m) along the wrap frame's z axis."""
+    """A cylinder of `radius` and `length` (m) along the wrap frame's z axis.
+
+    OpenSim's WrapCylinder: tangent lines from the segment ends and a helix on the surface.
+
+    **Arguments:**
+
+    - `radius`, `length`: m, positive.
+    - `name`: the wrap object's name.
+    - `body`: the body it is fixed on.
+    - `translation`: (3,) the wrap frame's origin in the body frame, m.
+    - `xyz_body_rotation`: (3,) the wrap frame's body-fixed X-Y-Z rotation, rad.
+    - `quadrant`: OpenSim's quadrant (``"all"``, ``"+x"``, ``"-y"``, ...).
+    - `range`: OpenSim's 1-based (start, end) path-point indices; ``-1`` means the
+      first (last) point.
+    - `method`: the PathWrap method (``"hybrid"``, ``"midpoint"``, ``"axial"``).
+
+    **Raises:**
+
+    `jaxmb.ModelError` for non-positive or non-finite sizes, an unknown quadrant or method.
+    """
 
     name: str = eqx.field(static=True)
     body: str = eqx.field(static=True)

@@ -358,6 +358,22 @@ class WrapEllipsoid(AbstractWrapObject):
     surface point chosen by the PathWrap `method` (hybrid, midpoint, axial),
     tangent points by OpenSim's damped Gauss-Newton, and the surface length of
     OpenSim's 1 mm polyline (see the OpenSim-parity page).
+
+    **Arguments:**
+
+    - `dimensions`: (3,) semi-axes, m, positive.
+    - `name`: the wrap object's name.
+    - `body`: the body it is fixed on.
+    - `translation`: (3,) the wrap frame's origin in the body frame, m.
+    - `xyz_body_rotation`: (3,) the wrap frame's body-fixed X-Y-Z rotation, rad.
+    - `quadrant`: OpenSim's quadrant (``"all"``, ``"+x"``, ``"-y"``, ...).
+    - `range`: OpenSim's 1-based (start, end) path-point indices; ``-1`` means the
+      first (last) point.
+    - `method`: the PathWrap method (``"hybrid"``, ``"midpoint"``, ``"axial"``).
+
+    **Raises:**
+
+    `jaxmb.ModelError` for non-positive or non-finite sizes, an unknown quadrant or method.
     """
 
     name: str = eqx.field(static=True)

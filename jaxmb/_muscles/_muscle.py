@@ -11,7 +11,18 @@ from ._path_points import AbstractPathPoint
 from ._wrap_base import AbstractWrapObject
 
 class MuscleParameters(eqx.Module):
-    """Hill-type parameters shared by OpenSim's muscle models (SI units, rad)."""
+    """Hill-type parameters shared by OpenSim's muscle models (SI units, rad).
+
+    **Arguments:**
+
+    - `max_isometric_force`: F_max^M (N).
+    - `optimal_fiber_length`: l_opt^M (m).
+    - `tendon_slack_length`: l_s^T (m).
+    - `pennation_angle_at_optimal`: α_opt (rad).
+    - `max_contraction_velocity`: v_max, in optimal fiber lengths per second (1/s).
+
+    Each a scalar; OpenSim's property of the same name (Delp et al. 2007).
+    """
 
     max_isometric_force: Float[Array, ""]
     optimal_fiber_length: Float[Array, ""]
@@ -32,6 +43,24 @@ class Muscle(eqx.Module):
     """A musculotendon unit: name, path points (origin first), wrap objects, parameters.
 
     `kind` names the OpenSim class it came from (e.g. ``"Millard2012EquilibriumMuscle"``).
+
+    Its length ``L(q)`` is the path's (`jaxmb.muscle_lengths`) and its moment arms
+    ``R = -dL/dq`` (`jaxmb.moment_arms`, Ehsani 2016, Eq. 195).
+
+    **Arguments:**
+
+    - `name`: the muscle's name.
+    - `points`: at least two path points (`PathPoint`, `ConditionalPathPoint`,
+      `MovingPathPoint`), origin first; the first and last may not be conditional.
+    - `wraps`: the wrap objects the path may slide over (`WrapSphere`, `WrapCylinder`,
+      `WrapEllipsoid`, `WrapTorus`), in OpenSim's PathWrap order.
+    - `parameters`: the `MuscleParameters` (default: its defaults).
+    - `kind`: the OpenSim class name (documentation).
+
+    **Raises:**
+
+    `jaxmb.ModelError` for fewer than two points, a conditional end point, or an
+    object that is not a path point or wrap object.
     """
 
     name: str = eqx.field(static=True)

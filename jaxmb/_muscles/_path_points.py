@@ -39,7 +39,18 @@ class AbstractPathPoint(eqx.Module):
 
 
 class PathPoint(AbstractPathPoint):
-    """A point fixed at `location` (m, body frame) on `body`."""
+    """A point fixed at `location` (m, body frame) on `body`.
+
+    **Arguments:**
+
+    - `body`: the body's name (``"ground"`` for the fixed frame).
+    - `location`: (3,) the point in the body frame, m, finite.
+    - `name`: the point's name (error messages).
+
+    **Raises:**
+
+    `jaxmb.ModelError` for a location that is not 3 finite numbers.
+    """
 
     body: str = eqx.field(static=True)
     location_: Float[Array, "3"]
@@ -66,6 +77,19 @@ class ConditionalPathPoint(AbstractPathPoint):
     `coordinate` is the OpenSim coordinate as a joint function of ``q`` (a
     dependent coordinate is its coupling function). The path length jumps where
     the point switches in or out; `path_events` reports the state.
+
+    **Arguments:**
+
+    - `body`: the body's name.
+    - `location`: (3,) the point in the body frame, m, finite.
+    - `coordinate`: the joint function ``c(q)`` (rad or m).
+    - `range`: (2,) the interval of ``c`` where the point is active, rad or m, finite.
+    - `name`: the point's name.
+
+    **Raises:**
+
+    `jaxmb.ModelError` for a `coordinate` that is not a joint function, or a bad
+    location or range.
     """
 
     body: str = eqx.field(static=True)
@@ -122,7 +146,23 @@ class ClampedCoordinate(AbstractJointFunction):
 
 
 class MovingPathPoint(AbstractPathPoint):
-    """A point whose body-frame coordinates x, y, z (m) are joint functions of ``q``."""
+    """A point whose body-frame coordinates x, y, z (m) are joint functions of ``q``.
+
+    OpenSim's MovingPathPoint: each coordinate is a function of an OpenSim
+    coordinate (wrapped in `ClampedCoordinate`, as OpenSim 4.6 clamps it to its range).
+
+    **Arguments:**
+
+    - `body`: the body's name.
+    - `x`, `y`, `z`: joint functions of ``q`` giving the body-frame coordinates, m
+      (`jaxmb.Constant` for a fixed one).
+    - `name`: the point's name.
+
+    **Raises:**
+
+    `jaxmb.ModelError` for an argument that is not a joint function or has
+    non-finite parameters.
+    """
 
     body: str = eqx.field(static=True)
     x: AbstractJointFunction

@@ -84,7 +84,24 @@ _SPHERE = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _sphere_
 
 
 class WrapSphere(AbstractWrapObject):
-    """A sphere of `radius` (m) (OpenSim WrapSphere: wraps when the segment crosses it)."""
+    """A sphere of `radius` (m) (OpenSim WrapSphere: wraps when the segment crosses it).
+
+    **Arguments:**
+
+    - `radius`: m, positive.
+    - `name`: the wrap object's name.
+    - `body`: the body it is fixed on.
+    - `translation`: (3,) the wrap frame's origin in the body frame, m.
+    - `xyz_body_rotation`: (3,) the wrap frame's body-fixed X-Y-Z rotation, rad.
+    - `quadrant`: OpenSim's quadrant (``"all"``, ``"+x"``, ``"-y"``, ...).
+    - `range`: OpenSim's 1-based (start, end) path-point indices; ``-1`` means the
+      first (last) point.
+    - `method`: the PathWrap method (``"hybrid"``, ``"midpoint"``, ``"axial"``).
+
+    **Raises:**
+
+    `jaxmb.ModelError` for non-positive or non-finite sizes, an unknown quadrant or method.
+    """
 
     name: str = eqx.field(static=True)
     body: str = eqx.field(static=True)

@@ -9,7 +9,7 @@ WrapTorus::calcCircleResids, started at each end of the segment; a cylinder of
 radius `inner`, 10 km long, quadrant "+x", tangent to the circle there, then
 wraps the segment. The residual is not d|x - circle|^2/du: its last term
 carries a factor 2, so that its root is the point nearest the circle of
-radius 2 * outer (docs/errata.md). jaxmb solves OpenSim's residual, so that
+radius 2 * outer (see the errata page). jaxmb solves OpenSim's residual, so that
 its lengths are OpenSim's.
 """
 
@@ -110,10 +110,27 @@ class WrapTorus(AbstractWrapObject):
     OpenSim 4.6's WrapTorus, reproduced: a point of the centre circle (radius
     `outer_radius`) near the segment is found by OpenSim's Levenberg-Marquardt
     search on OpenSim's residual (whose root is the point nearest the circle of
-    radius 2 * outer_radius; docs/errata.md), and a 10 km cylinder of radius
+    radius 2 * outer_radius; see the errata page), and a 10 km cylinder of radius
     `inner_radius` tangent to the circle there (quadrant +x, towards the torus
     centre) wraps the segment. Like OpenSim's, it can wrap segments that pass
     beside the torus. Units: m.
+
+    **Arguments:**
+
+    - `inner_radius`: the tube's radius, m, positive.
+    - `outer_radius`: the centre circle's radius, m, positive.
+    - `name`: the wrap object's name.
+    - `body`: the body it is fixed on.
+    - `translation`: (3,) the wrap frame's origin in the body frame, m.
+    - `xyz_body_rotation`: (3,) the wrap frame's body-fixed X-Y-Z rotation, rad.
+    - `quadrant`: OpenSim's quadrant (``"all"``, ``"+x"``, ``"-y"``, ...).
+    - `range`: OpenSim's 1-based (start, end) path-point indices; ``-1`` means the
+      first (last) point.
+    - `method`: the PathWrap method (``"hybrid"``, ``"midpoint"``, ``"axial"``).
+
+    **Raises:**
+
+    `jaxmb.ModelError` for non-positive or non-finite sizes, an unknown quadrant or method.
     """
 
     name: str = eqx.field(static=True)
