@@ -57,11 +57,11 @@ class LoopClosureError(ValueError):
 class LoopSolution(eqx.Module):
     """What `LoopClosure.solve` returns.
 
-    - `f`: (m,) dependent joint variables.
+    - `f`: (m,) dependent joint variables (rad or m).
     - `result`: a `RESULTS` member: ``successful``,
       ``loop_not_converged``, ``loop_singular`` or ``loop_wrong_branch``
       (``RESULTS[sol.result]`` is the message).
-    - `residual`: ``max |g(f, q)|``.
+    - `residual`: ``max |g(f, q)|``, in the units of ``g`` (m for a position closure).
     - `rcond`: reciprocal condition number ``σ_min/σ_max`` of ``∂g/∂f``.
     - `num_steps`: Newton iterations.
     """

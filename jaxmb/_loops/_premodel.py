@@ -29,6 +29,13 @@ class TensorSpline(AbstractJointFunction):
     through each column, evaluated at ``q[i0]``, then a natural spline in ``q[i1]``
     through those values (so the second fit happens at every evaluation; it is a
     dense solve of size len(x1)). Pre-modeling for two coordinates.
+
+    **Arguments:**
+
+    - `indices`: the two coordinates ``(i0, i1)``.
+    - `x0`: (n0,) knots in ``q[i0]``, strictly increasing (rad or m).
+    - `x1`: (n1,) knots in ``q[i1]``, strictly increasing (rad or m).
+    - `values`: (n0, n1) the joint variable at the grid points (rad or m).
     """
 
     indices: tuple[int, int] = eqx.field(static=True)
