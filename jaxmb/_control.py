@@ -1,7 +1,7 @@
 """Controllers that produce generalized forces during a simulation.
 
 A controller may carry its own state ``z`` (e.g. the integral of a PID error), any
-pytree of arrays, integrated by `jaxmb.simulate` together with ``q`` and ``q'``
+pytree of arrays, integrated by [`jaxmb.simulate`][jaxmb.simulate] together with ``q`` and ``q'``
 (the ``controller`` field of `jaxmb.SimulationState`).
 """
 
@@ -21,7 +21,7 @@ class AbstractController(eqx.Module):
 
     Concrete controllers are final and implement the three abstract methods (equinox's
     abstract/final pattern). `z` is any pytree of arrays (an array of size 0 for a
-    controller without state); `jaxmb.simulate` weighs it in its step-size
+    controller without state); [`jaxmb.simulate`][jaxmb.simulate] weighs it in its step-size
     control like ``q`` and ``q'``.
     """
 
@@ -106,7 +106,7 @@ class PID(AbstractController):
 class ComputedTorque(AbstractController):
     """Computed-torque tracking: ``tau = ID(q, q', q''_ref + kd (q'_ref - q') + kp (q_ref - q))``.
 
-    ``ID`` is `jaxmb.inverse_dynamics`, ``M(q) q'' + bias(q, q')``; with an exact
+    ``ID`` is [`jaxmb.inverse_dynamics`][jaxmb.inverse_dynamics], ``M(q) q'' + bias(q, q')``; with an exact
     model the error ``e = q_ref - q`` obeys ``e'' + kd e' + kp e = 0``.
 
     **Arguments:**

@@ -119,7 +119,7 @@ class LoopClosure(eqx.Module):
       `f_ref` at `q_ref` before the reference counts as far from any assembly.
 
     A copy made by `warm_started` holds a `start`, Newton's first iterate at
-    every ``q`` in place of the guess or the continuation: `jaxmb.simulate`
+    every ``q`` in place of the guess or the continuation: [`jaxmb.simulate`][jaxmb.simulate]
     carries the dependent variables along the motion and starts each solve from
     them.
     """

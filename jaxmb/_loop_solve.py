@@ -1,6 +1,6 @@
 """Newton solves of loop-closure equations and the implicit derivatives of their solutions.
 
-The machinery behind `jaxmb.LoopClosure` (which calls these with itself as
+The machinery behind [`jaxmb.LoopClosure`][jaxmb.LoopClosure] (which calls these with itself as
 `closure`): optimistix's Newton with the implicit function theorem
 (``optx.ImplicitAdjoint``), the continuation from the reference assembly, a Newton
 iteration that keeps its last inverse of ``∂g/∂f`` for the rates of the loop, and

@@ -1,4 +1,4 @@
-"""The state that `jaxmb.simulate` integrates, its vector field, its error norm,
+"""The state that [`jaxmb.simulate`][jaxmb.simulate] integrates, its vector field, its error norm,
 and the guards that end a run whose state or dynamics stop making sense.
 
 The state is a pytree (`SimulationState`): new kinds of state (muscle
@@ -30,7 +30,7 @@ from ._results import RESULTS
 
 
 class SimulationState(eqx.Module):
-    """What `jaxmb.simulate` integrates: a pytree, so that controller and (later)
+    """What [`jaxmb.simulate`][jaxmb.simulate] integrates: a pytree, so that controller and (later)
     muscle states ride along with the mechanics.
 
     - `q`, `qd`: (nq,) generalized coordinates and their rates.

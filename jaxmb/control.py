@@ -1,4 +1,4 @@
-"""Controllers for `jaxmb.simulate`: PID and computed-torque tracking."""
+"""Controllers for [`jaxmb.simulate`][jaxmb.simulate]: PID and computed-torque tracking."""
 
 from ._control import PID as PID
 from ._control import AbstractController as AbstractController

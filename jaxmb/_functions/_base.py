@@ -33,7 +33,7 @@ def _is_traced(x) -> bool:
 
 
 def _check_finite(owner: str, fix: str, **arrays) -> None:
-    """Raise `jaxmb.ModelError` if a concrete array in `arrays` holds NaN or inf.
+    """Raise [`jaxmb.ModelError`][jaxmb.ModelError] if a concrete array in `arrays` holds NaN or inf.
 
     `owner` names the function (``"CubicSpline.fit of coordinate 2"``), `fix` says
     what to do. Traced arrays (inside ``jit``/``vmap``/``grad``) cannot be inspected

@@ -69,7 +69,7 @@ class Constant(AbstractJointFunction):
 
     **Raises:**
 
-    `jaxmb.ModelError` if `value` is not finite.
+    [`jaxmb.ModelError`][jaxmb.ModelError] if `value` is not finite.
     """
 
     value: Float[Array, ""]
@@ -99,7 +99,7 @@ class Linear(_AbstractParametric):
 
     **Raises:**
 
-    `jaxmb.ModelError` for weights of another length than `indices`, or non-finite values.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for weights of another length than `indices`, or non-finite values.
     """
 
     indices: tuple[int, ...] = eqx.field(static=True)
@@ -139,7 +139,7 @@ class Polynomial(_AbstractParametric):
 
     **Raises:**
 
-    `jaxmb.ModelError` for an empty or non-1-D array, or non-finite coefficients.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for an empty or non-1-D array, or non-finite coefficients.
     """
 
     index: int = eqx.field(static=True)
@@ -193,7 +193,7 @@ class Scaled(_AbstractWrapper):
 
     **Raises:**
 
-    `jaxmb.ModelError` if `scale` is not finite.
+    [`jaxmb.ModelError`][jaxmb.ModelError] if `scale` is not finite.
     """
 
     inner: AbstractJointFunction

@@ -38,7 +38,7 @@ class FourierSeries(_AbstractUnivariateFunction):
 
     **Raises:**
 
-    `jaxmb.ModelError` for a traced, zero or non-finite `omega`, amplitudes of unequal
+    [`jaxmb.ModelError`][jaxmb.ModelError] for a traced, zero or non-finite `omega`, amplitudes of unequal
     length, or non-finite values.
     """
 

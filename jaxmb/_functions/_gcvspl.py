@@ -38,7 +38,7 @@ This module re-derives that computation (Woltring 1986, Adv. Eng. Software 8:104
 
 The fitted spline is returned as one polynomial per interval (``n + 1`` intervals:
 ``t < x_1``, ``[x_k, x_{k+1})``, ``t >= x_n``), in powers of ``t`` minus the interval's
-left knot (``x_1`` for the first), which is how `jaxmb.io.GCVSpline`
+left knot (``x_1`` for the first), which is how [`jaxmb.io.GCVSpline`][jaxmb.io.GCVSpline]
 evaluates it in JAX. GCVSPL's ``splder`` uses the same right-continuous intervals.
 """
 

@@ -12,7 +12,7 @@ Each evaluates as OpenSim 4.x does (opensim-core ``OpenSim/Common``):
 * ``GCVSpline`` (`GCVSpline`): Woltring's GCVSPL natural smoothing spline,
   fitted in NumPy exactly as OpenSim/Simbody fit it (`._gcvspl`), evaluated in JAX
   from one polynomial per interval.
-* ``SimmSpline`` and ``NaturalCubicSpline``: a `jaxmb.CubicSpline` with the
+* ``SimmSpline`` and ``NaturalCubicSpline``: a [`jaxmb.CubicSpline`][jaxmb.CubicSpline] with the
   Forsythe-Malcolm-Moler end conditions (`fmm_spline_coefficients`).
 """
 
@@ -69,7 +69,7 @@ class PiecewiseLinear(AbstractJointFunction):
 
     **Raises:**
 
-    `jaxmb.ModelError` for data of the wrong shape, non-finite, or `x` not increasing.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for data of the wrong shape, non-finite, or `x` not increasing.
     """
 
     index: int = eqx.field(static=True)
@@ -107,7 +107,7 @@ class PiecewiseConstant(AbstractJointFunction):
 
     **Raises:**
 
-    `jaxmb.ModelError` for data of the wrong shape, non-finite, or `x` not increasing.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for data of the wrong shape, non-finite, or `x` not increasing.
     """
 
     index: int = eqx.field(static=True)
@@ -155,7 +155,7 @@ class GCVSpline(AbstractJointFunction):
 
     **Raises:**
 
-    `jaxmb.ModelError` for shapes that do not match, non-finite data, or `x` not
+    [`jaxmb.ModelError`][jaxmb.ModelError] for shapes that do not match, non-finite data, or `x` not
     increasing.
     """
 
@@ -191,7 +191,7 @@ class GCVSpline(AbstractJointFunction):
         - `error_variance`: 0 interpolates; positive selects the smoothing from the
           known variance, negative by generalized cross-validation.
 
-        **Returns:** the `GCVSpline`. Raises `jaxmb.ModelError` where
+        **Returns:** the `GCVSpline`. Raises [`jaxmb.ModelError`][jaxmb.ModelError] where
         OpenSim fails (``half_order < 1``, fewer than ``2 half_order`` points, ``x``
         not strictly increasing) and for NaN or inf in the data.
         """

@@ -116,7 +116,7 @@ class CubicSpline(_AbstractUnivariateFunction):
 
     **Raises:**
 
-    `jaxmb.ModelError` for non-finite knots or coefficients.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for non-finite knots or coefficients.
     """
 
     index: int = eqx.field(static=True)
@@ -261,7 +261,7 @@ class QuinticSpline(_AbstractUnivariateFunction):
 
     **Raises:**
 
-    `jaxmb.ModelError` for a traced or non-positive grid, coefficients of another
+    [`jaxmb.ModelError`][jaxmb.ModelError] for a traced or non-positive grid, coefficients of another
     shape, or non-finite values.
     """
 

@@ -1,6 +1,6 @@
 """The traditional baseline: a closed-chain model as an index-1 DAE in all its joint variables.
 
-The model's open tree (every joint variable z a coordinate, `jaxmb.constraints.open_tree`)
+The model's open tree (every joint variable z a coordinate, [`jaxmb.constraints.open_tree`][jaxmb.constraints.open_tree])
 with the loop-closure equations ``Φ(z) = 0`` enforced by Lagrange multipliers:
 
     [ M(z)  Φ_zᵀ ] [ z̈ ]   [ Q(z) - bias(z, ż)                       ]
@@ -100,7 +100,7 @@ class DAEVectorField(eqx.Module):
         return sol[:n], sol[n:]
 
     def __call__(self, t, y, args):
-        """On the flat state ``y = (z, ż)`` (as `jaxmb.simulate` does)."""
+        """On the flat state ``y = (z, ż)`` (as [`jaxmb.simulate`][jaxmb.simulate] does)."""
         n = y.shape[0] // 2
         z, zd = y[:n], y[n:]
         return jnp.concatenate([zd, self.accelerations(z, zd)[0]])
@@ -162,7 +162,7 @@ def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: 
     - `ts`: the save times (T,) in s; default ``[t1]``.
     - `alpha`, `beta`: the Baumgarte parameters (1/s).
     - `rtol`, `atol`: the step-size controller's tolerances.
-    - `solver`: a name as in `jaxmb.simulate` (``"dopri8"``, the default, or
+    - `solver`: a name as in [`jaxmb.simulate`][jaxmb.simulate] (``"dopri8"``, the default, or
       ``"tsit5"``, ``"dopri5"``, ``"kvaerno5"``) or any diffrax solver.
     - `max_steps`: the step budget of `diffrax.diffeqsolve`.
     - `forces`: as in `dae_vector_field`.
@@ -211,13 +211,13 @@ def ode_rhs_numpy(model: Model, tau: Callable | None = None):
     """The embedded (minimal) ODE's right-hand side and Jacobian for `scipy.integrate.solve_ivp`.
 
     ``q'' = M(q)⁻¹ (τ - N(q, q') q' + G(q))``, the embedded equations of motion of
-    Ehsani (2016) as `jaxmb.forward_dynamics` solves them, for scipy's integrators.
+    Ehsani (2016) as [`jaxmb.forward_dynamics`][jaxmb.forward_dynamics] solves them, for scipy's integrators.
 
     **Arguments:**
 
     - `model`: the `Model` (loops as joint functions of ``q``).
     - `tau`: `tau(t, q, q') -> (nq,)`, the generalized forces (N·m or N); default:
-      the model's loads (`jaxmb.generalized_forces`).
+      the model's loads ([`jaxmb.generalized_forces`][jaxmb.generalized_forces]).
 
     **Returns:**
 

@@ -3,7 +3,7 @@
 The analytical projection method (Eq. 100-120, `projection_derivatives`) and
 numerical differentiation on a computational molecule (Fig. 2,
 `molecule_derivatives`). The library's own route is the implicit
-differentiation of `jaxmb.LoopClosure`; these reproduce the paper and serve
+differentiation of [`jaxmb.LoopClosure`][jaxmb.LoopClosure]; these reproduce the paper and serve
 as cross-checks.
 """
 
@@ -57,7 +57,7 @@ def projection_derivatives(closure: LoopClosure, q: ArrayLike, f: ArrayLike | No
 
     **Arguments:**
 
-    - `closure`: the `jaxmb.LoopClosure`.
+    - `closure`: the [`jaxmb.LoopClosure`][jaxmb.LoopClosure].
     - `q`: the coordinates (nq,), rad or m.
     - `f`: the solved dependent variables (m,); default: solved from the closure's
       reference assembly.
@@ -98,7 +98,7 @@ def molecule_derivatives(closure: LoopClosure, q: ArrayLike, step: float = 1e-4)
 
     **Arguments:**
 
-    - `closure`: the `jaxmb.LoopClosure`.
+    - `closure`: the [`jaxmb.LoopClosure`][jaxmb.LoopClosure].
     - `q`: the molecule's centre (nq,), rad or m.
     - `step`: the spacing ``h``, in the units of ``q``.
 

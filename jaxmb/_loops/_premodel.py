@@ -71,7 +71,7 @@ def natural_spline_fit(index: int, x: Array, y: Array) -> CubicSpline:
 
     **Returns:**
 
-    The `jaxmb.CubicSpline` joint function ``f(q) = s(q[index])``.
+    The [`jaxmb.CubicSpline`][jaxmb.CubicSpline] joint function ``f(q) = s(q[index])``.
     """
     return CubicSpline.fit(index, x, y, "natural")
 
@@ -153,7 +153,7 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
 
     **Arguments:**
 
-    - `closure`: the `jaxmb.LoopClosure` to pre-model (nq of 1 or 2).
+    - `closure`: the [`jaxmb.LoopClosure`][jaxmb.LoopClosure] to pre-model (nq of 1 or 2).
     - `lower`, `upper`: the sweep's bounds (nq,), rad or m.
     - `step`: the grid spacing, a scalar or one per coordinate, rad or m.
     - `kind`: ``"spline"``, ``"fourier"`` or ``"quintic"`` (see above).
@@ -168,7 +168,7 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
 
     **Raises:**
 
-    `jaxmb.LoopClosureError` for bounds of the wrong length, an unknown `kind`, a
+    [`jaxmb.LoopClosureError`][jaxmb.LoopClosureError] for bounds of the wrong length, an unknown `kind`, a
     `periodic` fit other than quintic, or more than two coordinates.
     """
     lower = np.atleast_1d(np.asarray(lower, dtype=float))

@@ -99,8 +99,8 @@ def traditional_point_kinematics(model: Model, q, qd, qdd, body, point=(0.0, 0.0
     """Position, velocity and acceleration of a body point by the traditional route.
 
     The open tree (`open_tree`) evaluated at ``(z, ż, z̈)`` from
-    `constraint_kinematics`: a cross-check of `jaxmb.point_position`,
-    `jaxmb.point_velocity` and `jaxmb.point_acceleration`.
+    `constraint_kinematics`: a cross-check of [`jaxmb.point_position`][jaxmb.point_position],
+    [`jaxmb.point_velocity`][jaxmb.point_velocity] and [`jaxmb.point_acceleration`][jaxmb.point_acceleration].
 
     **Arguments:**
 

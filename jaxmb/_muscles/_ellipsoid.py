@@ -373,7 +373,7 @@ class WrapEllipsoid(AbstractWrapObject):
 
     **Raises:**
 
-    `jaxmb.ModelError` for non-positive or non-finite sizes, an unknown quadrant or method.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an unknown quadrant or method.
     """
 
     name: str = eqx.field(static=True)

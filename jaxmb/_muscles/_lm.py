@@ -1,5 +1,5 @@
 """MINPACK's Levenberg-Marquardt (lmdif) for one residual and one unknown, as OpenSim
-modifies it in Lmdif.cpp (used by `jaxmb.WrapTorus`).
+modifies it in Lmdif.cpp (used by [`jaxmb.WrapTorus`][jaxmb.WrapTorus]).
 
 OpenSim's changes to MINPACK: a forward-difference Jacobian with a fixed step of
 1e-5, an initial step bound of 0.2 when the start point is 0; the torus calls it

@@ -44,8 +44,8 @@ class Muscle(eqx.Module):
 
     `kind` names the OpenSim class it came from (e.g. ``"Millard2012EquilibriumMuscle"``).
 
-    Its length ``L(q)`` is the path's (`jaxmb.muscle_lengths`) and its moment arms
-    ``R = -dL/dq`` (`jaxmb.moment_arms`, Ehsani 2016, Eq. 195).
+    Its length ``L(q)`` is the path's ([`jaxmb.muscle_lengths`][jaxmb.muscle_lengths]) and its moment arms
+    ``R = -dL/dq`` ([`jaxmb.moment_arms`][jaxmb.moment_arms], Ehsani 2016, Eq. 195).
 
     **Arguments:**
 
@@ -59,7 +59,7 @@ class Muscle(eqx.Module):
 
     **Raises:**
 
-    `jaxmb.ModelError` for fewer than two points, a conditional end point, or an
+    [`jaxmb.ModelError`][jaxmb.ModelError] for fewer than two points, a conditional end point, or an
     object that is not a path point or wrap object.
     """
 

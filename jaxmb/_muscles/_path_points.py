@@ -49,7 +49,7 @@ class PathPoint(AbstractPathPoint):
 
     **Raises:**
 
-    `jaxmb.ModelError` for a location that is not 3 finite numbers.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for a location that is not 3 finite numbers.
     """
 
     body: str = eqx.field(static=True)
@@ -88,7 +88,7 @@ class ConditionalPathPoint(AbstractPathPoint):
 
     **Raises:**
 
-    `jaxmb.ModelError` for a `coordinate` that is not a joint function, or a bad
+    [`jaxmb.ModelError`][jaxmb.ModelError] for a `coordinate` that is not a joint function, or a bad
     location or range.
     """
 
@@ -155,12 +155,12 @@ class MovingPathPoint(AbstractPathPoint):
 
     - `body`: the body's name.
     - `x`, `y`, `z`: joint functions of ``q`` giving the body-frame coordinates, m
-      (`jaxmb.Constant` for a fixed one).
+      ([`jaxmb.Constant`][jaxmb.Constant] for a fixed one).
     - `name`: the point's name.
 
     **Raises:**
 
-    `jaxmb.ModelError` for an argument that is not a joint function or has
+    [`jaxmb.ModelError`][jaxmb.ModelError] for an argument that is not a joint function or has
     non-finite parameters.
     """
 

@@ -1,4 +1,4 @@
-"""Load OpenSim 4.x ``.osim`` models (the skeleton) into a `jaxmb.Model`.
+"""Load OpenSim 4.x ``.osim`` models (the skeleton) into a [`jaxmb.Model`][jaxmb.Model].
 
 What is read (see the how-to on importing OpenSim models for the reasons):
 
@@ -19,7 +19,7 @@ What is read (see the how-to on importing OpenSim models for the reasons):
   (``<ForceSet file="muscles.xml"/>``) is read from that file, relative to the
   folder of the file that names it, as OpenSim does.
 
-Anything else raises `jaxmb.ModelError` naming the element, its ``name``
+Anything else raises [`jaxmb.ModelError`][jaxmb.ModelError] naming the element, its ``name``
 and its file and line. Only elements that cannot change the dynamics are ignored:
 visual geometry (``attached_geometry``, ``FrameGeometry``, ``Appearance``),
 ``MarkerSet``, ``ProbeSet``, credits/publications, and disabled
@@ -97,7 +97,7 @@ class OsimCoordinate:
 class OsimImport:
     """Everything `read_osim` extracts: the model and the coordinate bookkeeping.
 
-    - `model`: the `jaxmb.Model` (`load_osim`'s).
+    - `model`: the [`jaxmb.Model`][jaxmb.Model] (`load_osim`'s).
     - `coordinates`: one `OsimCoordinate` per OpenSim coordinate, in file order.
     - `source`: the path read.
     """
@@ -128,7 +128,7 @@ class OsimImport:
 
 
 def load_osim(path: str | os.PathLike) -> Model:
-    """A `jaxmb.Model` from an OpenSim 4.x ``.osim`` file.
+    """A [`jaxmb.Model`][jaxmb.Model] from an OpenSim 4.x ``.osim`` file.
 
     ``model.coordinate_names`` are the independent, unlocked OpenSim coordinates in
     file order; coupled (dependent) and locked coordinates are eliminated into the
@@ -138,7 +138,8 @@ def load_osim(path: str | os.PathLike) -> Model:
 
     The skeleton follows OpenSim's semantics (Delp et al. 2007; opensim-core 4.x):
     a joint places its child at ``X_G,child = X_G,parent · X_PF · X_FM(q) · X_CM⁻¹``
-    (see `jaxmb.io` for the joint types), in SI units (m, kg, kg m², rad).
+    (CustomJoint, PinJoint, SliderJoint, Universal, Gimbal, Ball, Free, Planar
+    and Weld joints), in SI units (m, kg, kg m², rad).
     The ForceSet's muscles become `model.muscles`.
 
     **Arguments:**
@@ -147,11 +148,11 @@ def load_osim(path: str | os.PathLike) -> Model:
 
     **Returns:**
 
-    The `jaxmb.Model`.
+    The [`jaxmb.Model`][jaxmb.Model].
 
     **Raises:**
 
-    `jaxmb.ModelError` naming the element, its name and its file and line for
+    [`jaxmb.ModelError`][jaxmb.ModelError] naming the element, its name and its file and line for
     anything the importer does not support or a value that is not finite. See
     `read_osim` for the coordinate bookkeeping.
     """
@@ -173,7 +174,7 @@ def read_osim(path: str | os.PathLike, *, muscles: bool = True) -> OsimImport:
 
     **Raises:**
 
-    `jaxmb.ModelError`, as `load_osim`.
+    [`jaxmb.ModelError`][jaxmb.ModelError], as `load_osim`.
     """
     return _Importer(os.fspath(path), muscles=muscles).run()
 
@@ -181,7 +182,7 @@ def read_osim(path: str | os.PathLike, *, muscles: bool = True) -> OsimImport:
 def read_ligaments(path: str | os.PathLike, tags=("Ligament",)) -> tuple[Muscle, ...]:
     """The Ligament paths of an ``.osim`` file (see
     `jaxmb.io._osim_forces.parse_paths`), for the model ``jaxmb.load_osim(path)``
-    returns (same coordinates ``q``): `jaxmb.Muscle` objects with ``kind`` the
+    returns (same coordinates ``q``): [`jaxmb.Muscle`][jaxmb.Muscle] objects with ``kind`` the
     force's tag, whose lengths and moment arms jaxmb computes like a muscle's."""
     importer = _Importer(os.fspath(path), muscles=False)
     with warnings.catch_warnings():  # the skeleton's warnings were given by load_osim

@@ -1,10 +1,10 @@
-"""Read the muscles of an OpenSim ``<ForceSet>`` into `jaxmb.Muscle` objects.
+"""Read the muscles of an OpenSim ``<ForceSet>`` into [`jaxmb.Muscle`][jaxmb.Muscle] objects.
 
 Read: every muscle's ``GeometryPath`` (``PathPointSet`` with ``PathPoint``,
 ``ConditionalPathPoint``, ``MovingPathPoint``; ``PathWrapSet``) and the wrap
 surfaces it names from the bodies' and ground's ``WrapObjectSet``
 (``WrapSphere``, ``WrapCylinder``, ``WrapEllipsoid``, ``WrapTorus``), and the
-Hill parameters of `jaxmb.MuscleParameters`.
+Hill parameters of [`jaxmb.MuscleParameters`][jaxmb.MuscleParameters].
 
 Muscle classes read: Thelen2003Muscle, Millard2012EquilibriumMuscle,
 Millard2012AccelerationMuscle, DeGrooteFregly2016Muscle, Schutte1993Muscle_Deprecated,
@@ -18,7 +18,7 @@ Other forces are not read. Every one of them is listed by name in one
   ``model.muscles`` (``model.muscle_names`` stays OpenSim's ``getMuscles()``
   list). Its path is read by `jaxmb.io._osim.read_ligaments` (with
   `parse_paths`), which
-  return `jaxmb.Muscle` objects (``kind="Ligament"``) whose length and
+  return [`jaxmb.Muscle`][jaxmb.Muscle] objects (``kind="Ligament"``) whose length and
   moment arms jaxmb computes like a muscle's (put them in a model with
   ``eqx.tree_at(lambda m: m.muscles, model, ligaments)``).
 * Forces that act on coordinates or bodies and have no path (listed in
@@ -29,7 +29,7 @@ Other forces are not read. Every one of them is listed by name in one
   ClutchedPathSpring, PathActuator; readable with `parse_paths`.
 
 Disabled muscles (``appliesForce``/``isDisabled``) are still read: their
-geometry is valid. Anything else in the ForceSet raises `jaxmb.ModelError`
+geometry is valid. Anything else in the ForceSet raises [`jaxmb.ModelError`][jaxmb.ModelError]
 naming the element.
 
 MovingPathPoint functions are evaluated at the coordinate clamped to its range
@@ -182,7 +182,7 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
     - `coordinate_functions`: every OpenSim coordinate name -> its joint function of q.
     - `body_names`: the model's body names ('ground' is the fixed frame).
 
-    **Returns:** a tuple of `jaxmb.Muscle` in file order.
+    **Returns:** a tuple of [`jaxmb.Muscle`][jaxmb.Muscle] in file order.
     """
     model_el = _model_element(xml, model_el)
     forceset = _first(xml, model_el, "ForceSet")
@@ -211,7 +211,7 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
 def parse_paths(xml: XmlReader, model_el: ET.Element, coordinate_functions: dict[str, AbstractJointFunction],
                 body_names: tuple[str, ...], tags=PATH_FORCES) -> tuple[Muscle, ...]:
     """The ``GeometryPath`` of every ForceSet element whose tag is in `tags` (default:
-    Ligament, PathSpring, ClutchedPathSpring, PathActuator), as `jaxmb.Muscle`
+    Ligament, PathSpring, ClutchedPathSpring, PathActuator), as [`jaxmb.Muscle`][jaxmb.Muscle]
     objects with ``kind`` = the tag and default Hill parameters."""
     model_el = _model_element(xml, model_el)
     forceset = _first(xml, model_el, "ForceSet")

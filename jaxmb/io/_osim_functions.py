@@ -18,8 +18,8 @@ Each function evaluates as OpenSim 4.x does (opensim-core ``OpenSim/Common``):
   exactly the same coefficients as ``SimmSpline`` (the same FMM end conditions)
   and extrapolates the same way; jaxmb follows the implementation.
 * ``PiecewiseLinearFunction``, ``PiecewiseConstantFunction``, ``GCVSpline``: see
-  `jaxmb.io.PiecewiseLinear`, `jaxmb.io.PiecewiseConstant` and
-  `jaxmb.io.GCVSpline`. For ``GCVSpline`` with the default ``error_variance``
+  [`jaxmb.io.PiecewiseLinear`][jaxmb.io.PiecewiseLinear], [`jaxmb.io.PiecewiseConstant`][jaxmb.io.PiecewiseConstant] and
+  [`jaxmb.io.GCVSpline`][jaxmb.io.GCVSpline]. For ``GCVSpline`` with the default ``error_variance``
   0 the spline interpolates the data, a positive value selects the smoothing from
   the known variance, a negative one by generalized cross-validation; ``weights``
   are ignored, as OpenSim ignores them.
@@ -109,9 +109,9 @@ def parse_function(element: ET.Element, inner: AbstractJointFunction,
     - `reader`: the file's reader (the importer passes it, so that errors name the
       file and line); by default the element alone.
 
-    **Returns:** an `jaxmb.AbstractJointFunction`.
+    **Returns:** an [`jaxmb.AbstractJointFunction`][jaxmb.AbstractJointFunction].
 
-    Raises `jaxmb.ModelError` naming the element for an unsupported
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] naming the element for an unsupported
     function type (``MultivariatePolynomialFunction``, ``Sine``, ``StepFunction``, ...)
     or malformed data (missing, non-numeric or non-finite numbers, unsorted ``x``).
     """

@@ -2,10 +2,12 @@
 typed getters whose errors name ``file:line``, the element and its ``name``.
 
 Every OpenSim element jaxmb reads (the skeleton, the functions, the forces) goes
-through `XmlReader`, so every malformed value is reported the same way::
+through `XmlReader`, so every malformed value is reported the same way:
 
-    <location> of <PathPoint name='TRIlong-P1'> at arm26.osim:412: holds a non-finite
-    number ('nan 0.1 0'); write finite numbers.
+```text
+<location> of <PathPoint name='TRIlong-P1'> at arm26.osim:412: holds a non-finite
+number ('nan 0.1 0'); write finite numbers.
+```
 
 Elements built from a string (``ET.fromstring``) have no file or line; the messages
 then name the element alone.
@@ -92,7 +94,7 @@ class XmlReader:
         return f"{label(el)} at {loc[0]}:{loc[1]}" if loc else label(el)
 
     def fail(self, el: ET.Element, message: str, owner: ET.Element | None = None) -> NoReturn:
-        """Raise `jaxmb.ModelError` ``"<where el>: message"``; with `owner`,
+        """Raise [`jaxmb.ModelError`][jaxmb.ModelError] ``"<where el>: message"``; with `owner`,
         ``"<tag> of <Owner name='x'> at file:line: message"`` (a property of `owner`)."""
         if owner is not None and owner is not el:
             loc = self.locations.get(el) or self.locations.get(owner)

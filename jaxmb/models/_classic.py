@@ -36,7 +36,7 @@ def double_pendulum(m1: float = 1.0, l1: float = 1.0, m2: float = 1.0, l2: float
 
     **Returns:**
 
-    The `jaxmb.Model` (nq = 2, angles in rad).
+    The [`jaxmb.Model`][jaxmb.Model] (nq = 2, angles in rad).
     """
     b = ModelBuilder("double_pendulum", gravity=(0.0, -g, 0.0))
     t1 = b.add_coordinate("theta1")
@@ -90,7 +90,7 @@ def three_link_arm(l: Sequence[float] = (0.30, 0.26, 0.19), d: Sequence[float] =
 
     **Returns:**
 
-    The `jaxmb.Model` (nq = 3, angles in rad).
+    The [`jaxmb.Model`][jaxmb.Model] (nq = 3, angles in rad).
     """
     b = ModelBuilder("three_link_arm", gravity=(0.0, -g, 0.0))
     names = ("upper_arm", "forearm", "hand")
@@ -121,7 +121,7 @@ def planar_chain(n: int, length: float = 1.0, mass: float = 1.0, g: float = 9.81
 
     **Returns:**
 
-    The `jaxmb.Model` (nq = n, angles in rad).
+    The [`jaxmb.Model`][jaxmb.Model] (nq = n, angles in rad).
 
     **Raises:**
 

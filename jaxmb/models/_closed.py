@@ -113,11 +113,11 @@ def five_bar(l0: float = 3.0, l1: float = 1.0, l2: float = 1.0, l3: float = 3.0,
       `FIVE_BAR_POINT`, which is for the default.
     - `density`: the rods' mass per length (kg/m).
     - `g`: gravitational acceleration (m/s²).
-    - `throw`: the loop closure's `throw` (see `jaxmb.LoopClosure`).
+    - `throw`: the loop closure's `throw` (see [`jaxmb.LoopClosure`][jaxmb.LoopClosure]).
 
     **Returns:**
 
-    The `jaxmb.Model` (nq = 2, angles in rad) with one loop closure.
+    The [`jaxmb.Model`][jaxmb.Model] (nq = 2, angles in rad) with one loop closure.
 
     **Raises:**
 
@@ -195,11 +195,11 @@ def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0,
     - `f_ref`: the reference assembly ``(θ1, θ2, θ3)`` at q = 0 (3,), rad.
     - `density`: the rods' mass per length (kg/m).
     - `g`: gravitational acceleration (m/s²).
-    - `throw`: the loop closure's `throw` (see `jaxmb.LoopClosure`).
+    - `throw`: the loop closure's `throw` (see [`jaxmb.LoopClosure`][jaxmb.LoopClosure]).
 
     **Returns:**
 
-    The `jaxmb.Model` (nq = 1, q in m) with one loop closure.
+    The [`jaxmb.Model`][jaxmb.Model] (nq = 1, q in m) with one loop closure.
     """
     params = jnp.asarray([l0, l1, l2, l3, lcm2], dtype=float)
     closure = LoopClosure(_four_bar_g, jnp.zeros(1), jnp.asarray(f_ref, dtype=float), params,
@@ -301,11 +301,11 @@ def closed_chain_forces(model: Model, q) -> Float[Array, " nq"]:
     """Generalized forces of the model's loads (spring and driving torque).
 
     ``Q = Σ_loads J_iᵀ F_i`` over the loads' points and bodies: the same as
-    `jaxmb.generalized_forces`, kept under this name for the notebooks.
+    [`jaxmb.generalized_forces`][jaxmb.generalized_forces], kept under this name for the notebooks.
 
     **Arguments:**
 
-    - `model`: the `jaxmb.Model`.
+    - `model`: the [`jaxmb.Model`][jaxmb.Model].
     - `q`: the coordinates (nq,), rad or m.
 
     **Returns:**
@@ -318,11 +318,11 @@ def closed_chain_forces(model: Model, q) -> Float[Array, " nq"]:
 
 
 def without_loads(model: Model) -> Model:
-    """The model with no loads (pass its loads as ``tau`` to `jaxmb.simulate`).
+    """The model with no loads (pass its loads as ``tau`` to [`jaxmb.simulate`][jaxmb.simulate]).
 
     **Arguments:**
 
-    - `model`: the `jaxmb.Model`.
+    - `model`: the [`jaxmb.Model`][jaxmb.Model].
 
     **Returns:**
 
@@ -338,7 +338,7 @@ def andrews_tau(model: Model):
 
     **Arguments:**
 
-    - `model`: the Andrews' squeezer `jaxmb.Model` (or any model with loads).
+    - `model`: the Andrews' squeezer [`jaxmb.Model`][jaxmb.Model] (or any model with loads).
 
     **Returns:**
 
@@ -370,8 +370,8 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
     the open tree with ``q`` = all seven angles (for the DAE baseline).
 
     Loads: `BodyTorque` ``mom`` on K1 and a `LinearSpring`.
-    The spring is a `jaxmb.LinearSpring` load of the model; the driving
-    torque is `andrews_tau` (pass it as ``tau`` to `jaxmb.simulate`).
+    The spring is a [`jaxmb.LinearSpring`][jaxmb.LinearSpring] load of the model; the driving
+    torque is `andrews_tau` (pass it as ``tau`` to [`jaxmb.simulate`][jaxmb.simulate]).
 
     ``mb.joint_values`` lists the seven angles in H&W's order
     (β, Θ, γ, Φ, δ, Ω, ε), as `andrews_angles` does.
@@ -380,11 +380,11 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
 
     - `embedded`: embed the six loop variables as implicit joint functions of β
       (True) or return the open tree in all seven angles (False).
-    - `throw`: the loop closure's `throw` (see `jaxmb.LoopClosure`).
+    - `throw`: the loop closure's `throw` (see [`jaxmb.LoopClosure`][jaxmb.LoopClosure]).
 
     **Returns:**
 
-    The `jaxmb.Model`: nq = 1 (embedded) or 7, angles in rad, SI units throughout,
+    The [`jaxmb.Model`][jaxmb.Model]: nq = 1 (embedded) or 7, angles in rad, SI units throughout,
     with `q_default` the consistent initial angles `ANDREWS_Y0`.
     """
     from .._model import BodyTorque
