@@ -18,6 +18,18 @@ class RESULTS(eqx.Enumeration):
     """What a loop-closure solve, a muscle-path evaluation or a simulation ended with.
 
     `RESULTS[code]` is the message; `code == RESULTS.successful` the test.
+
+    **Members:**
+
+    - `successful`: the solve or the run finished.
+    - `loop_not_converged`: Newton's method found no assembly of a loop closure
+      (`LoopClosure.solve`).
+    - `loop_singular`: ``∂g/∂f`` of a loop is rank-deficient at ``q``.
+    - `loop_wrong_branch`: a loop solve converged on another assembly branch.
+    - `nonfinite_state`: ``q``, ``q'`` or the applied forces became NaN or inf.
+    - `singular_mass_matrix`: ``M(q)`` is singular or not positive definite.
+    - `max_steps_reached`: the integrator ran out of steps before ``t1``.
+    - `solver_failed`: the step size collapsed or an implicit stage diverged.
     """
 
     successful = ""
