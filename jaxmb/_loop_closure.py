@@ -83,7 +83,8 @@ class LoopClosure(eqx.Module):
     **Arguments:**
 
     - `fn`: JAX callable ``fn(f_dep, q, params) -> (m,)`` (static; twice differentiable).
-    - `q_ref`, `f_ref`: a reference assembly, ``fn(f_ref, q_ref, params) ≈ 0``; it
+    - `q_ref`, `f_ref`: (nq,) and (m,), rad or m: a reference assembly,
+      ``fn(f_ref, q_ref, params) ≈ 0``; it
       selects the assembly branch (used as the start of the continuation when no
       `guess` is given; polished by Newton at construction when concrete). A
       reference that Newton moves by more than `ref_tol`, or a `guess` whose solve
@@ -233,11 +234,11 @@ class LoopClosure(eqx.Module):
 
     # -- residual and its derivatives -------------------------------------
     def residual(self, f, q):
-        """``g(f, q)`` (m,)."""
+        """``g(f, q)`` (m,) for ``f`` (m,) and ``q`` (nq,) (rad or m), in ``g``'s units."""
         return self.fn(f, q, self.params)
 
     def jacobians(self, f, q):
-        """``(∂g/∂f (m, m), ∂g/∂q (m, nq))``."""
+        """``(∂g/∂f (m, m), ∂g/∂q (m, nq))`` at ``f`` (m,) and ``q`` (nq,), by forward-mode autodiff."""
         gf, gq = jax.jacfwd(self.residual, argnums=(0, 1))(f, q)
         return gf, gq
 
@@ -405,7 +406,7 @@ class LoopClosure(eqx.Module):
     # -- closed-form implicit derivatives ----------------------------------
     def gradient(self, q: ArrayLike, f: ArrayLike | None = None) -> Float[Array, "m nq"]:
         """``∂f/∂q = -(∂g/∂f)⁻¹ ∂g/∂q`` (m, nq) (Ehsani 2016, Eq. 101), at the solution
-        `f` (solved here when None)."""
+        `f` (m,) (solved here when None) of ``q`` (nq,)."""
         q = self._as_q(q)
         f = self.value(q) if f is None else f
         gf, gq = self.jacobians(f, q)
@@ -418,6 +419,11 @@ class LoopClosure(eqx.Module):
         differentiating ``g(f(q), q) = 0`` gives
         ``(∂g/∂f) H_k = -Pᵀ (∂²g/∂z²) P`` for every equation, i.e.
         ``H = -(∂g/∂f)⁻¹ [Pᵀ ∇²_z g_i P]_i`` (m, nq, nq).
+
+        **Arguments:** `q` (nq,), rad or m; `f` (m,), the solution at `q` (solved here
+        when None).
+
+        **Returns:** `(f, grad, hess)`: (m,), (m, nq), (m, nq, nq).
         """
         q = self._as_q(q)
         f = self.value(q) if f is None else f
@@ -441,6 +447,10 @@ class LoopClosure(eqx.Module):
         ``z' = (f', q')``: ``g_f f' = -g_q q'`` and
         ``g_f (q'ᵀ H q') = -∂²g[z', z']`` (the second directional derivative of g,
         by nested forward mode; no Hessian of g is formed).
+
+        **Arguments:** `q`, `qd` (nq,): coordinates (rad or m) and rates (rad/s or m/s).
+
+        **Returns:** `(f, grad, fd, qHq)`: (m,), (m, nq), (m,), (m,); ``f'' = grad q'' + qHq``.
         """
         q = self._as_q(q)
         qd = jnp.asarray(qd, dtype=q.dtype)
