@@ -111,7 +111,7 @@ def _solver_by_name(solver: "str | diffrax.AbstractSolver", caller: str = "simul
             warnings.warn(
                 f"{caller}: {type(solver).__name__} with diffrax's VeryChord root finder gives each "
                 f"implicit stage at most two iterations (diffrax {diffrax.__version__}), and a stage that needs a "
-                "third rejects the step (several times the steps; docs/engine.md, \"Simulation\"). Pass "
+                "third rejects the step (several times the steps; see the docs, Concepts: dynamics routes, \"Simulation\"). Pass "
                 "solver=\"kvaerno5\", or build the solver with root_finder=jaxmb.stage_root_finder().",
                 UserWarning, stacklevel=3)
         return solver
