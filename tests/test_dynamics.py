@@ -1,6 +1,5 @@
 """M(q), N(q, q')q', G(q) by three independent routes, against the papers' closed forms
-(Watanabe and Duarte; Cesari et al. 2001)
-and the forward/inverse dynamics identities."""
+(Watanabe and Duarte; Cesari et al. 2001), and the forward/inverse dynamics identities."""
 
 import functools
 
