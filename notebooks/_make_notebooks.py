@@ -98,13 +98,13 @@ NOTEBOOKS = {
         ("md", "The dissertation starts from q = -0.0620 rad, q' = 0 and simulates 0..0.05 s. Any q is a "
                "consistent initial state of the embedded ODE (the six other angles follow from the loop), "
                "so no consistent-initialisation step is needed. Constraint residuals |g| along the run:"),
-        ("code", "q0_seed = jnp.asarray([-0.0620])\n"
-                 "run2 = eqx.filter_jit(lambda m: mb.simulate(m, q0_seed, jnp.zeros(1), 0.05, ts=ts, rtol=1e-10, "
+        ("code", "q0_dissertation = jnp.asarray([-0.0620])\n"
+                 "run2 = eqx.filter_jit(lambda m: mb.simulate(m, q0_dissertation, jnp.zeros(1), 0.05, ts=ts, rtol=1e-10, "
                  "atol=1e-10, solver='dopri8'))\n"
                  "sol2 = run2(model)\n"
                  "closure = model.joints[1].function.closure\n"
                  "res = eqx.filter_jit(lambda c, qs: jax.vmap(c.solve)(qs))(closure, sol2.q)\n"
-                 "print('max |g| along the trajectory:', float(res.residual.max()), ' all solved:', bool((res.result == 0).all()))\n"
+                 "print('max |g| along the trajectory:', float(res.residual.max()), ' all solved:', bool((res.result == mb.RESULTS.successful).all()))\n"
                  "fig, ax = plt.subplots(1, 2, figsize=(9, 3))\nax[0].plot(ts, sol2.q[:, 0]); ax[0].set_title('beta (rad), q0 = -0.0620')\n"
                  "ax[1].plot(ts, sol2.qd[:, 0]); ax[1].set_title(\"beta' (rad/s)\");\n"
                  "assert float(res.residual.max()) < 1e-10"),

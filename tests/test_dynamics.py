@@ -1,5 +1,5 @@
-"""M(q), N(q, q')q', G(q) by three independent routes, against the seeds' closed forms,
-and the forward/inverse dynamics identities."""
+"""M(q), N(q, q')q', G(q) by three independent routes, against the papers' closed forms
+(Watanabe and Duarte; Cesari et al. 2001), and the forward/inverse dynamics identities."""
 
 import functools
 
@@ -18,7 +18,8 @@ SEED_ROUTE_MODELS = ["double_pendulum", "three_link_arm_spring", "planar_chain_4
 TOL = 1e-10  # relative agreement of routes (float64, exact maths)
 
 # Jitted entry points: one compilation per (model structure, method) instead of slow
-# op-by-op dispatch. The seed route stays eager (its Kronecker graph compiles slowly).
+# op-by-op dispatch. The matrix-calculus route (method="seed", Ehsani 2016) stays eager
+# (its Kronecker graph compiles slowly).
 _jit = lambda f: jax.jit(f, static_argnames="method")  # noqa: E731
 mass_matrix = _jit(mb.mass_matrix)
 velocity_forces = _jit(mb.velocity_forces)
@@ -74,7 +75,7 @@ def test_printed_eq_147_is_wrong():
 
 
 def test_double_pendulum_matches_seed_000():
-    """Seed 000's matrices, with the gravity erratum of its code fixed (m2 g l1, not m2 g l2)."""
+    """Watanabe and Duarte's matrices, with the gravity erratum of their code fixed (m2 g l1, not m2 g l2)."""
     m1, l1, m2, l2, g = 1.3, 0.9, 0.7, 0.6, 9.81
     model = mb.models.double_pendulum(m1, l1, m2, l2, g)
     q, qd, _ = random_state(model, 5)
@@ -85,7 +86,7 @@ def test_double_pendulum_matches_seed_000():
     gvec = np.array([-m1 * g * l1 / 2 * np.sin(t1) - m2 * g * l1 * np.sin(t1), -m2 * g * l2 / 2 * np.sin(t2)])
     _rel_close(mass_matrix(model, q), m)
     _rel_close(gravity_forces(model, q), gvec)
-    _rel_close(velocity_forces(model, q, qd), -cvec)  # seed: M q'' = C + G + Q
+    _rel_close(velocity_forces(model, q, qd), -cvec)  # Watanabe and Duarte: M q'' = C + G + Q
     code_gravity = -m1 * g * l1 / 2 * np.sin(t1) - m2 * g * l2 * np.sin(t1)  # as printed in the code
     assert abs(code_gravity - gvec[0]) > 1e-2
     tau = mb.models.double_pendulum_torques(0.4, -0.2)
@@ -93,7 +94,7 @@ def test_double_pendulum_matches_seed_000():
 
 
 def _seed_002(l, d, m, inertia, g, fs, ds, a, ad):
-    """Seed 002, Eq. 27-44, with its errata corrected (see docs/errata.md)."""
+    """Cesari et al. (2001), Eq. 27-44, with its errata corrected (see docs/errata.md)."""
     l1, l2, _ = l
     d1, d2, d3 = d
     m1, m2, m3 = m

@@ -67,7 +67,7 @@ def test_parity_gait2354():
 
 # arm26: all lengths match exactly (BIClong: one WrapEllipsoid, OpenSim's algorithm;
 # TRIlong: cylinder + ellipsoid + cylinder, whose multi-pass length uses PathWrapPoint
-# ground locations cached at the first pass that engaged them, docs/moment_arms.md).
+# ground locations cached at the first pass that engaged them, docs/opensim-parity.md).
 # So do all moment arms, since the wrap iterations are differentiated as the iterates
 # OpenSim stops at (with the converged points' derivative TRIlong was 7.8e-5 m off).
 ARM26_MUSCLES = ("TRIlong", "TRIlat", "TRImed", "BIClong", "BICshort", "BRA")
@@ -110,7 +110,7 @@ def test_moving_point_clamps_its_coordinate(shared_dir):
 @pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"),
                     reason="MoBL-ARMS parity compiles the whole model (~5 min); set JAXMB_SLOW=1")
 def test_parity_mobl_arms(shared_dir):
-    """docs/moment_arms.md, MoBL-ARMS table: every muscle's length and R = -dL/dq match
+    """docs/opensim-parity.md, MoBL-ARMS table: every muscle's length and R = -dL/dq match
     OpenSim's at every 5th sweep state (away from path discontinuities), whatever its wraps."""
     model, d = _load("mobl_arms", "MOBL_ARMS_fixed_41.osim", shared_dir)
     assert model.muscle_names == tuple(d["muscle_names"])
@@ -155,7 +155,7 @@ def test_closed_form_equals_autodiff_mobl_multi_wrap(shared_dir):
 
 @pytest.mark.parametrize("state", [966])
 def test_mobl_ecrb_torus_moment_arm_is_the_iterates_derivative(shared_dir, state):
-    """docs/moment_arms.md: at this state (wrist flexion -1.204 rad) OpenSim's torus search
+    """docs/opensim-parity.md (WrapTorus): at this state (wrist flexion -1.204 rad) OpenSim's torus search
     stops short of the residual's root, and OpenSim's length follows that iterate. jaxmb's
     length is OpenSim's, and its R is the derivative of the same iterate, so it matches
     OpenSim's central differences (the derivative of the root is 1.9e-4 m away).
@@ -163,7 +163,7 @@ def test_mobl_ecrb_torus_moment_arm_is_the_iterates_derivative(shared_dir, state
     The two central differences are compared at 5e-7 m, not tighter: the iterate
     amplifies round-off. Two evaluation orders of the same pose products (written-out
     3x3 products vs plain matmuls) move this length by 8.3e-14 m and the difference
-    quotient at h = 1e-6 by 3.0e-8 m (scripts/check_ecrb_fd_noise.py); jaxmb's
+    quotient at h = 1e-6 by 3.0e-8 m (measured once, comparing the two orders); jaxmb's
     quotient is 9.3e-8 m from OpenSim's standalone and was 1.1e-7 m in a full test
     run, against 6.3e-8 m with plain matmuls. 5e-7 m still
     separates the iterate's derivative from the root's by a factor of 380."""

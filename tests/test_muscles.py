@@ -115,7 +115,7 @@ def _chained_wraps_model():
 
 def test_closed_form_equals_autodiff_chained_wraps():
     """Closed form == autodiff when one wrap's tangent point feeds the next wrap, and the
-    multi-wrap passes stop before the path is consistent (docs/moment_arms.md)."""
+    multi-wrap passes stop before the path is consistent (docs/concepts/muscles.md, Wrapping)."""
     model = _chained_wraps_model()
     lay = layout(model)
     states = jnp.array([(0.25, -0.4), (0.0, 0.0)])
@@ -450,7 +450,8 @@ def test_cylinder_multi_wrap_span_derivatives_agree_in_both_modes():
 def test_moment_arm_derivatives_are_the_symmetric_second_derivative_of_length():
     """dR/dq (autodiff of autodiff) equals central differences of the closed-form R, and is
     symmetric (it is -d²L/dq²). Closed-form wraps only: second derivatives through the
-    iterative wraps' rules compile for minutes (checked once, docs/moment_arms.md)."""
+    iterative wraps' rules compile for minutes (checked once; docs/concepts/muscles.md,
+    derivatives of iterations)."""
     model = _arm({k: WRAPS[k] for k in ("none", "sphere", "cylinder")})
     q, h = STATES[1], 1e-6
     dr = np.asarray(jax.jit(lambda q: mb.moment_arm_derivatives(model, q))(q))  # (nq, n_muscles, nq)
