@@ -74,11 +74,11 @@ class Solution(eqx.Module):
     loop_results: dict[str, Int[Array, ""]]
 
     @property
-    def q(self) -> Float[Array, "T nq"]:
+    def q(self) -> Float[Array, "*batch T nq"]:
         return self.state.q
 
     @property
-    def qd(self) -> Float[Array, "T nq"]:
+    def qd(self) -> Float[Array, "*batch T nq"]:
         return self.state.qd
 
     @property
@@ -88,11 +88,11 @@ class Solution(eqx.Module):
         return self.state.controller
 
     @property
-    def q_end(self) -> Float[Array, " nq"]:
+    def q_end(self) -> Float[Array, "*batch nq"]:
         return self.state_end.q
 
     @property
-    def qd_end(self) -> Float[Array, " nq"]:
+    def qd_end(self) -> Float[Array, "*batch nq"]:
         return self.state_end.qd
 
 
