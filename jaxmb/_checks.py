@@ -1,0 +1,67 @@
+"""Checks of the arguments a user passes to jaxmb's public functions.
+
+Shapes and dtypes are static under ``jit``, so these checks run once, at trace time,
+and cost nothing in the compiled program. Each failure names the function, the
+argument, what was expected and what was received.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+from ._errors import ModelError
+
+
+def _floating(x, caller: str, name: str, dtype=None) -> Array:
+    """`x` as a JAX array of a floating dtype: integers and booleans are promoted to
+    `dtype` (default: JAX's default float, float64 under ``jax_enable_x64``), complex
+    numbers are refused."""
+    x = jnp.asarray(x) if dtype is None else jnp.asarray(x, dtype=dtype)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise ModelError(f"{caller}: {name} must be real, got dtype {x.dtype}.")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    return x
+
+
+def coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Array:
+    """`x` as a float array of shape ``(model.nq,)``, or a :class:`jaxmb.ModelError`
+    naming `caller`, the argument `name`, the expected and the received shape.
+
+    **Arguments:**
+
+    - `model`: the model whose coordinates `x` holds values or rates of.
+    - `x`: array-like, ``(nq,)``.
+    - `caller`, `name`: the public function and its argument, for the message.
+    - `dtype`: cast to this dtype (e.g. that of `q` for `qd`); default: keep a
+      floating dtype, promote integers to JAX's default float.
+    """
+    x = _floating(x, caller, name, dtype)
+    if x.shape != (model.nq,):
+        raise ModelError(
+            f"{caller}: {name} must have shape ({model.nq},) for model {model.name!r} "
+            f"(coordinates {model.coordinate_names}); got shape {x.shape}. "
+            "For a batch of states use jax.vmap."
+        )
+    return x
+
+
+def finite_tolerance(value, caller: str, name: str, dtype) -> float:
+    """A relative or absolute tolerance: a positive finite number that `dtype` can
+    resolve (at least 10 machine epsilons), else a ``ValueError`` naming the argument;
+    below float32's resolution the message names ``jax_enable_x64``."""
+    try:
+        v = float(value)
+    except TypeError:
+        return value  # a traced tolerance: checked by the solver itself
+    if not np.isfinite(v) or v <= 0.0:
+        raise ValueError(f"{caller}: {name} must be a positive finite number, got {value!r}.")
+    eps = float(jnp.finfo(dtype).eps)
+    if v < 10.0 * eps:
+        hint = (" Switch on float64 with jax.config.update('jax_enable_x64', True) before creating "
+                "arrays, or" if jnp.finfo(dtype).bits < 64 else "")
+        raise ValueError(
+            f"{caller}: {name}={v:g} is below what {jnp.dtype(dtype).name} can resolve "
+            f"(machine epsilon {eps:.1e}).{hint} use {name} >= {10.0 * eps:.0e}."
+        )
+    return v
