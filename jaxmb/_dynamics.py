@@ -41,7 +41,8 @@ from ._kinematics import (
     tree_levels,
 )
 from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _stack_rows
-from ._model import AbstractJointSpaceLoad, AbstractLoad, Model, _PoseLoad
+from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
+from ._model import Model
 from ._spatial import skew, small_matmul, small_matvec
 
 Method = Literal["recursive", "autodiff", "seed"]

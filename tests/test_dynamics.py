@@ -68,8 +68,8 @@ def test_printed_eq_147_is_wrong():
     """Erratum: Eq. 147 repeats Eq. 145 (D_i D_iᵀ), which would give N = M."""
     model = MODELS["double_pendulum"]
     q, qd, _ = random_state(model, 3)
-    ds = mb.seed.D_closed_form(model, q)
-    printed = sum(mb.seed.body_mass_matrix(b, ds[i], model.nq) for i, b in enumerate(model.bodies)) @ qd
+    ds = mb.matrix_calculus.D_closed_form(model, q)
+    printed = sum(mb.matrix_calculus.body_mass_matrix(b, ds[i], model.nq) for i, b in enumerate(model.bodies)) @ qd
     assert np.max(np.abs(printed - velocity_forces(model, q, qd))) > 0.1
 
 

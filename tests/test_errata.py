@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb as mb
-from jaxmb import seed
+from jaxmb import matrix_calculus as seed
 from models_for_tests import knee_like_tree
 
 

@@ -19,7 +19,9 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._constraints import LoopClosure, implicit_joint_functions
 from .._functions import Coordinate
-from .._model import Body, LinearSpring, Model, ModelBuilder, _f, revolute
+from .._builder import ModelBuilder
+from .._loads import LinearSpring
+from .._model import Body, Model, _f, revolute
 
 _Z = (0.0, 0.0, 1.0)
 
@@ -317,7 +319,7 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
     ``mb.joint_values`` lists the seven angles in H&W's order
     (β, Θ, γ, Φ, δ, Ω, ε), as :func:`andrews_angles` does.
     """
-    from .._model import BodyTorque
+    from .._loads import BodyTorque
 
     P = ANDREWS_PARAMETERS
     params = jnp.asarray([P[k] for k in ("rr", "d", "ss", "e", "zt", "zf", "u")])
