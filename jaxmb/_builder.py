@@ -37,9 +37,24 @@ class ModelBuilder:
 
     def add_coordinate(self, name: str, default: float = 0.0,
                        range: tuple[float, float] = (-np.inf, np.inf)) -> int:
-        """Add a generalized coordinate; returns its index in ``q``."""
+        """Add a generalized coordinate; returns its index in ``q``.
+
+        **Arguments:**
+
+        - `name`: unique name.
+        - `default`: default value (rad or m).
+        - `range`: ``(lower, upper)`` with ``lower <= upper`` (rad or m).
+        """
         if name in self.coordinates:
             raise ModelError(f"Duplicate coordinate name {name!r}.")
+        lower, upper = float(range[0]), float(range[1])
+        if np.isnan(lower) or np.isnan(upper) or not lower <= upper:
+            raise ModelError(
+                f"Coordinate {name!r}: range {tuple(range)} is empty or not a number; give "
+                "(lower, upper) with lower <= upper."
+            )
+        if not np.isfinite(float(default)):
+            raise ModelError(f"Coordinate {name!r}: default {default!r} must be finite.")
         self.coordinates.append(name)
         self.defaults.append(float(default))
         self.lower.append(float(range[0]))

@@ -1,10 +1,10 @@
-"""Bodies, joints and the model tree (seed 001, sections 3-1 and 3-2).
+"""Bodies, joints and the model tree (Ehsani 2016, sections 3-1 and 3-2).
 
 A :class:`Model` is a tree of rigid :class:`Body` objects, each attached to its
 parent by one 1-DOF :class:`Joint` (revolute or prismatic) whose joint variable is
 a joint function ``f_i(q)`` of the model's generalized coordinates. Multi-DOF
 joints (universal, ball, free, planar, OpenSim custom) are chains of 1-DOF
-joints through massless bodies, as seed 001 prescribes; :class:`ModelBuilder`
+joints through massless bodies, as Ehsani (2016) prescribes; :class:`ModelBuilder`
 has constructors for them.
 
 Topology, names and counts are static fields; every numeric parameter is an
@@ -126,16 +126,16 @@ JointKind = Literal["revolute", "prismatic"]
 
 
 class Joint(eqx.Module):
-    """A 1-DOF joint between `parent` and `child` (seed 001, Eq. 38-39, Fig. 1).
+    """A 1-DOF joint between `parent` and `child` (Ehsani 2016, Eq. 38-39, Fig. 1).
 
     The child frame in the parent frame is ``A4 = P · X(f) · C`` where
 
     - ``P = [[parent_rotation, parent_translation], [0, 1]]`` is a constant offset
-      (the seed's ``d_i V_d`` translation of a revolute joint),
+      (Ehsani's ``d_i V_d`` translation of a revolute joint),
     - ``X(f)`` is a rotation by ``f`` about `axis` (revolute, Eq. 39) or a translation
       ``f * axis`` (prismatic), `axis` a unit vector in the offset frame,
     - ``C = [[child_rotation, child_translation], [0, 1]]`` is a constant offset
-      (the seed's constant rotation ``θ_i`` of a prismatic joint),
+      (Ehsani's constant rotation ``θ_i`` of a prismatic joint),
 
     and ``f = function(q)`` is the joint variable (rad or m).
     """
@@ -212,7 +212,7 @@ class Joint(eqx.Module):
         return self.parent_offset() @ self.motion(f) @ self.child_offset()
 
     def joint_matrix(self) -> Float[Array, "4 4"]:
-        """``Â`` with ``∂A4/∂f = A4 Â`` (seed 001, Eq. 69-71), in child-body coordinates."""
+        """``Â`` with ``∂A4/∂f = A4 Â`` (Ehsani 2016, Eq. 69-71), in child-body coordinates."""
         z = jnp.zeros((4, 4), dtype=self.axis.dtype)
         if self.kind == "revolute":
             m = z.at[:3, :3].set(skew(self.axis))
@@ -254,7 +254,7 @@ class Model(eqx.Module):
       holds a parents-first traversal.
     - `coordinate_names`: names of the generalized coordinates ``q`` (nq,).
     - `gravity`: (3,) gravitational acceleration in ground axes, m/s².
-    - `loads`: applied loads that are part of the model (e.g. seed 002's spring).
+    - `loads`: applied loads that are part of the model (e.g. the spring of Cesari et al. 2001).
     - `q_default`, `q_lower`, `q_upper`: default value and range of each coordinate.
     - `muscles`: musculotendon paths (see the muscles module), may be empty.
 
@@ -356,6 +356,8 @@ class Model(eqx.Module):
         self.q_lower = _f(jnp.full(nq, -jnp.inf) if q_lower is None else q_lower, (nq,))
         self.q_upper = _f(jnp.full(nq, jnp.inf) if q_upper is None else q_upper, (nq,))
         self.muscles = tuple(muscles)
+        _check_ranges(self)
+        _check_regular(self)
 
     # -- static topology ---------------------------------------------------
     @property
@@ -393,7 +395,7 @@ class Model(eqx.Module):
             ) from None
 
     def ancestors(self, i: int) -> tuple[int, ...]:
-        """``Anc(i)``: moving ancestors of body i, root first (seed 001, section 3-1)."""
+        """``Anc(i)``: moving ancestors of body i, root first (Ehsani 2016, section 3-1)."""
         out = []
         p = self.parents[i]
         while p >= 0:
@@ -411,3 +413,125 @@ def _no_duplicates(kind: str, names: Sequence[str]):
         if n in seen:
             raise ModelError(f"Duplicate {kind} name {n!r}; {kind} names must be unique.")
         seen.add(n)
+
+
+def _check_ranges(model: "Model"):
+    values = _concrete(model.q_default, model.q_lower, model.q_upper)
+    if values is None:
+        return
+    default, lower, upper = values
+    for k, name in enumerate(model.coordinate_names):
+        if np.isnan(lower[k]) or np.isnan(upper[k]) or not lower[k] <= upper[k]:
+            raise ModelError(
+                f"Model {model.name!r}: coordinate {name!r} has range ({lower[k]}, {upper[k]}); "
+                "give (lower, upper) with lower <= upper."
+            )
+        if not np.isfinite(default[k]):
+            raise ModelError(f"Model {model.name!r}: coordinate {name!r} has non-finite default {default[k]}.")
+
+
+def _np_rotation(axis, angle):
+    k = np.array([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]])
+    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
+
+
+def _check_regular(model: "Model"):
+    """Structural causes of a singular mass matrix, found with NumPy at build time (no
+    compilation): a coordinate that no joint function reads, a moving subtree without
+    mass, and a revolute joint whose moving subtree has no inertia about its axis at the
+    default pose. Skipped when the model's parameters are traced."""
+    reads = [set(j.function.coordinate_indices()) for j in model.joints]
+    for k, name in enumerate(model.coordinate_names):
+        if not any(k in r for r in reads):
+            raise ModelError(
+                f"Model {model.name!r}: no joint function reads coordinate {name!r} (index {k}), so "
+                "it has no inertia and the mass matrix is singular; remove the coordinate or drive "
+                "a joint with it (e.g. Coordinate(index))."
+            )
+    inertial = _concrete(*(x for b in model.bodies for x in (b.mass, b.com, b.inertia)))
+    if inertial is None:
+        return
+    mass = inertial[0::3]
+    com = inertial[1::3]
+    inertia = inertial[2::3]
+    n = len(model.joints)
+    children = [[] for _ in range(n)]
+    for i, p in enumerate(model.parents):
+        if p >= 0:
+            children[p].append(i)
+
+    def subtree(i):
+        out, stack = [], [i]
+        while stack:
+            k = stack.pop()
+            out.append(k)
+            stack.extend(children[k])
+        return out
+
+    frames = None  # joints' local frames at the default pose, computed on demand
+    for i, joint in enumerate(model.joints):
+        if not reads[i]:
+            continue
+        coords = [model.coordinate_names[k] for k in sorted(reads[i])]
+        tree = subtree(i)
+        total = sum(float(mass[k]) for k in tree)
+        if not total > 0.0:
+            raise ModelError(
+                f"Model {model.name!r}: body {joint.child!r} and the bodies it carries have no mass, "
+                f"but joint {joint.name!r} moves them with coordinate(s) {coords}; the mass matrix is "
+                "singular. Give the end body mass and inertia, or make the joint a weld (Constant)."
+            )
+        if joint.kind != "revolute":
+            continue
+        scale = max(float(np.max(np.abs(inertia[k]))) for k in tree)
+        if any(float(np.linalg.eigvalsh(inertia[k])[0]) > 1e-9 * scale for k in tree if mass[k] > 0):
+            continue  # a body with inertia about every axis
+        if frames is None:
+            frames = _default_frames(model)
+            if frames is None:
+                return
+        rot, trans = frames
+        # Composite rotational inertia of the subtree about the joint's child origin, in
+        # child axes, with the bodies' poses relative to that frame.
+        poses = {i: (np.eye(3), np.zeros(3))}
+        total_inertia = np.zeros((3, 3))
+        for k in tree:  # parents come before children in `subtree`'s order
+            if k != i:
+                r, p = poses[model.parents[k]]
+                poses[k] = (r @ rot[k], r @ trans[k] + p)
+            r, p = poses[k]
+            c = r @ com[k] + p
+            total_inertia += r @ inertia[k] @ r.T + mass[k] * (c @ c * np.eye(3) - np.outer(c, c))
+        rc, tc = np.asarray(joint.child_rotation), np.asarray(joint.child_translation)
+        a = np.asarray(joint.axis)
+        w, v = rc.T @ a, rc.T @ np.cross(a, tc)
+        # S = (ω, v) with v = -ω × o for the axis through o: the inertia about the axis line.
+        first = sum(mass[k] * (poses[k][0] @ com[k] + poses[k][1]) for k in tree)
+        moment = w @ total_inertia @ w + 2.0 * w @ np.cross(first, v) + total * v @ v
+        if not moment > 1e-12 * max(total, float(np.trace(total_inertia))):
+            raise ModelError(
+                f"Model {model.name!r}: the bodies moved by revolute joint {joint.name!r} (body "
+                f"{joint.child!r} and its descendants) have no inertia about its axis at the default "
+                f"pose, so coordinate(s) {coords} have no inertia and the mass matrix is singular. "
+                "Give the bodies inertia about that axis, or make the joint a weld (Constant)."
+            )
+
+
+def _default_frames(model: "Model"):
+    """The joints' local frames ``(R, p)`` at ``model.q_default``, in NumPy; None when a
+    joint function cannot be evaluated eagerly there."""
+    try:
+        q = jnp.asarray(model.q_default)
+        rot, trans = [], []
+        for j in model.joints:
+            f = float(np.asarray(j.function(q)))
+            rp, tp = np.asarray(j.parent_rotation), np.asarray(j.parent_translation)
+            rc, tc = np.asarray(j.child_rotation), np.asarray(j.child_translation)
+            a = np.asarray(j.axis)
+            x, d = (_np_rotation(a, f), np.zeros(3)) if j.kind == "revolute" else (np.eye(3), f * a)
+            rot.append(rp @ x @ rc)
+            trans.append(rp @ (x @ tc + d) + tp)
+        return rot, trans
+    except Exception:  # noqa: BLE001 - a check, not a requirement: skip it
+        return None
+

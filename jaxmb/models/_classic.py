@@ -1,4 +1,4 @@
-"""The seeds' open-chain examples: double pendulum (seed 000), three-link arm (seed 002),
+"""Open-chain examples: the double pendulum of Watanabe and Duarte, the three-link arm of Cesari et al. (2001),
 and the planar chain used by the benchmarks."""
 
 
@@ -21,14 +21,14 @@ def _rod_inertia(mass, length, along: str):
 
 
 def double_pendulum(m1: float = 1.0, l1: float = 1.0, m2: float = 1.0, l2: float = 0.5, g: float = 9.81):
-    """Seed 000's double pendulum of uniform rods in the x-y plane, gravity along -y.
+    """Watanabe and Duarte's double pendulum of uniform rods in the x-y plane, gravity along -y.
 
     ``q = (θ1, θ2)``: absolute angles of rods 1 and 2 from the downward vertical.
     The elbow joint's variable is the relative angle ``θ2 - θ1``, a
     :class:`~jaxmb.Linear` joint function. Generalized forces
     ``tau = (M1 - M12, M12)`` for a shoulder torque M1 and an elbow torque M12
     (use :func:`double_pendulum_torques`).
-    Defaults follow the seed's notebook (m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m).
+    Defaults follow Watanabe and Duarte's notebook (m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m).
     """
     b = ModelBuilder("double_pendulum", gravity=(0.0, -g, 0.0))
     t1 = b.add_coordinate("theta1")
@@ -41,20 +41,20 @@ def double_pendulum(m1: float = 1.0, l1: float = 1.0, m2: float = 1.0, l2: float
 
 
 def double_pendulum_torques(m1_torque, m12_torque):
-    """Generalized forces of seed 000: ``(M1 - M12, M12)``."""
+    """Generalized forces of Watanabe and Duarte: ``(M1 - M12, M12)``."""
     return jnp.stack([jnp.asarray(m1_torque) - jnp.asarray(m12_torque), jnp.asarray(m12_torque)])
 
 
 def three_link_arm(l: Sequence[float] = (0.30, 0.26, 0.19), d: Sequence[float] = (0.13, 0.11, 0.07),
                    m: Sequence[float] = (1.9, 1.1, 0.45), I: Sequence[float] = (0.015, 0.008, 0.0015),
                    g: float = 9.81, spring_force: float = 0.0, spring_distance: float = 0.0):
-    """Seed 002's planar arm (upper arm, forearm, hand) in the x-y plane, gravity along -y.
+    """The planar arm of Cesari et al. (2001) (upper arm, forearm, hand) in the x-y plane, gravity along -y.
 
     ``q = (α1, α2, α3)``: α1 of the upper arm from the +x horizontal, α2 and α3
     relative (elbow, wrist). Segment i lies along its body x axis with centre of
     mass at ``d_i`` from its proximal joint and moment of inertia ``I_i`` (kg m²)
     about the centre of mass (z axis). A horizontal spring force ``(-F_S, 0, 0)``
-    acts on the hand at ``d3 + d_S`` from the wrist (seed 002, Eq. 15-17, 42-44).
+    acts on the hand at ``d3 + d_S`` from the wrist (Cesari et al. 2001, Eq. 15-17, 42-44).
     Default segment data are adult-arm values for illustration.
     """
     b = ModelBuilder("three_link_arm", gravity=(0.0, -g, 0.0))
