@@ -1,7 +1,7 @@
 """The rigid-body algorithms of the recursive route: one composite-rigid-body pass
 (CRBA) for the mass matrix and one recursive Newton-Euler pass (RNEA) for the
-forces, both in the joint variables ``f``, and their embedding in the coordinates
-``q`` through ``J = ∂f/∂q`` and the Hessians of the joint functions.
+forces, both in the joint variables ``f``; :mod:`jaxmb._dynamics` embeds them in the
+coordinates ``q`` through ``J = ∂f/∂q`` and the Hessians of the joint functions.
 
 With ``f' = J q'`` and ``f'' = J q'' + q'ᵀ H q'`` the equations of motion in ``q``
 (Ehsani 2016, Eq. 198) are
@@ -12,10 +12,7 @@ and the inverse dynamics is ``Jᵀ RNEA(f, f', f'')`` (Featherstone, *Rigid Body
 Dynamics Algorithms*, 2008, Tables 5.1 and 6.2). Applied body wrenches enter the
 RNEA's backward pass, so a load's generalized force is ``Jᵀ`` times that pass.
 
-Spatial vectors are in body coordinates, the angular part first; spatial inertias
-are kept as ``(m, h = m c, I_o)`` (mass, first moment, rotational inertia about the
-body origin) and transforms as the joints' local frames ``(R, p)``, so that no 6x6
-matrix is formed: every step is a few fused products and sums.
+Spatial vectors are in body coordinates, the angular part first (:mod:`jaxmb._spatial`).
 """
 
 import jax.numpy as jnp
@@ -23,68 +20,46 @@ from jaxtyping import Array, Float
 
 from ._kinematics import _local_frames, motion_subspaces
 from ._model import Model
-from ._spatial import cross, cross_force, cross_motion, force_to_parent, motion_to_child, small_matmul, small_matvec
+from ._spatial import cross_force, cross_motion, motion_transform, small_matvec, spatial_inertia
 
 
-def body_inertias(model: Model, dtype):
-    """``(m, h, I_o)`` (n,), (n, 3), (n, 3, 3) of every body about its own origin:
-    ``h = m c`` and ``I_o = I_c + m (|c|² 1 - c cᵀ)`` (parallel axes)."""
+def _tree_arrays(model: Model, f):
+    """Per joint: the local frames ``(R, p)``, the motion transforms ``X`` (n, 6, 6), the
+    motion subspaces ``S`` (n, 6) and the bodies' spatial inertias (n, 6, 6)."""
+    rot, trans = _local_frames(model, f)
+    dtype = rot.dtype
     mass = jnp.stack([b.mass for b in model.bodies]).astype(dtype)
     com = jnp.stack([b.com for b in model.bodies]).astype(dtype)
     inertia = jnp.stack([b.inertia for b in model.bodies]).astype(dtype)
-    eye = jnp.eye(3, dtype=dtype)
-    shift = jnp.sum(com * com, axis=-1)[:, None, None] * eye - com[:, :, None] * com[:, None, :]
-    return mass, mass[:, None] * com, inertia + mass[:, None, None] * shift
-
-
-def _apply_inertia(mass, h, inertia, m):
-    """Spatial inertia times a motion vector ``(ω, v)``: ``(I_o ω + h × v, m v + ω × h)``."""
-    w, v = m[..., :3], m[..., 3:]
-    return jnp.concatenate([small_matvec(inertia, w) + cross(h, v), mass[..., None] * v + cross(w, h)], axis=-1)
-
-
-def _inertia_to_parent(rot, trans, mass, h, inertia):
-    """A spatial inertia ``(m, h, I_o)`` of child coordinates in parent coordinates, for
-    the child frame at ``(R, p)``: ``h' = R h + m p`` and
-    ``I' = R I_o Rᵀ + m (|p|² 1 - p pᵀ) + 2 (p·h_R) 1 - h_R pᵀ - p h_Rᵀ`` with
-    ``h_R = R h``."""
-    hr = small_matvec(rot, h)
-    rir = small_matmul(small_matmul(rot, inertia), rot.T)
-    eye = jnp.eye(3, dtype=rot.dtype)
-    outer = trans[:, None] * hr[None, :]
-    extra = (mass * jnp.sum(trans * trans) + 2.0 * jnp.sum(trans * hr)) * eye - mass * trans[:, None] * trans[None, :]
-    return hr + mass * trans, rir + extra - outer - outer.T
+    return (rot, trans, motion_transform(rot, trans), motion_subspaces(model, dtype),
+            spatial_inertia(mass, com, inertia))
 
 
 def joint_space_mass_matrix(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nj nj"]:
     """The composite-rigid-body algorithm: ``M_f`` (nj, nj) in the joint variables.
 
-    Composite inertias are accumulated leaves-first, ``I^c_λ(i) += X_iᵀ I^c_i X_i``; then
-    ``M_f[i, i] = S_iᵀ I^c_i S_i`` and, carrying ``F = I^c_i S_i`` towards the root,
-    ``M_f[i, j] = M_f[j, i] = S_jᵀ X_{j←i}ᵀ F`` for every ancestor j of i."""
-    rot, trans = _local_frames(model, f)
-    dtype = rot.dtype
+    Composite inertias are accumulated leaves first, ``I^c_λ(i) += X_iᵀ I^c_i X_i``;
+    then ``M_f[i, i] = S_iᵀ I^c_i S_i`` and, carrying ``F = I^c_i S_i`` towards the
+    root, ``M_f[i, j] = M_f[j, i] = S_jᵀ X_{j←i}ᵀ F`` for every ancestor j of i."""
+    _, _, xs, s, inertias = _tree_arrays(model, f)
     n = model.n_bodies
-    s = motion_subspaces(model, dtype)
-    mass, h, inertia = body_inertias(model, dtype)
-    comp = [[mass[i], h[i], inertia[i]] for i in range(n)]
+    composite = [inertias[i] for i in range(n)]
     for i in reversed(model.order):
         p = model.parents[i]
         if p >= 0:
-            hp, ip = _inertia_to_parent(rot[i], trans[i], *comp[i])
-            comp[p] = [comp[p][0] + comp[i][0], comp[p][1] + hp, comp[p][2] + ip]
+            composite[p] = composite[p] + xs[i].T @ composite[i] @ xs[i]
     # Entries are collected and stacked once: per-entry `.at[].set` would copy the
     # whole matrix n² times (and per batch element under vmap).
-    zero = jnp.zeros((), dtype=dtype)
+    zero = jnp.zeros((), dtype=s.dtype)
     rows = [[zero] * n for _ in range(n)]
     for i in range(n):
-        force = _apply_inertia(*comp[i], s[i])
-        rows[i][i] = jnp.sum(s[i] * force)
+        force = composite[i] @ s[i]
+        rows[i][i] = s[i] @ force
         j = i
         while model.parents[j] >= 0:
-            force = force_to_parent(rot[j], trans[j], force)
+            force = xs[j].T @ force
             j = model.parents[j]
-            rows[i][j] = rows[j][i] = jnp.sum(s[j] * force)
+            rows[i][j] = rows[j][i] = s[j] @ force
     return jnp.stack([jnp.stack(r) for r in rows])
 
 
@@ -105,15 +80,12 @@ def joint_space_forces(model: Model, f, fd, fdd, *, gravity: bool = True,
     - `wrenches`: applied wrenches ``W_i = (n, f)`` (6,) on bodies (by body index), about
       the body origin in body axes (N m, N); they enter with the sign of ``-Q_f``.
     """
-    rot, trans = _local_frames(model, f)
-    dtype = rot.dtype
+    rot, _, xs, s, inertias = _tree_arrays(model, f)
+    dtype = s.dtype
     n = model.n_bodies
-    s = motion_subspaces(model, dtype)
-    mass, h, inertia = body_inertias(model, dtype)
     g = model.gravity.astype(dtype)
     wrenches = {} if wrenches is None else wrenches
-    moving = [None] * n  # (v, a) per body
-    forces = [None] * n
+    vel, acc, forces = [None] * n, [None] * n, [None] * n
     for i in model.order:
         p = model.parents[i]
         vj = s[i] * fd[i]
@@ -125,34 +97,31 @@ def joint_space_forces(model: Model, f, fd, fdd, *, gravity: bool = True,
             if gravity:
                 a = a + jnp.concatenate([jnp.zeros(3, dtype), -small_matvec(rot[i].T, g)])
         else:
-            vp, ap = moving[p]
-            v = motion_to_child(rot[i], trans[i], vp) + vj
-            a = motion_to_child(rot[i], trans[i], ap) + s[i] * fdd[i] + cross_motion(v, vj)
-        moving[i] = (v, a)
-        body = (mass[i], h[i], inertia[i])
-        forces[i] = _apply_inertia(*body, a) + cross_force(v, _apply_inertia(*body, v))
+            v = xs[i] @ vel[p] + vj
+            a = xs[i] @ acc[p] + s[i] * fdd[i] + cross_motion(v, vj)
+        vel[i], acc[i] = v, a
+        forces[i] = inertias[i] @ a + cross_force(v, inertias[i] @ v)
         if i in wrenches:
             forces[i] = forces[i] - wrenches[i]
-    return _backward(model, rot, trans, s, forces)
+    return _backward(model, xs, s, forces)
 
 
 def joint_space_wrench_forces(model: Model, f, wrenches: dict[int, Array]) -> Float[Array, " nj"]:
     """``Q_f`` (nj,): the joint-space generalized force of wrenches ``W_i`` (6,) applied
     to bodies (by body index; about the body origin, body axes), ``Q_f = Σ_i J_iᵀ W_i``,
     by the RNEA's backward pass alone."""
-    rot, trans = _local_frames(model, f)
-    dtype = rot.dtype
-    zero = jnp.zeros(6, dtype)
-    forces = [wrenches.get(i, zero).astype(dtype) for i in range(model.n_bodies)]
-    return _backward(model, rot, trans, motion_subspaces(model, dtype), forces)
+    _, _, xs, s, _ = _tree_arrays(model, f)
+    zero = jnp.zeros(6, s.dtype)
+    return _backward(model, xs, s, [wrenches.get(i, zero).astype(s.dtype) for i in range(model.n_bodies)])
 
 
-def _backward(model: Model, rot, trans, s, forces):
+def _backward(model: Model, xs, s, forces):
+    """The RNEA's backward pass: ``tau_i = S_iᵀ F_i``, ``F_λ(i) += X_iᵀ F_i``."""
     forces = list(forces)
     tau = [None] * model.n_bodies
     for i in reversed(model.order):
-        tau[i] = jnp.sum(s[i] * forces[i])
+        tau[i] = s[i] @ forces[i]
         p = model.parents[i]
         if p >= 0:
-            forces[p] = forces[p] + force_to_parent(rot[i], trans[i], forces[i])
+            forces[p] = forces[p] + xs[i].T @ forces[i]
     return jnp.stack(tau)

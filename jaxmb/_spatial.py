@@ -182,18 +182,26 @@ def cross_force(v: Float[Array, "*batch 6"], f: Float[Array, "*batch 6"]) -> Flo
     return jnp.concatenate([cross(w, f[..., :3]) + cross(lin, f[..., 3:]), cross(w, f[..., 3:])], axis=-1)
 
 
-def motion_to_child(rotation: Float[Array, "*batch 3 3"], translation: Float[Array, "*batch 3"],
-                    m: Float[Array, "*batch 6"]) -> Float[Array, "*batch 6"]:
-    """A motion vector from parent to child coordinates, for the child frame at
-    ``(R, p)`` in the parent: ``(Rᵀ ω, Rᵀ (v + ω × p))`` (no 6x6 matrix formed)."""
+def motion_transform(rotation: Float[Array, "*batch 3 3"], translation: Float[Array, "*batch 3"]
+                     ) -> Float[Array, "*batch 6 6"]:
+    """The motion-vector transform from parent to child coordinates for the child frame
+    at ``(R, p)`` in the parent, ``X = [[Rᵀ, 0], [-Rᵀ p̃, Rᵀ]]``; its transpose carries
+    force vectors from child to parent coordinates."""
     rt = jnp.swapaxes(rotation, -1, -2)
-    w = m[..., :3]
-    return jnp.concatenate([small_matvec(rt, w), small_matvec(rt, m[..., 3:] + cross(w, translation))], axis=-1)
+    zero = jnp.zeros_like(rt)
+    top = jnp.concatenate([rt, zero], axis=-1)
+    bottom = jnp.concatenate([-(rt @ skew(translation)), rt], axis=-1)
+    return jnp.concatenate([top, bottom], axis=-2)
 
 
-def force_to_parent(rotation: Float[Array, "*batch 3 3"], translation: Float[Array, "*batch 3"],
-                    f: Float[Array, "*batch 6"]) -> Float[Array, "*batch 6"]:
-    """A force vector from child to parent coordinates (the transpose of
-    :func:`motion_to_child`): ``(R n + p × R f, R f)``."""
-    lin = small_matvec(rotation, f[..., 3:])
-    return jnp.concatenate([small_matvec(rotation, f[..., :3]) + cross(translation, lin), lin], axis=-1)
+def spatial_inertia(mass: Float[Array, "*batch"], com: Float[Array, "*batch 3"],
+                    inertia: Float[Array, "*batch 3 3"]) -> Float[Array, "*batch 6 6"]:
+    """Spatial inertia about the body origin, ``[[I_c + m c̃ c̃ᵀ, m c̃], [m c̃ᵀ, m 1]]``,
+    from the mass, the centre of mass and the inertia about the centre of mass."""
+    c = skew(com)
+    ct = jnp.swapaxes(c, -1, -2)
+    m = mass[..., None, None]
+    eye = jnp.broadcast_to(jnp.eye(3, dtype=c.dtype), c.shape)
+    top = jnp.concatenate([inertia + m * (c @ ct), m * c], axis=-1)
+    bottom = jnp.concatenate([m * ct, m * eye], axis=-1)
+    return jnp.concatenate([top, bottom], axis=-2)
