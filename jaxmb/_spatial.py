@@ -25,11 +25,10 @@ def skew(v: Float[Array, "*batch 3"]) -> Float[Array, "*batch 3 3"]:
 
 
 def cross(a: Float[Array, "*batch 3"], b: Float[Array, "*batch 3"]) -> Float[Array, "*batch 3"]:
-    """``a × b`` over the last axis, batched over leading axes, written out as
-    products and sums (so that XLA fuses it with its neighbours)."""
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    return jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+    """``a × b`` over the last axis, batched over leading axes (the one cross product
+    of the spatial algebra; ``jnp.cross`` measured faster than written-out components
+    inside the Newton-Euler pass)."""
+    return jnp.cross(a, b)
 
 
 def rotation_about_axis(axis: Float[Array, "3"], angle) -> Float[Array, "3 3"]:
