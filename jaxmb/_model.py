@@ -1,17 +1,16 @@
-"""Bodies, joints and the model tree (seed 001, sections 3-1 and 3-2).
+"""Bodies, joints and the model tree (Ehsani 2016, sections 3-1 and 3-2).
 
 A :class:`Model` is a tree of rigid :class:`Body` objects, each attached to its
 parent by one 1-DOF :class:`Joint` (revolute or prismatic) whose joint variable is
 a joint function ``f_i(q)`` of the model's generalized coordinates. Multi-DOF
 joints (universal, ball, free, planar, OpenSim custom) are chains of 1-DOF
-joints through massless bodies, as seed 001 prescribes; :class:`ModelBuilder`
+joints through massless bodies, as Ehsani (2016) prescribes; :class:`ModelBuilder`
 has constructors for them.
 
 Topology, names and counts are static fields; every numeric parameter is an
 array leaf, so ``jax.grad`` with respect to a model works.
 """
 
-import abc
 from collections.abc import Sequence
 from typing import Literal
 
@@ -24,9 +23,9 @@ from jaxtyping import Array, Float
 from ._typing import RealLike
 
 from ._errors import ModelError
-from ._functions import AbstractJointFunction, Constant, Coordinate
+from ._functions import AbstractJointFunction
 from ._loop_closure import ImplicitJointFunction
-from ._spatial import homogeneous, rotation_about_axis, small_matmul, small_matvec
+from ._spatial import homogeneous, rotation_about_axis, skew
 
 GROUND = "ground"
 
@@ -128,16 +127,16 @@ JointKind = Literal["revolute", "prismatic"]
 
 
 class Joint(eqx.Module):
-    """A 1-DOF joint between `parent` and `child` (seed 001, Eq. 38-39, Fig. 1).
+    """A 1-DOF joint between `parent` and `child` (Ehsani 2016, Eq. 38-39, Fig. 1).
 
     The child frame in the parent frame is ``A4 = P · X(f) · C`` where
 
     - ``P = [[parent_rotation, parent_translation], [0, 1]]`` is a constant offset
-      (the seed's ``d_i V_d`` translation of a revolute joint),
+      (Ehsani's ``d_i V_d`` translation of a revolute joint),
     - ``X(f)`` is a rotation by ``f`` about `axis` (revolute, Eq. 39) or a translation
       ``f * axis`` (prismatic), `axis` a unit vector in the offset frame,
     - ``C = [[child_rotation, child_translation], [0, 1]]`` is a constant offset
-      (the seed's constant rotation ``θ_i`` of a prismatic joint),
+      (Ehsani's constant rotation ``θ_i`` of a prismatic joint),
 
     and ``f = function(q)`` is the joint variable (rad or m).
     """
@@ -214,12 +213,10 @@ class Joint(eqx.Module):
         return self.parent_offset() @ self.motion(f) @ self.child_offset()
 
     def joint_matrix(self) -> Float[Array, "4 4"]:
-        """``Â`` with ``∂A4/∂f = A4 Â`` (seed 001, Eq. 69-71), in child-body coordinates."""
+        """``Â`` with ``∂A4/∂f = A4 Â`` (Ehsani 2016, Eq. 69-71), in child-body coordinates."""
         z = jnp.zeros((4, 4), dtype=self.axis.dtype)
         if self.kind == "revolute":
-            a = self.axis
-            w = jnp.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]], dtype=a.dtype)
-            m = z.at[:3, :3].set(w)
+            m = z.at[:3, :3].set(skew(self.axis))
         else:
             m = z.at[:3, 3].set(self.axis)
         c = self.child_offset()
@@ -246,159 +243,6 @@ def prismatic(name: str, parent: str, child: str, axis: RealLike, function: Abst
                  child_rotation=rotation, **kwargs)
 
 
-class AbstractLoad(eqx.Module):
-    """An applied load; :meth:`generalized_force` maps it to ``Q`` (nq,) at ``q``.
-
-    :func:`jaxmb.generalized_forces` sums the loads of a model; subclass this to
-    add your own (springs, bushings, ground reactions). A load whose virtual
-    power is easier to write in the joint variables ``f`` subclasses
-    :class:`AbstractJointSpaceLoad` instead, which the dynamics evaluate without
-    re-solving the joint functions.
-    """
-
-    body: eqx.AbstractVar[str]
-
-    @abc.abstractmethod
-    def generalized_force(self, model: "Model", q) -> Float[Array, " nq"]:
-        """The generalized force ``Q`` of this load at ``q``."""
-
-
-class AbstractJointSpaceLoad(AbstractLoad):
-    """A load given by its power ``P(f, f')`` in the joint variables (linear in ``f'``).
-
-    With ``J = ∂f/∂q`` the generalized force is ``Q_k = P(f, J e_k)`` (virtual
-    power of the load for a unit rate of coordinate k), i.e. ``Q = Jᵀ ∂P/∂f'``:
-    the joint functions are evaluated once per state and shared with the mass
-    matrix and bias terms.
-    """
-
-    @abc.abstractmethod
-    def power(self, model: "Model", f: Float[Array, " nj"], fd: Float[Array, " nj"]) -> Float[Array, ""]:
-        """Power of the load (W) at joint variables `f` moving with rates `fd`."""
-
-    def generalized_force_from_joints(self, model: "Model", f, jac) -> Float[Array, " nq"]:
-        """``Q`` (nq,) from the joint variables `f` (nj,) and their Jacobian `jac` (nj, nq)."""
-        return jax.vmap(lambda col: self.power(model, f, col), in_axes=1)(jac)
-
-    def generalized_force(self, model, q):
-        from ._kinematics import joint_gradients, joint_values
-
-        q = jnp.asarray(q)
-        return self.generalized_force_from_joints(model, joint_values(model, q), joint_gradients(model, q))
-
-
-def _body_pose_from_joints(model: "Model", f, body: str):
-    """Ground-from-body transform (4x4) of `body` alone, along its path."""
-    from ._kinematics import _ground_frame, _local_frames
-
-    rot, trans = _ground_frame(model, *_local_frames(model, f), model.body_index(body))
-    return homogeneous(rot, trans)
-
-
-class _PoseLoad(AbstractJointSpaceLoad):
-    """A load on one body that depends on the body's ground pose only: it is given by
-    its wrench on the body, in body coordinates, at the body's pose ``(R, p)``; the
-    power is that wrench times the body's twist in body coordinates,
-    ``P = n · ω_b + f · v_b`` with ``ω̃_b = Rᵀ Ṙ`` and ``v_b = Rᵀ ṗ``, so that
-    ``Q = J_bᵀ (n, f)`` for the body's spatial Jacobian ``J_b`` (body coordinates,
-    the one the projected dynamics pass builds anyway)."""
-
-    @abc.abstractmethod
-    def body_wrench(self, rotation, translation) -> Float[Array, "6"]:
-        """``(n, f)``: moment about the body origin (N m) and force (N), both in body
-        axes, at the body's ground rotation `rotation` (3, 3) and origin `translation` (3,)."""
-
-    def pose_power(self, pose, dpose) -> Float[Array, ""]:
-        """Power (W) of the load on its body moving with ``T' = dpose`` at ``T = pose`` (4x4)."""
-        rot = pose[:3, :3]
-        w = small_matmul(rot.T, dpose[:3, :3])  # ω̃_b = Rᵀ Ṙ
-        twist = jnp.stack([w[2, 1], w[0, 2], w[1, 0], *small_matvec(rot.T, dpose[:3, 3])])
-        return jnp.sum(self.body_wrench(rot, pose[:3, 3]) * twist)
-
-    def power(self, model, f, fd):
-        pose, dpose = jax.jvp(lambda x: _body_pose_from_joints(model, x, self.body), (f,), (fd,))
-        return self.pose_power(pose, dpose)
-
-
-def _point_force_wrench(rotation, point, force):
-    """Wrench in body axes of a ground-axes `force` applied at body-frame `point`:
-    ``f = Rᵀ F`` and ``n = p × f``."""
-    fb = small_matvec(rotation.T, force)
-    return jnp.concatenate([jnp.cross(point, fb), fb])
-
-
-class PointForce(_PoseLoad):
-    """A force `force` (N, ground axes) applied at `point` (m, body frame) of `body`:
-    ``Q = J_pᵀ F`` (seed 001 Eq. 46 with virtual work ``F · δr_p``)."""
-
-    body: str = eqx.field(static=True)
-    point: Float[Array, "3"]
-    force: Float[Array, "3"]
-
-    def __init__(self, body: str, point: RealLike, force: RealLike):
-        self.body = str(body)
-        self.point = _f(point, (3,))
-        self.force = _f(force, (3,))
-
-    def body_wrench(self, rotation, translation):
-        return _point_force_wrench(rotation, self.point.astype(rotation.dtype), self.force.astype(rotation.dtype))
-
-
-class BodyTorque(_PoseLoad):
-    """A pure torque `torque` (N m, ground axes) applied to `body`: ``Q = J_ωᵀ τ``."""
-
-    body: str = eqx.field(static=True)
-    torque: Float[Array, "3"]
-
-    def __init__(self, body: str, torque: RealLike):
-        self.body = str(body)
-        self.torque = _f(torque, (3,))
-
-    def body_wrench(self, rotation, translation):
-        return jnp.concatenate([small_matvec(rotation.T, self.torque.astype(rotation.dtype)),
-                                jnp.zeros(3, rotation.dtype)])
-
-
-class LinearSpring(_PoseLoad):
-    """A linear spring from `point` (m, body frame) of `body` to `anchor` (m, ground):
-    potential ``V = ½ k (L - L0)²``, generalized force ``Q = -∂V/∂q``.
-    (Andrews' squeezer's spring; seed 001 Eq. 199.)"""
-
-    body: str = eqx.field(static=True)
-    point: Float[Array, "3"]
-    anchor: Float[Array, "3"]
-    stiffness: Float[Array, ""]
-    rest_length: Float[Array, ""]
-
-    def __init__(self, body: str, point: RealLike, anchor: RealLike, stiffness: RealLike, rest_length: RealLike):
-        self.body = str(body)
-        self.point = _f(point, (3,))
-        self.anchor = _f(anchor, (3,))
-        self.stiffness = _f(stiffness)
-        self.rest_length = _f(rest_length)
-
-    def _length_from_joints(self, model, f):
-        t = _body_pose_from_joints(model, f, self.body)
-        r = t[:3, :3] @ self.point.astype(f.dtype) + t[:3, 3] - self.anchor.astype(f.dtype)
-        return jnp.sqrt(jnp.sum(r**2))
-
-    def length(self, model, q):
-        from ._kinematics import joint_values
-
-        q = jnp.asarray(q)
-        return self._length_from_joints(model, joint_values(model, q))
-
-    def potential_energy(self, model, q):
-        return 0.5 * self.stiffness * (self.length(model, q) - self.rest_length) ** 2
-
-    def body_wrench(self, rotation, translation):
-        # F = -k (L - L0) r / L on the point, r from the anchor to the point.
-        point = self.point.astype(rotation.dtype)
-        r = small_matvec(rotation, point) + translation - self.anchor.astype(rotation.dtype)
-        length = jnp.sqrt(jnp.sum(r**2))
-        return _point_force_wrench(rotation, point, -self.stiffness * (length - self.rest_length) / length * r)
-
-
 class Model(eqx.Module):
     """A tree of rigid bodies with joint variables ``f_i(q)``.
 
@@ -411,7 +255,7 @@ class Model(eqx.Module):
       holds a parents-first traversal.
     - `coordinate_names`: names of the generalized coordinates ``q`` (nq,).
     - `gravity`: (3,) gravitational acceleration in ground axes, m/s².
-    - `loads`: applied loads that are part of the model (e.g. seed 002's spring).
+    - `loads`: applied loads that are part of the model (e.g. the spring of Cesari et al. 2001).
     - `q_default`, `q_lower`, `q_upper`: default value and range of each coordinate.
     - `muscles`: musculotendon paths (see the muscles module), may be empty.
 
@@ -428,7 +272,7 @@ class Model(eqx.Module):
     bodies: tuple[Body, ...]
     joints: tuple[Joint, ...]
     gravity: Float[Array, "3"]
-    loads: tuple[AbstractLoad, ...]
+    loads: tuple  # of jaxmb.AbstractLoad (defined a layer above, in _loads)
     q_default: Float[Array, " nq"]
     q_lower: Float[Array, " nq"]
     q_upper: Float[Array, " nq"]
@@ -440,7 +284,7 @@ class Model(eqx.Module):
     loops: tuple[tuple[int, ...], ...] = eqx.field(static=True)
 
     def __init__(self, bodies: Sequence[Body], joints: Sequence[Joint], coordinate_names: Sequence[str],
-                 gravity: RealLike = (0.0, -9.81, 0.0), loads: Sequence[AbstractLoad] = (),
+                 gravity: RealLike = (0.0, -9.81, 0.0), loads: Sequence = (),
                  q_default: RealLike | None = None, q_lower: RealLike | None = None,
                  q_upper: RealLike | None = None, muscles: Sequence = (), name: str = "model"):
         self.name = str(name)
@@ -520,6 +364,8 @@ class Model(eqx.Module):
         self.q_upper = _f(jnp.full(nq, jnp.inf) if q_upper is None else q_upper, (nq,))
         self.muscles = tuple(muscles)
         self.loops = _loop_groups(self.joints)
+        _check_ranges(self)
+        _check_regular(self)
 
     # -- static topology ---------------------------------------------------
     @property
@@ -557,7 +403,7 @@ class Model(eqx.Module):
             ) from None
 
     def ancestors(self, i: int) -> tuple[int, ...]:
-        """``Anc(i)``: moving ancestors of body i, root first (seed 001, section 3-1)."""
+        """``Anc(i)``: moving ancestors of body i, root first (Ehsani 2016, section 3-1)."""
         out = []
         p = self.parents[i]
         while p >= 0:
@@ -596,124 +442,123 @@ def _no_duplicates(kind: str, names: Sequence[str]):
         seen.add(n)
 
 
-class ModelBuilder:
-    """Mutable helper that assembles a :class:`Model` step by step.
+def _check_ranges(model: "Model"):
+    values = _concrete(model.q_default, model.q_lower, model.q_upper)
+    if values is None:
+        return
+    default, lower, upper = values
+    for k, name in enumerate(model.coordinate_names):
+        if np.isnan(lower[k]) or np.isnan(upper[k]) or not lower[k] <= upper[k]:
+            raise ModelError(
+                f"Model {model.name!r}: coordinate {name!r} has range ({lower[k]}, {upper[k]}); "
+                "give (lower, upper) with lower <= upper."
+            )
+        if not np.isfinite(default[k]):
+            raise ModelError(f"Model {model.name!r}: coordinate {name!r} has non-finite default {default[k]}.")
 
-    ```python
-    b = ModelBuilder("arm", gravity=(0, -9.81, 0))
-    q = b.add_coordinate("shoulder")
-    b.add_body(Body("humerus", 2.0, (0, -0.15, 0), jnp.diag(jnp.array([0.01, 0.001, 0.01]))))
-    b.add_joint(revolute("shoulder", "ground", "humerus", (0, 0, 1), Coordinate(q)))
-    model = b.build()
-    ```
-    """
 
-    def __init__(self, name: str = "model", gravity: RealLike = (0.0, -9.81, 0.0)):
-        self.name = name
-        self.gravity = gravity
-        self.bodies: list[Body] = []
-        self.joints: list[Joint] = []
-        self.coordinates: list[str] = []
-        self.defaults: list[float] = []
-        self.lower: list[float] = []
-        self.upper: list[float] = []
-        self.loads: list[AbstractLoad] = []
-        self.muscles: list = []
+def _np_rotation(axis, angle):
+    k = np.array([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]])
+    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
 
-    def add_coordinate(self, name: str, default: float = 0.0,
-                       range: tuple[float, float] = (-np.inf, np.inf)) -> int:
-        """Add a generalized coordinate; returns its index in ``q``."""
-        if name in self.coordinates:
-            raise ModelError(f"Duplicate coordinate name {name!r}.")
-        self.coordinates.append(name)
-        self.defaults.append(float(default))
-        self.lower.append(float(range[0]))
-        self.upper.append(float(range[1]))
-        return len(self.coordinates) - 1
 
-    def add_body(self, body: Body) -> Body:
-        self.bodies.append(body)
-        return body
+def _check_regular(model: "Model"):
+    """Structural causes of a singular mass matrix, found with NumPy at build time (no
+    compilation): a coordinate that no joint function reads, a moving subtree without
+    mass, and a revolute joint whose moving subtree has no inertia about its axis at the
+    default pose. Skipped when the model's parameters are traced."""
+    reads = [set(j.function.coordinate_indices()) for j in model.joints]
+    for k, name in enumerate(model.coordinate_names):
+        if not any(k in r for r in reads):
+            raise ModelError(
+                f"Model {model.name!r}: no joint function reads coordinate {name!r} (index {k}), so "
+                "it has no inertia and the mass matrix is singular; remove the coordinate or drive "
+                "a joint with it (e.g. Coordinate(index))."
+            )
+    inertial = _concrete(*(x for b in model.bodies for x in (b.mass, b.com, b.inertia)))
+    if inertial is None:
+        return
+    mass = inertial[0::3]
+    com = inertial[1::3]
+    inertia = inertial[2::3]
+    n = len(model.joints)
+    children = [[] for _ in range(n)]
+    for i, p in enumerate(model.parents):
+        if p >= 0:
+            children[p].append(i)
 
-    def add_joint(self, joint: Joint) -> Joint:
-        self.joints.append(joint)
-        return joint
+    def subtree(i):
+        out, stack = [], [i]
+        while stack:
+            k = stack.pop()
+            out.append(k)
+            stack.extend(children[k])
+        return out
 
-    def add_load(self, load: AbstractLoad) -> AbstractLoad:
-        self.loads.append(load)
-        return load
+    frames = None  # joints' local frames at the default pose, computed on demand
+    for i, joint in enumerate(model.joints):
+        if not reads[i]:
+            continue
+        coords = [model.coordinate_names[k] for k in sorted(reads[i])]
+        tree = subtree(i)
+        total = sum(float(mass[k]) for k in tree)
+        if not total > 0.0:
+            raise ModelError(
+                f"Model {model.name!r}: body {joint.child!r} and the bodies it carries have no mass, "
+                f"but joint {joint.name!r} moves them with coordinate(s) {coords}; the mass matrix is "
+                "singular. Give the end body mass and inertia, or make the joint a weld (Constant)."
+            )
+        if joint.kind != "revolute":
+            continue
+        scale = max(float(np.max(np.abs(inertia[k]))) for k in tree)
+        if any(float(np.linalg.eigvalsh(inertia[k])[0]) > 1e-9 * scale for k in tree if mass[k] > 0):
+            continue  # a body with inertia about every axis
+        if frames is None:
+            frames = _default_frames(model)
+            if frames is None:
+                return
+        rot, trans = frames
+        # Composite rotational inertia of the subtree about the joint's child origin, in
+        # child axes, with the bodies' poses relative to that frame.
+        poses = {i: (np.eye(3), np.zeros(3))}
+        total_inertia = np.zeros((3, 3))
+        for k in tree:  # parents come before children in `subtree`'s order
+            if k != i:
+                r, p = poses[model.parents[k]]
+                poses[k] = (r @ rot[k], r @ trans[k] + p)
+            r, p = poses[k]
+            c = r @ com[k] + p
+            total_inertia += r @ inertia[k] @ r.T + mass[k] * (c @ c * np.eye(3) - np.outer(c, c))
+        rc, tc = np.asarray(joint.child_rotation), np.asarray(joint.child_translation)
+        a = np.asarray(joint.axis)
+        w, v = rc.T @ a, rc.T @ np.cross(a, tc)
+        # S = (ω, v) with v = -ω × o for the axis through o: the inertia about the axis line.
+        first = sum(mass[k] * (poses[k][0] @ com[k] + poses[k][1]) for k in tree)
+        moment = w @ total_inertia @ w + 2.0 * w @ np.cross(first, v) + total * v @ v
+        if not moment > 1e-12 * max(total, float(np.trace(total_inertia))):
+            raise ModelError(
+                f"Model {model.name!r}: the bodies moved by revolute joint {joint.name!r} (body "
+                f"{joint.child!r} and its descendants) have no inertia about its axis at the default "
+                f"pose, so coordinate(s) {coords} have no inertia and the mass matrix is singular. "
+                "Give the bodies inertia about that axis, or make the joint a weld (Constant)."
+            )
 
-    def add_chain(self, name: str, parent: str, child: str,
-                  axes: Sequence[tuple[JointKind, RealLike, AbstractJointFunction]],
-                  offset: RealLike = (0.0, 0.0, 0.0), rotation: RealLike | None = None,
-                  child_translation: RealLike = (0.0, 0.0, 0.0),
-                  child_rotation: RealLike | None = None) -> list[Joint]:
-        """A multi-DOF joint as a chain of 1-DOF joints through massless bodies.
 
-        `axes` lists ``(kind, axis, function)`` in the order the motions are
-        composed (each axis in the frame left by the previous motions). `offset`
-        and `rotation` place the chain's first frame in `parent`;
-        `child_translation`/`child_rotation` place `child` in the last frame.
-        """
-        if len(axes) == 0:
-            raise ModelError(f"Joint {name!r}: a chain needs at least one axis (use a weld otherwise).")
-        made = []
-        prev = parent
-        for k, (kind, axis, fn) in enumerate(axes):
-            last = k == len(axes) - 1
-            link = child if last else f"{name}_link{k + 1}"
-            if not last:
-                self.add_body(Body.virtual(link))
-            j = Joint(f"{name}_{k + 1}" if len(axes) > 1 else name, prev, link, kind, axis, fn,
-                      parent_translation=offset if k == 0 else (0.0, 0.0, 0.0),
-                      parent_rotation=rotation if k == 0 else None,
-                      child_translation=child_translation if last else (0.0, 0.0, 0.0),
-                      child_rotation=child_rotation if last else None)
-            made.append(self.add_joint(j))
-            prev = link
-        return made
+def _default_frames(model: "Model"):
+    """The joints' local frames ``(R, p)`` at ``model.q_default``, in NumPy; None when a
+    joint function cannot be evaluated eagerly there."""
+    try:
+        q = jnp.asarray(model.q_default)
+        rot, trans = [], []
+        for j in model.joints:
+            f = float(np.asarray(j.function(q)))
+            rp, tp = np.asarray(j.parent_rotation), np.asarray(j.parent_translation)
+            rc, tc = np.asarray(j.child_rotation), np.asarray(j.child_translation)
+            a = np.asarray(j.axis)
+            x, d = (_np_rotation(a, f), np.zeros(3)) if j.kind == "revolute" else (np.eye(3), f * a)
+            rot.append(rp @ x @ rc)
+            trans.append(rp @ (x @ tc + d) + tp)
+        return rot, trans
+    except Exception:  # noqa: BLE001 - a check, not a requirement: skip it
+        return None
 
-    def add_weld(self, name: str, parent: str, child: str, offset: RealLike = (0.0, 0.0, 0.0),
-                 rotation: RealLike | None = None) -> Joint:
-        """A rigid attachment: a revolute joint locked at 0."""
-        return self.add_joint(Joint(name, parent, child, "revolute", (0.0, 0.0, 1.0), Constant(0.0),
-                                    parent_translation=offset, parent_rotation=rotation))
-
-    def add_universal(self, name, parent, child, coordinates: tuple[int, int],
-                      axes=((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)), **kw):
-        """Universal joint: rotations about two axes (the second in the rotated frame)."""
-        return self.add_chain(name, parent, child,
-                              [("revolute", axes[0], Coordinate(coordinates[0])),
-                               ("revolute", axes[1], Coordinate(coordinates[1]))], **kw)
-
-    def add_ball(self, name, parent, child, coordinates: tuple[int, int, int], **kw):
-        """Ball joint as body-fixed X-Y-Z rotations (OpenSim's BallJoint coordinates)."""
-        return self.add_chain(name, parent, child,
-                              [("revolute", (1.0, 0.0, 0.0), Coordinate(coordinates[0])),
-                               ("revolute", (0.0, 1.0, 0.0), Coordinate(coordinates[1])),
-                               ("revolute", (0.0, 0.0, 1.0), Coordinate(coordinates[2]))], **kw)
-
-    def add_planar(self, name, parent, child, coordinates: tuple[int, int, int], **kw):
-        """Planar joint: rotation about z, then translations along x and y (OpenSim order)."""
-        return self.add_chain(name, parent, child,
-                              [("prismatic", (1.0, 0.0, 0.0), Coordinate(coordinates[1])),
-                               ("prismatic", (0.0, 1.0, 0.0), Coordinate(coordinates[2])),
-                               ("revolute", (0.0, 0.0, 1.0), Coordinate(coordinates[0]))], **kw)
-
-    def add_free(self, name, parent, child, coordinates: tuple[int, int, int, int, int, int], **kw):
-        """Free joint: translations x, y, z (parent axes) then body-fixed X-Y-Z rotations."""
-        c = coordinates
-        return self.add_chain(name, parent, child,
-                              [("prismatic", (1.0, 0.0, 0.0), Coordinate(c[3])),
-                               ("prismatic", (0.0, 1.0, 0.0), Coordinate(c[4])),
-                               ("prismatic", (0.0, 0.0, 1.0), Coordinate(c[5])),
-                               ("revolute", (1.0, 0.0, 0.0), Coordinate(c[0])),
-                               ("revolute", (0.0, 1.0, 0.0), Coordinate(c[1])),
-                               ("revolute", (0.0, 0.0, 1.0), Coordinate(c[2]))], **kw)
-
-    def build(self) -> Model:
-        return Model(self.bodies, self.joints, self.coordinates, gravity=self.gravity,
-                     loads=self.loads, q_default=jnp.asarray(self.defaults, dtype=float),
-                     q_lower=jnp.asarray(self.lower, dtype=float),
-                     q_upper=jnp.asarray(self.upper, dtype=float),
-                     muscles=self.muscles, name=self.name)

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb as mb
-from jaxmb import seed
+from jaxmb import matrix_calculus
 from models_for_tests import knee_like_tree
 
 
@@ -17,7 +17,7 @@ def _arm():
 STATE = (jnp.array([0.4, 0.7, -0.5]), jnp.array([1.3, -0.8, 2.1]), jnp.array([0.5, -1.5, 0.9]))
 
 
-def test_seed_002_eq_10_forearm_vertical_acceleration():
+def test_cesari_2001_eq_10_forearm_vertical_acceleration():
     """Eq. 10 prints -[l1 sin a1 - d2 sin(a1+a2)] a1'^2 + d2 sin(a1+a2)(2 a1' a2' + a2'^2);
     both signs inside are wrong: -[l1 sin a1 + d2 sin(a1+a2)] a1'^2 - d2 sin(...)(...)."""
     model = _arm()
@@ -31,7 +31,7 @@ def test_seed_002_eq_10_forearm_vertical_acceleration():
     assert abs(printed - exact) > 1e-2
 
 
-def test_seed_002_eq_14_hand_vertical_acceleration():
+def test_cesari_2001_eq_14_hand_vertical_acceleration():
     """Eq. 14 prints d3 cos(a1+a2+a3) in the 2 a1' a2' term; it is d3 sin(a1+a2+a3)."""
     model = _arm()
     (a1, a2, a3), (w1, w2, w3), (b1, b2, b3) = (np.asarray(x) for x in STATE)
@@ -49,13 +49,13 @@ def test_seed_002_eq_14_hand_vertical_acceleration():
     assert abs(eq14(c123) - exact) > 1e-3
 
 
-def test_seed_001_eq_131_needs_the_second_moment_not_the_inertia_tensor():
+def test_ehsani_2016_eq_131_needs_the_second_moment_not_the_inertia_tensor():
     """Eq. 131 names the upper-left block of J_i 'the moment of inertia tensor at p'; only
     the second moment ∫ r rᵀ dm = m c cᵀ + ½ tr(I_c) 1 - I_c reproduces M."""
     model = knee_like_tree()  # 3-D: for planar motion the two happen to agree
     q = jnp.array([0.3, -0.4, 0.6])
-    ds = seed.D_closed_form(model, q)
-    right = sum(seed.body_mass_matrix(b, ds[i], 3) for i, b in enumerate(model.bodies))
+    ds = matrix_calculus.D_closed_form(model, q)
+    right = sum(matrix_calculus.body_mass_matrix(b, ds[i], 3) for i, b in enumerate(model.bodies))
 
     def printed_j(body):
         m, c = body.mass, body.com
@@ -63,13 +63,13 @@ def test_seed_001_eq_131_needs_the_second_moment_not_the_inertia_tensor():
         top = jnp.concatenate([inertia_at_origin, (m * c)[:, None]], axis=1)
         return jnp.concatenate([top, jnp.concatenate([m * c, m[None]])[None, :]], axis=0)
 
-    wrong = sum(seed._kron_sandwich(printed_j(b), ds[i], ds[i], 3) for i, b in enumerate(model.bodies))
+    wrong = sum(matrix_calculus._kron_sandwich(printed_j(b), ds[i], ds[i], 3) for i, b in enumerate(model.bodies))
     np.testing.assert_allclose(right, mb.mass_matrix(model, q), rtol=1e-11, atol=1e-13)
     assert np.max(np.abs(wrong - right)) > 1e-2
 
 
-def test_seed_001_definition_1_shape_is_mr_by_n():
+def test_ehsani_2016_definition_1_shape_is_mr_by_n():
     """Definition 1 says ∂A/∂q ∈ R^{m x n}; it is (m r) x n (D_i is 4 nq x 4, Eq. 49)."""
     model = mb.models.planar_chain(3)
-    assert seed.D_closed_form(model, jnp.zeros(3))[0].shape == (4 * 3, 4)
-    assert jax.jacfwd(lambda x: seed.D_closed_form(model, x)[2])(jnp.zeros(3)).shape == (12, 4, 3)
+    assert matrix_calculus.D_closed_form(model, jnp.zeros(3))[0].shape == (4 * 3, 4)
+    assert jax.jacfwd(lambda x: matrix_calculus.D_closed_form(model, x)[2])(jnp.zeros(3)).shape == (12, 4, 3)

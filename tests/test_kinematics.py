@@ -1,4 +1,4 @@
-"""Seed 001 kinematics: D_i and D'_i by recursion and closed form against autodiff of B_i(q);
+"""Ehsani (2016) kinematics: D_i and D'_i by recursion and closed form against autodiff of B_i(q);
 point velocities and accelerations by Eq. 44 and 57 against jax.jvp."""
 
 import jax
@@ -8,7 +8,7 @@ import pytest
 
 import jaxmb as mb
 from jaxmb._kinematics import _joint_rates_and_gradients
-from jaxmb import seed
+from jaxmb import matrix_calculus
 from jaxmb._spatial import matrix_derivative
 from models_for_tests import all_models, random_state
 
@@ -16,23 +16,23 @@ MODELS = all_models()
 TOL = 1e-10  # relative, float64, exact maths
 
 
-# The seed route runs eagerly: compiling its unrolled Kronecker products costs more
+# The matrix-calculus route runs eagerly: compiling its unrolled Kronecker products costs more
 # than dispatching them.
-D_recursive = seed.D_recursive
-D_closed_form = seed.D_closed_form
-D2_recursive = seed.D2_recursive
-D2_closed_form = seed.D2_closed_form
+D_recursive = matrix_calculus.D_recursive
+D_closed_form = matrix_calculus.D_closed_form
+D2_recursive = matrix_calculus.D2_recursive
+D2_closed_form = matrix_calculus.D2_closed_form
 
 
 @jax.jit
 def _autodiff_D(model, q):
-    jac = jax.jacfwd(lambda x: seed.B_matrices(model, x))(q)  # (nb, 4, 4, nq)
+    jac = jax.jacfwd(lambda x: matrix_calculus.B_matrices(model, x))(q)  # (nb, 4, 4, nq)
     return [matrix_derivative(jac[i]) for i in range(model.n_bodies)]
 
 
 @jax.jit
 def _autodiff_D2(model, q):
-    hes = jax.jacfwd(jax.jacfwd(lambda x: seed.B_matrices(model, x)))(q)  # (nb, 4, 4, nq, nq)
+    hes = jax.jacfwd(jax.jacfwd(lambda x: matrix_calculus.B_matrices(model, x)))(q)  # (nb, 4, 4, nq, nq)
     nq = model.nq
     # D'[(r nq + a) nq + b, c] = d²B_rc/dq_a dq_b
     return [jnp.transpose(hes[i], (0, 2, 3, 1)).reshape(4 * nq * nq, 4) for i in range(model.n_bodies)]
@@ -67,7 +67,7 @@ def test_printed_eq_88_is_wrong_for_a_non_root_joint():
     """Erratum: Eq. 88 writes W_iiᵀ ⊗ I ⊗ ∇f_i where (Â_iᵀ pr(i)_i A4ᵀ) ⊗ I ⊗ ∇f_i is right."""
     model = mb.models.planar_chain(3)
     q = jnp.array([0.4, -0.3, 0.9])
-    local, poses, hats = seed._frames(model, q)
+    local, poses, hats = matrix_calculus._frames(model, q)
     grads = mb.joint_gradients(model, q)
     d1 = D_recursive(model, q)
     i, p = 2, 1
@@ -79,7 +79,7 @@ def test_printed_eq_88_is_wrong_for_a_non_root_joint():
 
 
 @pytest.mark.parametrize("name", ["three_link_arm_spring", "knee_like_tree"])
-def test_point_velocity_and_acceleration_by_seed_formulas(name):
+def test_point_velocity_and_acceleration_by_ehsani_formulas(name):
     """Eq. 44: v = D_iᵀ (r̄ ⊗ q'); Eq. 57: a = D'_iᵀ (r̄ ⊗ q'^[2]) + D_iᵀ (r̄ ⊗ q'')."""
     model = MODELS[name]
     q, qd, qdd = random_state(model, 3)
@@ -88,11 +88,11 @@ def test_point_velocity_and_acceleration_by_seed_formulas(name):
     rbar = jnp.concatenate([point, jnp.ones(1)])
     d = D_closed_form(model, q)[body]
     d2 = D2_closed_form(model, q)[body]
-    v_seed = d.T @ jnp.kron(rbar, qd)
-    a_seed = d2.T @ jnp.kron(rbar, jnp.kron(qd, qd)) + d.T @ jnp.kron(rbar, qdd)
-    _close(v_seed[:3], mb.point_velocity(model, q, qd, body, point))
-    _close(a_seed[:3], mb.point_acceleration(model, q, qd, qdd, body, point))
-    assert abs(float(v_seed[3])) < 1e-14 and abs(float(a_seed[3])) < 1e-14
+    v_ehsani = d.T @ jnp.kron(rbar, qd)
+    a_ehsani = d2.T @ jnp.kron(rbar, jnp.kron(qd, qd)) + d.T @ jnp.kron(rbar, qdd)
+    _close(v_ehsani[:3], mb.point_velocity(model, q, qd, body, point))
+    _close(a_ehsani[:3], mb.point_acceleration(model, q, qd, qdd, body, point))
+    assert abs(float(v_ehsani[3])) < 1e-14 and abs(float(a_ehsani[3])) < 1e-14
 
 
 def test_double_pendulum_positions():

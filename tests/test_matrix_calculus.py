@@ -1,4 +1,4 @@
-"""Seed 001, section 2: Definition 1 and Theorems 1-4, checked with jax.jacfwd on random
+"""Ehsani (2016), section 2: Definition 1 and Theorems 1-4, checked with jax.jacfwd on random
 matrix-valued functions, and Eq. 39 (Rodrigues) against the matrix exponential."""
 
 import jax

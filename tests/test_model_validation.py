@@ -89,3 +89,56 @@ def test_joint_listing_order_does_not_change_the_dynamics():
         assert float(jnp.max(jnp.abs(a - b))) < 1e-13
     assert jnp.allclose(mb.body_transforms(chain, q)[0], mb.body_transforms(shuffled, q)[2], atol=1e-15)
     assert jnp.allclose(mb.joint_values(shuffled, q), q[::-1])
+
+
+# Models whose mass matrix is singular by construction are refused at build time.
+
+def _arm(coords=("q",), end=None, extra=None):
+    b = mb.ModelBuilder("arm")
+    for c in coords:
+        b.add_coordinate(c)
+    b.add_body(mb.Body("upper", 1.0, **ROD))
+    b.add_joint(_rev("shoulder", "ground", "upper"))
+    if end is not None:
+        b.add_body(end)
+        b.add_joint(extra)
+    return b.build()
+
+
+def test_empty_coordinate_range_is_refused():
+    b = mb.ModelBuilder()
+    with pytest.raises(mb.ModelError, match=r"Coordinate 'knee': range \(1, -1\).*lower <= upper"):
+        b.add_coordinate("knee", range=(1, -1))
+    with pytest.raises(mb.ModelError, match="coordinate 'q' has range"):
+        mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ["q"], q_lower=[1.0], q_upper=[-1.0])
+
+
+def test_coordinate_read_by_no_joint_is_refused():
+    with pytest.raises(mb.ModelError, match="no joint function reads coordinate 'spare' .*remove the coordinate"):
+        _arm(coords=("q", "spare"))
+
+
+def test_massless_end_body_with_its_own_coordinate_is_refused():
+    with pytest.raises(mb.ModelError, match="body 'hand' and the bodies it carries have no mass.*'wrist'.*"
+                                            r"\['w'\]"):
+        _arm(coords=("q", "w"), end=mb.Body.virtual("hand"),
+             extra=mb.revolute("wrist", "upper", "hand", (0, 0, 1.0), mb.Coordinate(1)))
+    # A massless link carrying a body with mass is fine (a multi-DOF joint's chain).
+    b = mb.ModelBuilder()
+    q = [b.add_coordinate(c) for c in ("a", "b")]
+    b.add_universal("u", "ground", "ball", (q[0], q[1]))
+    b.add_body(mb.Body("ball", 1.0, inertia=jnp.eye(3) * 0.1))
+    assert b.build().nq == 2
+
+
+def test_revolute_joint_without_inertia_about_its_axis_is_refused():
+    # A point mass on the axis of the wrist (the axis passes through the hand's origin).
+    point = mb.Body("hand", 0.5, com=(0.0, 0.0, 0.3))
+    with pytest.raises(mb.ModelError, match="revolute joint 'wrist'.*no inertia about its axis.*'w'"):
+        _arm(coords=("q", "w"), end=point,
+             extra=mb.revolute("wrist", "upper", "hand", (0, 0, 1.0), mb.Coordinate(1), offset=(0, -1.0, 0)))
+    # The same point mass off the axis has inertia about it.
+    off = mb.Body("hand", 0.5, com=(0.1, 0.0, 0.3))
+    m = _arm(coords=("q", "w"), end=off,
+             extra=mb.revolute("wrist", "upper", "hand", (0, 0, 1.0), mb.Coordinate(1), offset=(0, -1.0, 0)))
+    assert jnp.linalg.eigvalsh(mb.mass_matrix(m, jnp.zeros(2)))[0] > 0

@@ -11,8 +11,7 @@ import pathlib
 import warnings
 
 from ._errors import CommandError
-from ._main import BUILT_IN_MODELS
-from ._paths import check_model_file
+from ._paths import BUILT_IN_MODELS, check_model_file
 
 
 def _num(x: float) -> str:

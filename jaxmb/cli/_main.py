@@ -15,9 +15,7 @@ import warnings
 
 from .. import __version__
 from ._errors import CommandError, UsageError
-
-BUILT_IN_MODELS = ("double-pendulum", "three-link-arm", "planar-chain")
-
+from ._paths import BUILT_IN_MODELS
 
 class _Parser(argparse.ArgumentParser):
     """argparse, whose usage errors become :class:`UsageError` (one line, status 2)."""

@@ -7,6 +7,9 @@ import pathlib
 
 from ._errors import CommandError, UsageError
 
+# The examples the command line builds by name (jaxmb.models).
+BUILT_IN_MODELS = ("double-pendulum", "three-link-arm", "planar-chain")
+
 
 def check_model_file(path: str) -> pathlib.Path:
     """`path` as a readable file, else a :class:`CommandError` naming it."""

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 
 from .._functions import Coordinate, Linear
-from .._model import Body, ModelBuilder, PointForce, revolute
+from .._builder import ModelBuilder
+from .._loads import PointForce
+from .._model import Body, revolute
 
 _Z = (0.0, 0.0, 1.0)
 

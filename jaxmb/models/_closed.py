@@ -18,7 +18,9 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._loop_closure import LoopClosure, implicit_joint_functions
 from .._functions import Coordinate
-from .._model import Body, LinearSpring, Model, ModelBuilder, _f, revolute
+from .._builder import ModelBuilder
+from .._loads import LinearSpring
+from .._model import Body, Model, _f, revolute
 
 _Z = (0.0, 0.0, 1.0)
 
@@ -387,7 +389,7 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
     The [`jaxmb.Model`][jaxmb.Model]: nq = 1 (embedded) or 7, angles in rad, SI units throughout,
     with `q_default` the consistent initial angles `ANDREWS_Y0`.
     """
-    from .._model import BodyTorque
+    from .._loads import BodyTorque
 
     P = ANDREWS_PARAMETERS
     params = jnp.asarray([P[k] for k in ("rr", "d", "ss", "e", "zt", "zf", "u")])

@@ -1,7 +1,7 @@
-"""The seed's route: seed 001's matrix-calculus formulas, implemented as printed (errata fixed).
+"""Ehsani's route: the matrix-calculus formulas of Ehsani (2016), implemented as printed (errata fixed).
 
 This module is the reference implementation of Ehsani's "Empirically-based
-multibody dynamics" (seed 001), kept readable against the paper: Kronecker
+multibody dynamics" (2016), kept readable against the paper: Kronecker
 products of size ``16 nq``, Python loops over ancestors. It is slow by design;
 :mod:`jaxmb` uses the recursive route by default and the tests check all three
 routes against one another. Corrections to the printed equations are listed

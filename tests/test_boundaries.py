@@ -1,0 +1,73 @@
+"""The boundary a user touches: arguments of the wrong shape or dtype get an error that
+names the function, the argument, the expected and the received shape."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jaxmb as mb
+
+MODEL = mb.models.double_pendulum()  # nq = 2
+
+
+def _calls(q, qd, qdd, tau):
+    m = MODEL
+    return {
+        "mass_matrix": lambda: mb.mass_matrix(m, q),
+        "gravity_forces": lambda: mb.gravity_forces(m, q),
+        "velocity_forces": lambda: mb.velocity_forces(m, q, qd),
+        "bias_forces": lambda: mb.bias_forces(m, q, qd),
+        "generalized_forces": lambda: mb.generalized_forces(m, q),
+        "forward_dynamics": lambda: mb.forward_dynamics(m, q, qd, tau),
+        "inverse_dynamics": lambda: mb.inverse_dynamics(m, q, qd, qdd),
+        "inverse_dynamics_terms": lambda: mb.inverse_dynamics_terms(m, q, qd, qdd),
+        "kinetic_energy": lambda: mb.kinetic_energy(m, q, qd),
+        "potential_energy": lambda: mb.potential_energy(m, q),
+        "body_transforms": lambda: mb.body_transforms(m, q),
+        "point_position": lambda: mb.point_position(m, q, 0),
+        "point_velocity": lambda: mb.point_velocity(m, q, qd, 0),
+        "point_acceleration": lambda: mb.point_acceleration(m, q, qd, qdd, 0),
+        "point_jacobian": lambda: mb.point_jacobian(m, q, 0),
+        "body_angular_velocities": lambda: mb.body_angular_velocities(m, q, qd),
+        "angular_jacobians": lambda: mb.angular_jacobians(m, q),
+    }
+
+
+GOOD = jnp.array([0.3, -0.2])
+BAD = jnp.array([0.3, -0.2, 0.1])
+NAMES = list(_calls(GOOD, GOOD, GOOD, GOOD))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_wrong_length_q_names_the_argument_and_shapes(name):
+    with pytest.raises(mb.ModelError, match=rf"{name}: q must have shape \(2,\).*got shape \(3,\)"):
+        _calls(BAD, GOOD, GOOD, GOOD)[name]()
+
+
+@pytest.mark.parametrize("arg", ["qd", "qdd", "tau"])
+def test_wrong_length_rates_name_the_argument(arg):
+    args = dict(q=GOOD, qd=GOOD, qdd=GOOD, tau=GOOD)
+    args[arg] = BAD
+    fn = {"qd": "forward_dynamics", "qdd": "inverse_dynamics", "tau": "forward_dynamics"}[arg]
+    with pytest.raises(mb.ModelError, match=rf"{fn}: {arg} must have shape \(2,\).*got shape \(3,\)"):
+        _calls(**args)[fn]()
+
+
+def test_a_batch_is_refused_with_a_hint_at_vmap():
+    with pytest.raises(mb.ModelError, match=r"mass_matrix: q must have shape \(2,\).*\(4, 2\).*jax.vmap"):
+        mb.mass_matrix(MODEL, jnp.zeros((4, 2)))
+    # ... and works under vmap.
+    assert jax.vmap(lambda q: mb.mass_matrix(MODEL, q))(jnp.zeros((4, 2))).shape == (4, 2, 2)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_integer_arguments_work_like_floats(name):
+    ints = _calls(jnp.array([1, 0]), jnp.array([0, 2]), jnp.array([1, 1]), jnp.array([0, 1]))[name]()
+    floats = _calls(jnp.array([1.0, 0.0]), jnp.array([0.0, 2.0]), jnp.array([1.0, 1.0]), jnp.array([0.0, 1.0]))[name]()
+    for a, b in zip(jax.tree.leaves(ints), jax.tree.leaves(floats)):
+        assert jnp.issubdtype(a.dtype, jnp.floating)
+        assert jnp.allclose(a, b, rtol=1e-14, atol=0.0)
+
+
+def test_python_lists_are_accepted():
+    assert jnp.allclose(mb.mass_matrix(MODEL, [0.3, -0.2]), mb.mass_matrix(MODEL, GOOD))
