@@ -21,10 +21,13 @@ API_PAGES = pathlib.Path(__file__).resolve().parents[1] / "docs" / "api"
 
 
 def public_modules():
-    """`{dotted name: module}` for jaxmb and the public submodules it imports."""
+    """`{dotted name: module}` for jaxmb and the public submodules it imports. The
+    command line (`jaxmb.cli`, documented on the Getting started page) is not library
+    API; it appears in `vars(jaxmb)` only once some test has imported it."""
     modules = {"jaxmb": jaxmb}
     for name, obj in vars(jaxmb).items():
-        if isinstance(obj, types.ModuleType) and not name.startswith("_") and obj.__name__.startswith("jaxmb."):
+        if (isinstance(obj, types.ModuleType) and not name.startswith("_") and obj.__name__.startswith("jaxmb.")
+                and obj.__name__ != "jaxmb.cli"):
             modules.setdefault(obj.__name__, obj)
     return modules
 
