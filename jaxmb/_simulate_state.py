@@ -219,7 +219,7 @@ def _singular(m: Float[Array, "nq nq"]) -> Bool[Array, ""]:
 
 
 # Jitted so that its trace (a mass matrix, which for a large model is most of the
-# compile time) is made once and shared by the two checks below and by later solves.
+# compile time) is made once and shared by later solves.
 @eqx.filter_jit
 def _singular_at(model: Model, warm: tuple, y: SimulationState, check) -> Bool[Array, ""]:
     """Whether ``M(q)`` is singular at `y` (checked only where `check`; q replaced by
@@ -235,12 +235,12 @@ def _singular_at(model: Model, warm: tuple, y: SimulationState, check) -> Bool[A
 
 def _start_code(model: Model, warm: tuple, y0: SimulationState):
     """What is wrong with the initial state before any step: ``nonfinite_state`` if a
-    component is not finite, ``singular_mass_matrix`` if ``M(q0)`` is singular, else
-    ``successful``."""
+    component is not finite, else ``successful``. A singular ``M(q0)`` is not checked
+    here: its first step is not finite, the guarded controller gives up, and
+    `_diagnose` names the cause at the end state (one mass matrix in the compiled
+    program instead of two)."""
     finite = _all_finite((y0.q, y0.qd, y0.controller))
-    singular = _singular_at(model, warm, y0, finite)
-    return RESULTS.where(~finite, RESULTS.nonfinite_state,
-                         RESULTS.where(singular, RESULTS.singular_mass_matrix, RESULTS.successful))
+    return RESULTS.where(~finite, RESULTS.nonfinite_state, RESULTS.successful)
 
 
 def _diagnose(model: Model, warm: tuple, result, loop_result, y_end: SimulationState):

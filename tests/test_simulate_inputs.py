@@ -71,7 +71,8 @@ def test_wrong_shapes_name_the_argument():
 
 def test_integer_initial_state_is_promoted():
     run = jax.jit(lambda q0: mb.simulate(PENDULUM, q0, jnp.zeros(2, int), 0.5).q)
-    np.testing.assert_array_equal(run(jnp.array([1, 0])), run(jnp.array([1.0, 0.0])))
+    # Two compiled programs (int and float arguments): equal to round-off, not bit for bit.
+    np.testing.assert_allclose(run(jnp.array([1, 0])), run(jnp.array([1.0, 0.0])), rtol=1e-12, atol=1e-14)
 
 
 def test_nonfinite_state_under_jit_ends_the_run_with_its_cause():
@@ -102,7 +103,10 @@ def test_singular_mass_matrix_is_a_result_not_a_million_steps():
     assert float(jnp.linalg.det(mb.mass_matrix(model, Q0))) == pytest.approx(0.0, abs=1e-12)
     sol = jax.jit(lambda m: mb.simulate(m, Q0, QD0, 1.0, throw=False))(model)
     assert sol.result == mb.RESULTS.singular_mass_matrix and not bool(sol.success)
-    assert int(sol.stats["num_steps"]) <= 1 and float(sol.t_end) == 0.0
+    # The first step's right-hand side is not finite: its rejections shrink the step to
+    # rounding level (a few dozen), no step is accepted, and the end state names the cause.
+    assert int(sol.stats["num_accepted_steps"]) == 0 and int(sol.stats["num_steps"]) < 50
+    assert float(sol.t_end) == 0.0
     with pytest.raises(eqx.EquinoxRuntimeError, match="simulate: the mass matrix is singular"):
         jax.block_until_ready(mb.simulate(model, Q0, QD0, 1.0).q)
 
