@@ -4,7 +4,7 @@ Joint variables ``f(q)`` and their derivatives, body poses ``0_i A4(q)``, and th
 position, velocity and acceleration of points on bodies. Velocities and
 accelerations are exact directional derivatives (``jax.jvp``) of the poses, so
 they equal Ehsani's ``D_i^T (r ⊗ q')`` (Eq. 44) and
-``D'_i^T (r ⊗ q'^[2]) + D_i^T (r ⊗ q'')`` (Eq. 57); :mod:`jaxmb.matrix_calculus` builds
+``D'_i^T (r ⊗ q'^[2]) + D_i^T (r ⊗ q'')`` (Eq. 57); :mod:`jaxmb.seed` builds
 ``D_i`` and ``D'_i`` themselves and the tests compare the two.
 """
 
@@ -21,7 +21,7 @@ from ._typing import RealLike
 from ._checks import coordinate_vector
 from ._loop_closure import ImplicitJointFunction, LoopClosure, LoopClosureError
 from ._model import Model
-from ._spatial import cross, own_buffer, skew, small_matmul, small_matvec, vee
+from ._spatial import own_buffer, small_matmul, small_matvec, vee
 
 
 def _loop_closure_of(model: Model, members: Sequence[int]) -> LoopClosure:
@@ -192,7 +192,7 @@ def _local_frames(model: Model, f):
     # in (s, v, f): R = R_p R_c + (R_p K R_c) s + (R_p K² R_c) v, and likewise p. The
     # coefficients depend on the model only, so inside a simulation XLA computes them
     # once, outside the time loop.
-    k = skew(axis)
+    k = _skew_batch(axis)
     kk = small_matmul(k, k)
     rp_k, rp_kk = small_matmul(rp, k), small_matmul(rp, kk)
     rot = (small_matmul(rp, rc) + small_matmul(rp_k, rc) * s[:, None, None]
@@ -212,8 +212,15 @@ def motion_subspaces(model: Model, dtype=None) -> Float[Array, "nj 6"]:
     revolute = _revolute_mask(model)[:, None]
     rct = jnp.swapaxes(rc, 1, 2)
     w = jnp.einsum("nij,nj->ni", rct, axis)
-    v_rev = jnp.einsum("nij,nj->ni", rct, cross(axis, tc))
+    v_rev = jnp.einsum("nij,nj->ni", rct, jnp.cross(axis, tc))
     return jnp.concatenate([jnp.where(revolute, w, 0.0), jnp.where(revolute, v_rev, w)], axis=1)
+
+
+def _skew_batch(v):
+    z = jnp.zeros_like(v[:, 0])
+    return jnp.stack([jnp.stack([z, -v[:, 2], v[:, 1]], -1),
+                      jnp.stack([v[:, 2], z, -v[:, 0]], -1),
+                      jnp.stack([-v[:, 1], v[:, 0], z], -1)], axis=1)
 
 
 @functools.lru_cache(maxsize=256)
@@ -270,13 +277,7 @@ def _stack_rows(rows, idx):
 
 
 def body_transforms(model: Model, q: RealLike) -> Float[Array, "nb 4 4"]:
-    """Ground-from-body transforms ``0_i A4(q)`` (Ehsani 2016, Eq. 40), order of
-    ``model.body_names``.
-
-    **Arguments:** `model`; `q` coordinates (nq,).
-
-    **Returns:** (n_bodies, 4, 4) homogeneous transforms, translations in m.
-    """
+    """Ground-from-body transforms ``0_i A4(q)`` (Eq. 40), order of ``model.body_names``."""
     q = coordinate_vector(model, q, "body_transforms", "q")
     return body_transforms_from_joints(model, joint_values(model, q))
 
@@ -291,22 +292,21 @@ def _body(model: Model, body) -> int:
 
 
 def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
-    """Ground position of `point` (body frame, m) on `body` (name or index), Ehsani 2016,
-    Eq. 41. **Returns:** (3,), m."""
+    """Ground position of `point` (body frame, m) on `body` (name or index), Eq. 41."""
     q = coordinate_vector(model, q, "point_position", "q")
     t = body_transforms(model, q)[_body(model, body)]
     return t[:3, :3] @ jnp.asarray(point, dtype=t.dtype) + t[:3, 3]
 
 
 def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
-    """Ground velocity of a body point (Ehsani 2016, Eq. 44), (3,) m/s."""
+    """Ground velocity of a body point (Eq. 44), m/s."""
     q = coordinate_vector(model, q, "point_velocity", "q")
     qd = coordinate_vector(model, qd, "point_velocity", "qd", dtype=q.dtype)
     return jax.jvp(lambda x: point_position(model, x, body, point), (q,), (qd,))[1]
 
 
 def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
-    """Ground acceleration of a body point (Ehsani 2016, Eq. 57), (3,) m/s²."""
+    """Ground acceleration of a body point (Eq. 57), m/s²."""
     q = coordinate_vector(model, q, "point_acceleration", "q")
     qd = coordinate_vector(model, qd, "point_acceleration", "qd", dtype=q.dtype)
     qdd = coordinate_vector(model, qdd, "point_acceleration", "qdd", dtype=q.dtype)
@@ -322,7 +322,7 @@ def point_jacobian(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
 
 
 def body_angular_velocities(model: Model, q, qd) -> Float[Array, "nb 3"]:
-    """Angular velocity of every body in ground axes, ``ω̃ = Ṙ Rᵀ``, (n_bodies, 3) rad/s."""
+    """Angular velocity of every body in ground axes, ``ω̃ = Ṙ Rᵀ`` (rad/s)."""
     q = coordinate_vector(model, q, "body_angular_velocities", "q")
     qd = coordinate_vector(model, qd, "body_angular_velocities", "qd", dtype=q.dtype)
     poses, dposes = jax.jvp(lambda x: body_transforms(model, x), (q,), (qd,))

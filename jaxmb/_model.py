@@ -255,7 +255,7 @@ class Model(eqx.Module):
       holds a parents-first traversal.
     - `coordinate_names`: names of the generalized coordinates ``q`` (nq,).
     - `gravity`: (3,) gravitational acceleration in ground axes, m/s².
-    - `loads`: applied loads that are part of the model (e.g. the spring of Cesari et al. 2001).
+    - `loads`: applied loads that are part of the model (e.g. the spring of Cesari et al. (2001)).
     - `q_default`, `q_lower`, `q_upper`: default value and range of each coordinate.
     - `muscles`: musculotendon paths (see the muscles module), may be empty.
 

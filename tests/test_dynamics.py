@@ -1,6 +1,7 @@
-"""M(q), N(q, q')q', G(q) by three independent routes, against the papers' closed forms,
+"""M(q), N(q, q')q', G(q) by three independent routes, against the seeds' closed forms,
 and the forward/inverse dynamics identities."""
 
+import functools
 
 import equinox as eqx
 import jax
@@ -13,11 +14,11 @@ import jaxmb as mb
 from models_for_tests import all_models, random_state
 
 MODELS = all_models()
-MATRIX_CALCULUS_MODELS = ["double_pendulum", "three_link_arm_spring", "planar_chain_4", "knee_like_tree"]
+SEED_ROUTE_MODELS = ["double_pendulum", "three_link_arm_spring", "planar_chain_4", "knee_like_tree"]
 TOL = 1e-10  # relative agreement of routes (float64, exact maths)
 
 # Jitted entry points: one compilation per (model structure, method) instead of slow
-# op-by-op dispatch. The matrix-calculus route stays eager (its Kronecker graph compiles slowly).
+# op-by-op dispatch. The seed route stays eager (its Kronecker graph compiles slowly).
 _jit = lambda f: jax.jit(f, static_argnames="method")  # noqa: E731
 mass_matrix = _jit(mb.mass_matrix)
 velocity_forces = _jit(mb.velocity_forces)
@@ -53,8 +54,8 @@ def test_recursive_and_autodiff_routes_agree(name):
             _rel_close(a, b)
 
 
-@pytest.mark.parametrize("name", MATRIX_CALCULUS_MODELS)
-def test_matrix_calculus_route_agrees_with_recursive(name):
+@pytest.mark.parametrize("name", SEED_ROUTE_MODELS)
+def test_seed_route_agrees_with_recursive(name):
     """Eq. 145 (as printed), Eq. 147 (corrected: D_i Ḋ_iᵀ) and Eq. 187."""
     model = MODELS[name]
     q, qd, _ = random_state(model, 11)
@@ -72,8 +73,8 @@ def test_printed_eq_147_is_wrong():
     assert np.max(np.abs(printed - velocity_forces(model, q, qd))) > 0.1
 
 
-def test_double_pendulum_matches_watanabe_duarte():
-    """Watanabe and Duarte's matrices, with the gravity erratum of its code fixed (m2 g l1, not m2 g l2)."""
+def test_double_pendulum_matches_seed_000():
+    """Seed 000's matrices, with the gravity erratum of its code fixed (m2 g l1, not m2 g l2)."""
     m1, l1, m2, l2, g = 1.3, 0.9, 0.7, 0.6, 9.81
     model = mb.models.double_pendulum(m1, l1, m2, l2, g)
     q, qd, _ = random_state(model, 5)
@@ -84,15 +85,15 @@ def test_double_pendulum_matches_watanabe_duarte():
     gvec = np.array([-m1 * g * l1 / 2 * np.sin(t1) - m2 * g * l1 * np.sin(t1), -m2 * g * l2 / 2 * np.sin(t2)])
     _rel_close(mass_matrix(model, q), m)
     _rel_close(gravity_forces(model, q), gvec)
-    _rel_close(velocity_forces(model, q, qd), -cvec)  # Watanabe and Duarte: M q'' = C + G + Q
+    _rel_close(velocity_forces(model, q, qd), -cvec)  # seed: M q'' = C + G + Q
     code_gravity = -m1 * g * l1 / 2 * np.sin(t1) - m2 * g * l2 * np.sin(t1)  # as printed in the code
     assert abs(code_gravity - gvec[0]) > 1e-2
     tau = mb.models.double_pendulum_torques(0.4, -0.2)
     _rel_close(forward_dynamics(model, q, qd, tau), np.linalg.solve(m, cvec + gvec + np.array([0.6, -0.2])))
 
 
-def _cesari_2001(l, d, m, inertia, g, fs, ds, a, ad):
-    """Cesari et al. (2001), Eq. 27-44, with its errata corrected (see docs/errata.md)."""
+def _seed_002(l, d, m, inertia, g, fs, ds, a, ad):
+    """Seed 002, Eq. 27-44, with its errata corrected (see docs/errata.md)."""
     l1, l2, _ = l
     d1, d2, d3 = d
     m1, m2, m3 = m
@@ -125,12 +126,12 @@ def _cesari_2001(l, d, m, inertia, g, fs, ds, a, ad):
     return mm, np.array([v1, v2, v3]), np.array([g1, g2, g3]), np.array([t1, t2, t3])
 
 
-def test_three_link_arm_matches_cesari_2001():
+def test_three_link_arm_matches_seed_002():
     l, d, m, inertia = (0.31, 0.27, 0.18), (0.14, 0.12, 0.06), (2.0, 1.2, 0.5), (0.016, 0.009, 0.002)
     fs, ds = 15.0, 0.04
     model = mb.models.three_link_arm(l, d, m, inertia, 9.81, fs, ds)
     q, qd, qdd = random_state(model, 9)
-    mm, v, g, text = _cesari_2001(l, d, m, inertia, 9.81, fs, ds, np.asarray(q), np.asarray(qd))
+    mm, v, g, text = _seed_002(l, d, m, inertia, 9.81, fs, ds, np.asarray(q), np.asarray(qd))
     terms = jax.jit(mb.inverse_dynamics_terms)(model, q, qd, qdd)
     _rel_close(mass_matrix(model, q), mm)
     _rel_close(terms.velocity, v)
@@ -246,37 +247,88 @@ def test_unknown_method_is_rejected():
         mass_matrix(MODELS["double_pendulum"], jnp.zeros(2), method="magic")
 
 
-# -- one recursive route: forward dynamics from the public mass matrix and forces ------
+# -- the projected (level-parallel) route and joint-space loads -------------------
+
+from jaxmb import _dynamics as _dyn  # noqa: E402
+
+
+@functools.partial(jax.jit, static_argnames="unroll")
+def _projected_and_crba(model, q, qd, unroll):
+    f, fd, fdd = mb.joint_rates(model, q, qd)
+    jac = mb.joint_gradients(model, q)
+    by_level = _dyn._projected_terms_by_level(model, f, fd, fdd, jac)
+    unrolled = _dyn._projected_terms_unrolled(model, f, fd, fdd, jac) if unroll else None
+    m_c = jac.T @ _dyn._joint_space_crba(model, f) @ jac
+    b_c = jac.T @ _dyn._joint_space_rnea(model, f, fd, fdd)
+    return by_level, unrolled, m_c, b_c
 
 
 @pytest.mark.parametrize("name", list(MODELS) + ["andrews_squeezer"])
-def test_forward_dynamics_solves_with_the_public_mass_matrix_and_forces(name):
-    """forward_dynamics's M and right-hand side (one evaluation of the joint functions,
-    loads carried by the Newton-Euler backward pass) are mass_matrix, bias_forces and
-    generalized_forces: q'' = M⁻¹ (tau + Q - bias)."""
+def test_projected_route_equals_joint_space_crba_and_rnea(name):
+    """M_q = Σ J_iᵀ I_i J_i and bias_q = Σ J_iᵀ(I a + v ×* I v), by one forward pass over
+    the tree, equal Jᵀ M_f J and Jᵀ RNEA(f, f', q'ᵀHq') (the route forward_dynamics
+    takes for nq much smaller than the number of bodies), in both of its forms: level by
+    level on arrays, and unrolled into scalars (the form small models use), which also
+    agree on the bodies' Jacobians that the loads read."""
     if name == "andrews_squeezer":
-        model = mb.models.andrews_squeezer()  # a spring load, seven angles of one coordinate
+        model = mb.models.andrews_squeezer()
         q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
     else:
         model = MODELS[name]
         q, qd, _ = random_state(model, 3)
+    # The unrolled form on models up to one coordinate past where it is used (its
+    # compile time grows fast with nq: a minute for the 11-coordinate ball_and_free).
+    by_level, unrolled, m_c, b_c = _projected_and_crba(model, q, qd, unroll=model.nq <= 4)
+    for m_p, b_p, _ in (by_level,) if unrolled is None else (by_level, unrolled):
+        _rel_close(m_p, m_c, 1e-12)
+        _rel_close(b_p, b_c, 1e-12)
+    if unrolled is not None:
+        _rel_close(unrolled[2][0], by_level[2][0], 1e-12)
+
+
+def test_small_models_take_the_unrolled_pass():
+    """The static choice between the two forms of the projected pass (few coordinates
+    and bodies: unrolled), on the models it was measured on."""
+    andrews = mb.models.andrews_squeezer()
+    assert _dyn._coordinate_pattern(andrews) == ((0,),) * 7  # every angle a function of the crank's
+    tree = mb.constraints.dae_vector_field(andrews).tree
+    assert sorted(map(len, _dyn._coordinate_pattern(tree))) == [1, 1, 1, 1, 2, 2, 2]  # f = q, depth 2
+    assert _dyn._coordinate_pattern(mb.models.planar_chain(4)) == ((0,), (0, 1), (0, 1, 2), (0, 1, 2, 3))
+    for model in (andrews, tree, mb.models.three_link_arm(), mb.models.planar_chain(4)):
+        assert _dyn._unrolls(model)
+    assert not _dyn._unrolls(mb.models.planar_chain(5)) and not _dyn._unrolls(mb.models.planar_chain(7))
+
+
+@pytest.mark.parametrize("name", ["three_link_arm", "andrews_squeezer"])
+def test_unrolled_pass_differentiates_as_itself(name, monkeypatch):
+    """Small models evaluate the unrolled pass but take its derivatives from the level-wise
+    one (a custom JVP, so that jacfwd in implicit solvers and reverse mode stay fast).
+    Those derivatives equal the unrolled pass's own: forward (the Jacobian of q'' in
+    (q, q')) and reverse (the gradient of q'' with respect to the model's parameters)."""
+    model = getattr(mb.models, name)()
+    assert _dyn._unrolls(model)
+    if name == "andrews_squeezer":
+        q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
+    else:
+        q, qd = jnp.asarray([0.3, -0.7, 1.1]), jnp.asarray([0.5, 2.0, -1.5])
+    params, static = eqx.partition(model, eqx.is_array)
     tau = jnp.linspace(0.5, 1.5, model.nq)
 
-    @jax.jit
-    def both(q, qd):
-        rhs = tau - mb.bias_forces(model, q, qd) + mb.generalized_forces(model, q)
-        return mb.forward_dynamics(model, q, qd, tau), jnp.linalg.solve(mb.mass_matrix(model, q), rhs)
+    def derivatives():
+        # The library's function, not this file's jitted one, whose cached trace would
+        # keep the first derivatives.
+        qdd = lambda p, x, xd: mb.forward_dynamics(eqx.combine(p, static), x, xd, tau)  # noqa: E731
+        jac = jax.jit(jax.jacfwd(qdd, argnums=(1, 2)))(params, q, qd)
+        grad = jax.jit(jax.grad(lambda p: jnp.sum(qdd(p, q, qd) ** 2)))(params)
+        return jac, grad
 
-    qdd, expected = both(q, qd)
-    _rel_close(qdd, expected, 1e-10)
-
-
-def test_forward_dynamics_gradients():
-    """Forward- and reverse-mode derivatives of q'' in (q, q') against finite differences."""
-    model = mb.models.three_link_arm(spring_force=3.0, spring_distance=0.05)
-    q, qd = jnp.asarray([0.3, -0.7, 1.1]), jnp.asarray([0.5, 2.0, -1.5])
-    fd = jax.jit(lambda x, xd: forward_dynamics(model, x, xd, jnp.ones(3)))
-    check_grads(fd, (q, qd), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+    level_wise = derivatives()
+    monkeypatch.setattr(_dyn, "_unrolled_with_level_wise_derivatives", _dyn._projected_terms_unrolled)
+    own = derivatives()
+    leaves = jax.tree.leaves(level_wise)
+    assert any(float(jnp.max(jnp.abs(x))) > 0.0 for x in leaves)
+    for a, b in zip(leaves, jax.tree.leaves(own)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * max(1.0, float(jnp.max(jnp.abs(b)))))
 
 
 def _loads_by_jacobians(model, q):
