@@ -89,14 +89,8 @@ class WrapSphere(AbstractWrapObject):
     **Arguments:**
 
     - `radius`: m, positive.
-    - `name`: the wrap object's name.
-    - `body`: the body it is fixed on.
-    - `translation`: (3,) the wrap frame's origin in the body frame, m.
-    - `xyz_body_rotation`: (3,) the wrap frame's body-fixed X-Y-Z rotation, rad.
-    - `quadrant`: OpenSim's quadrant (``"all"``, ``"+x"``, ``"-y"``, ...).
-    - `range`: OpenSim's 1-based (start, end) path-point indices; ``-1`` means the
-      first (last) point.
-    - `method`: the PathWrap method (``"hybrid"``, ``"midpoint"``, ``"axial"``).
+    - `name`, `body`, `translation`, `xyz_body_rotation`, `quadrant`, `range`, `method`:
+      as for every wrap object (`AbstractWrapObject`).
 
     **Raises:**
 

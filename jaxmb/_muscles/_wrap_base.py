@@ -63,8 +63,16 @@ class AbstractWrapObject(eqx.Module):
     """Common fields: the body, the pose of the wrap frame in it, OpenSim's quadrant
     (which side the path may wrap), and the PathWrap's point range and method.
 
-    `range` holds OpenSim's 1-based (start, end) path-point indices; ``-1`` means
-    the first (last) point.
+    **Arguments** (of every final wrap class, besides its own sizes):
+
+    - `name`: the wrap object's name.
+    - `body`: the body it is fixed on.
+    - `translation`: (3,) the wrap frame's origin in the body frame, m.
+    - `xyz_body_rotation`: (3,) the wrap frame's body-fixed X-Y-Z rotation, rad.
+    - `quadrant`: OpenSim's quadrant (``"all"``, ``"+x"``, ``"-y"``, ...).
+    - `range`: OpenSim's 1-based (start, end) path-point indices; ``-1`` means the
+      first (last) point.
+    - `method`: the PathWrap method (``"hybrid"``, ``"midpoint"``, ``"axial"``).
     """
 
     name: eqx.AbstractVar[str]
