@@ -2,10 +2,13 @@
 
 Three independent routes compute ``M``, the velocity term ``N q'`` and ``G``:
 
-* ``"recursive"`` (default, fast): Featherstone's composite-rigid-body and
-  recursive Newton-Euler algorithms on the joint variables ``f``, mapped to ``q``
-  with ``J = ∂f/∂q`` and the velocity-product term ``q'ᵀ H q'``:
-  ``M_q = Jᵀ M_f J`` and ``bias_q = Jᵀ RNEA(f, J q', q'ᵀ H q')``.
+* ``"recursive"`` (default, fast): one pass over the tree gives every body's spatial
+  Jacobian in ``q``, velocity and acceleration, and from them ``M = Σ J_iᵀ I_i J_i``
+  and ``F = Σ J_iᵀ (I_i a_i + v_i ×* I_i v_i)``: Featherstone's composite-rigid-body
+  and recursive Newton-Euler algorithms fused and projected on ``q`` through
+  ``J = ∂f/∂q`` and the velocity-product term ``q'ᵀ H q'`` (`jaxmb._rigid_body`).
+  Every public call of this route (mass matrix, bias, gravity, velocity term,
+  forward and inverse dynamics) evaluates that one pass.
 * ``"autodiff"``: Jacobians of body centre-of-mass positions and angular
   velocities by ``jax.jacfwd`` give ``M = Σ m J_vᵀ J_v + J_ωᵀ I J_ω``; the
   velocity term comes from the Lagrangian, ``N q' = ∂(M q')/∂q · q' - ∂T/∂q``.
@@ -36,358 +39,14 @@ from ._kinematics import (
     body_transforms_from_joints,
     body_transforms,
     joint_gradients,
-    joint_rates,
-    joint_transforms,
     joint_values,
-    motion_subspaces,
-    tree_levels,
 )
-from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _stack_rows
+from ._kinematics import _ground_frame, _joint_rates_and_gradients
 from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
 from ._model import Model
-from ._spatial import skew, small_matmul, small_matvec
+from ._rigid_body import recursive_terms
 
 Method = Literal["recursive", "autodiff", "matrix_calculus"]
-
-
-# ---------------------------------------------------------------------------
-# Spatial algebra in body coordinates, motion vectors (ω, v), forces (n, f).
-# ---------------------------------------------------------------------------
-
-
-def _spatial_inertia(body) -> Float[Array, "6 6"]:
-    """Spatial inertia about the body origin: [[I_c + m c̃ c̃ᵀ, m c̃], [m c̃ᵀ, m 1]]."""
-    m = body.mass
-    c = skew(body.com)
-    top = jnp.concatenate([body.inertia + m * c @ c.T, m * c], axis=1)
-    bot = jnp.concatenate([m * c.T, m * jnp.eye(3, dtype=c.dtype)], axis=1)
-    return jnp.concatenate([top, bot], axis=0)
-
-
-def _motion_to_child(a4) -> Float[Array, "6 6"]:
-    """Motion-vector transform from parent to child coordinates (``a4``: child in parent)."""
-    r, p = a4[:3, :3], a4[:3, 3]
-    z = jnp.zeros((3, 3), dtype=r.dtype)
-    top = jnp.concatenate([r.T, z], axis=1)
-    bot = jnp.concatenate([-r.T @ skew(p), r.T], axis=1)
-    return jnp.concatenate([top, bot], axis=0)
-
-
-def _cross_motion(v, w):
-    return jnp.concatenate([jnp.cross(v[:3], w[:3]), jnp.cross(v[:3], w[3:]) + jnp.cross(v[3:], w[:3])])
-
-
-def _cross_force(v, f):
-    return jnp.concatenate([jnp.cross(v[:3], f[:3]) + jnp.cross(v[3:], f[3:]), jnp.cross(v[:3], f[3:])])
-
-
-def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, " nj"]:
-    """Recursive Newton-Euler in the joint variables: ``M_f f'' + c_f(f, f') - G_f``."""
-    local = joint_transforms(model, f)
-    dtype = local.dtype
-    xs = [_motion_to_child(local[i]) for i in range(model.n_bodies)]
-    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
-    g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
-    a0 = jnp.concatenate([jnp.zeros(3, dtype), -g])
-    v0 = jnp.zeros(6, dtype)
-    n = model.n_bodies
-    vel, acc, forces = [None] * n, [None] * n, [None] * n
-    for i in model.order:
-        p = model.parents[i]
-        vp = v0 if p < 0 else vel[p]
-        ap = a0 if p < 0 else acc[p]
-        s = subspaces[i]
-        vj = s * fd[i]
-        v = xs[i] @ vp + vj
-        a = xs[i] @ ap + s * fdd[i] + _cross_motion(v, vj)
-        inertia = _spatial_inertia(model.bodies[i]).astype(dtype)
-        vel[i], acc[i] = v, a
-        forces[i] = inertia @ a + _cross_force(v, inertia @ v)
-    tau = [None] * n
-    for i in reversed(model.order):
-        tau[i] = subspaces[i] @ forces[i]
-        p = model.parents[i]
-        if p >= 0:
-            forces[p] = forces[p] + xs[i].T @ forces[i]
-    return jnp.stack(tau)
-
-
-def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj"]:
-    """Composite-rigid-body algorithm: the joint-space mass matrix ``M_f``."""
-    local = joint_transforms(model, f)
-    dtype = local.dtype
-    n = model.n_bodies
-    xs = [_motion_to_child(local[i]) for i in range(n)]
-    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
-    composite = [_spatial_inertia(b).astype(dtype) for b in model.bodies]
-    for i in reversed(model.order):
-        p = model.parents[i]
-        if p >= 0:
-            composite[p] = composite[p] + xs[i].T @ composite[i] @ xs[i]
-    # Entries are collected and stacked once: per-entry `.at[].set` would copy the
-    # whole matrix n² times (and per batch element under vmap).
-    zero = jnp.zeros((), dtype=dtype)
-    rows = [[zero] * n for _ in range(n)]
-    for i in range(n):
-        force = composite[i] @ subspaces[i]
-        rows[i][i] = subspaces[i] @ force
-        j = i
-        while model.parents[j] >= 0:
-            force = xs[j].T @ force
-            j = model.parents[j]
-            rows[i][j] = rows[j][i] = subspaces[j] @ force
-    return jnp.stack([jnp.stack(r) for r in rows])
-
-
-def _to_child(rot, trans, m):
-    """Motion vectors ``m`` (..., 6, k) from parent to child coordinates for child frames
-    (R, p) (..., 3, 3), (..., 3): ``(Rᵀ ω, Rᵀ (v + ω × p))``, i.e.
-    ``_motion_to_child(A4) @ m`` without forming 6x6 matrices."""
-    rt = jnp.swapaxes(rot, -1, -2)
-    w, v = m[..., :3, :], m[..., 3:, :]
-    return jnp.concatenate([small_matmul(rt, w), small_matmul(rt, v + jnp.cross(w, trans[..., :, None], axis=-2))],
-                           axis=-2)
-
-
-def _body_arrays(model: Model, dtype):
-    mass = jnp.stack([b.mass for b in model.bodies]).astype(dtype)
-    com = jnp.stack([b.com for b in model.bodies]).astype(dtype)
-    inertia = jnp.stack([b.inertia for b in model.bodies]).astype(dtype)
-    return mass, com, inertia
-
-
-def _apply_inertia(mass, com, inertia, m):
-    """Spatial inertias about the body origins times motion vectors (n, 6, k):
-    ``(I_c ω + c × m v_c, m v_c)`` with the centre-of-mass velocity ``v_c = v + ω × c``."""
-    c = com[:, :, None]
-    w, v = m[:, :3, :], m[:, 3:, :]
-    lin = mass[:, None, None] * (v + jnp.cross(w, c, axis=1))
-    return jnp.concatenate([small_matmul(inertia, w) + jnp.cross(c, lin, axis=1), lin], axis=1)
-
-
-def _coordinate_pattern(model: Model) -> tuple[tuple[int, ...], ...]:
-    """Per body, the coordinates its Jacobian in q can depend on: those of the joint
-    functions on its path (:meth:`~jaxmb.AbstractJointFunction.coordinate_indices`).
-    A joint-space tree (f = q) has one per joint along the path; a closed chain
-    embedded in one crank angle has that one everywhere."""
-    own = [set(j.function.coordinate_indices()) for j in model.joints]
-    return tuple(tuple(sorted(set().union(own[i], *(own[a] for a in model.ancestors(i)))))
-                 for i in range(model.n_bodies))
-
-
-def _unrolls(model: Model) -> bool:
-    """Static choice of `_projected_terms_unrolled` over `_projected_terms_by_level`:
-    at most 12 bodies, and the sum over bodies of (coordinates in the body's Jacobian)²
-    at most 30 (the size of the unrolled ``M = Σ JᵀIJ``). Past that size the unrolled
-    sums outgrow the few kernels XLA fuses them into, and the traced graph (so compile
-    time) grows; measurements in docs/dev/performance.md."""
-    return model.n_bodies <= 12 and sum(len(c) ** 2 for c in _coordinate_pattern(model)) <= 30
-
-
-def _projected_terms(model: Model, f, fd, fdd, jac):
-    """``(M_q, bias_q, (J_bodies, R, p))`` by one forward pass over the tree:
-    :func:`_projected_terms_unrolled` for small models (:func:`_unrolls`),
-    :func:`_projected_terms_by_level` otherwise. The two compute the same sums."""
-    if _unrolls(model):
-        return _unrolled_with_level_wise_derivatives(model, f, fd, fdd, jac)
-    return _projected_terms_by_level(model, f, fd, fdd, jac)
-
-
-def _unrolled_with_level_wise_derivatives(model: Model, f, fd, fdd, jac):
-    """:func:`_projected_terms_unrolled`'s values, with the derivatives of
-    :func:`_projected_terms_by_level` (a ``jax.custom_jvp``; reverse mode transposes it).
-
-    Why: the two compute the same sums, but XLA fuses the unrolled scalar form into a
-    few kernels only as it stands; differentiated (a batch of tangents per scalar) it
-    becomes slow to run and to compile (implicit solvers' Newton Jacobians, reverse
-    mode through a simulation; docs/dev/performance.md). The values, and so explicit
-    solvers, are those of the unrolled pass."""
-    params, static = eqx.partition(model, eqx.is_array)
-
-    @jax.custom_jvp
-    def terms(params, f, fd, fdd, jac):
-        return _projected_terms_unrolled(eqx.combine(params, static), f, fd, fdd, jac)
-
-    @terms.defjvp
-    def _terms_jvp(primals, tangents):
-        return jax.jvp(lambda p, *rest: _projected_terms_by_level(eqx.combine(p, static), *rest), primals, tangents)
-
-    return terms(params, f, fd, fdd, jac)
-
-
-def _projected_terms_by_level(model: Model, f, fd, fdd, jac):
-    """``(M_q, bias_q, (J_bodies, R, p))`` by one forward pass over the tree (no
-    joint-space matrices); ``J_bodies`` (n_bodies, 6, nq) are the bodies' spatial
-    Jacobians in q (body coordinates) and ``(R, p)`` the joints' local frames, both
-    reused for the loads.
-
-    Each body's spatial Jacobian in ``q`` (body coordinates, 6 x nq) follows the
-    tree, ``J_i = X_i J_parent + S_i ∇f_i``, and so do its velocity ``v_i`` and its
-    velocity-product acceleration ``a_i`` (Newton-Euler forward pass with
-    ``f'' = q'ᵀ H q'``, gravity as a base acceleration); then
-    ``M_q = Σ J_iᵀ I_i J_i`` (Ehsani 2016, Eq. 145 in spatial form) and
-    ``bias_q = Σ J_iᵀ (I_i a_i + v_i ×* I_i v_i)``. The pass runs level by level
-    of the tree, vectorised over the bodies of a level, with v, a and J as the
-    columns of one (6, 2 + nq) array per body. For few coordinates and many joint
-    variables (closed chains, OpenSim joints with coupled axes) this is cheaper
-    than the joint-space CRBA.
-    """
-    rot, trans = _local_frames(model, f)
-    dtype = rot.dtype
-    nq = jac.shape[1]
-    n = model.n_bodies
-    s = motion_subspaces(model, dtype)  # (n, 6)
-    g = model.gravity.astype(dtype)
-    vj = s * fd[:, None]
-    own = jnp.concatenate([vj[:, :, None], (s * fdd[:, None])[:, :, None], s[:, :, None] * jac[:, None, :]],
-                          axis=2)  # joint's own contribution to (v, a, J)
-    # Level by level; bodies are kept as a list and gathered by static slices (a
-    # gather/scatter per level is slow under vmap on CPU).
-    per_body = [None] * n
-    for level, (idx, par) in enumerate(tree_levels(model)):
-        if level == 0:
-            # The root is at rest, with gravity as its base acceleration (0, -g): in the
-            # child frames that is (0, -Rᵀ g) in the acceleration column, nothing else
-            # needs transforming, and the velocity-product term v × v_J vanishes (v = v_J).
-            down = -small_matvec(jnp.swapaxes(_stack_rows(rot, idx), 1, 2), g)
-            block = _stack_rows(own, idx) + jnp.pad(down[:, :, None], ((0, 0), (3, 0), (1, nq)))
-        else:
-            c = _to_child(_stack_rows(rot, idx), _stack_rows(trans, idx), _stack_rows(per_body, par)) + _stack_rows(own, idx)
-            acc = c[:, :, 1] + _cross_motion_batch(c[:, :, 0], _stack_rows(vj, idx))
-            block = jnp.concatenate([c[:, :, :1], acc[:, :, None], c[:, :, 2:]], axis=2)
-        for k, i in enumerate(idx):
-            per_body[i] = block[k]
-    cols = jnp.stack(per_body)
-    inert = _apply_inertia(*_body_arrays(model, dtype), cols)  # I v, I a, I J
-    v = cols[:, :, 0]
-    force = inert[:, :, 1] + _cross_force_batch(v, inert[:, :, 0])
-    jb = cols[:, :, 2:]
-    # Written as products and sums (not einsum's dot) so that XLA fuses them.
-    mass = jnp.sum(jb[:, :, :, None] * inert[:, :, None, 2:], axis=(0, 1))
-    bias = jnp.sum(jb * force[:, :, None], axis=(0, 1))
-    return mass, bias, (jb, rot, trans)
-
-
-# Three-vectors as tuples of scalars, for the unrolled pass.
-def _t_add(a, b):
-    return tuple(x + y for x, y in zip(a, b))
-
-
-def _t_scale(a, c):
-    return tuple(x * c for x in a)
-
-
-def _t_cross(a, b):
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-
-
-def _t_dot(a, b):
-    return sum(x * y for x, y in zip(a, b))
-
-
-def _t_transpose_times(r, v):
-    """``Rᵀ v`` for ``R`` as rows of scalars."""
-    return tuple(r[0][i] * v[0] + r[1][i] * v[1] + r[2][i] * v[2] for i in range(3))
-
-
-def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
-    """:func:`_projected_terms_by_level`'s sums with every body, column and spatial
-    component a scalar of the trace: the same recursion, ``J_i = X_i J_parent +
-    S_i ∇f_i`` with ``v_i`` and ``a_i`` alongside, then ``M_q = Σ J_iᵀ I_i J_i`` and
-    ``bias_q = Σ J_iᵀ (I_i a_i + v_i ×* I_i v_i)`` (Ehsani 2016, Eq. 145 in spatial form),
-    written out component by component. A body carries the Jacobian columns of the
-    coordinates in its pattern only (:func:`_coordinate_pattern`); the others are zero
-    by construction, so a joint-space tree costs what its sparsity does.
-
-    Why: XLA's CPU compiler fuses a graph of scalar arithmetic into a few kernels,
-    while the level-wise form's (n, 6, k) arrays, their slices and concatenations, run
-    as some twenty; at a few coordinates the kernels, not the flops, are the cost
-    (docs/engine.md, "Cost on CPU"). Under vmap every scalar becomes one elementwise
-    array over the batch, which fuses as well. Used for small models (:func:`_unrolls`)."""
-    rot, trans = _local_frames(model, f)
-    dtype = rot.dtype
-    nq = jac.shape[1]
-    zero = jnp.zeros((), dtype)
-    s = motion_subspaces(model, dtype)
-    minus_g = tuple(-model.gravity.astype(dtype)[k] for k in range(3))
-    # Per body: v, a and the Jacobian's columns {coordinate: column} for the coordinates
-    # of its pattern only (its own joint's and its parent's; the others are zero by
-    # construction), each a 6-tuple (ω, v) in body axes.
-    cols: list = [None] * model.n_bodies
-    for level, (idx, par) in enumerate(tree_levels(model)):
-        for i, parent in zip(idx.tolist(), par.tolist()):
-            si = tuple(s[i, k] for k in range(6))
-            r = tuple(tuple(rot[i, a, b] for b in range(3)) for a in range(3))
-            p = tuple(trans[i, a] for a in range(3))
-            vj = _t_scale(si, fd[i])
-            acc = _t_scale(si, fdd[i])
-            own = {c: _t_scale(si, jac[i, c]) for c in model.joints[i].function.coordinate_indices()}
-            if level == 0:
-                # At rest on the ground, gravity as the base acceleration (see the level-wise form).
-                cols[i] = (vj, _t_add(acc, (zero,) * 3 + _t_transpose_times(r, minus_g)), own)
-                continue
-
-            def to_child(m, r=r, p=p):
-                return _t_transpose_times(r, m[:3]) + _t_transpose_times(r, _t_add(m[3:], _t_cross(m[:3], p)))
-
-            pv, pa, pj = cols[parent]
-            v = _t_add(to_child(pv), vj)
-            w, lin = v[:3], v[3:]
-            acc = _t_add(_t_add(to_child(pa), acc),
-                         _t_cross(w, vj[:3]) + _t_add(_t_cross(w, vj[3:]), _t_cross(lin, vj[:3])))
-            jcols = {c: to_child(pj[c]) for c in pj}
-            for c, col in own.items():
-                jcols[c] = _t_add(jcols[c], col) if c in jcols else col
-            cols[i] = (v, acc, jcols)
-    mass = [[zero] * nq for _ in range(nq)]
-    bias = [zero] * nq
-    for i, body in enumerate(model.bodies):
-        m_i = body.mass.astype(dtype)
-        c = tuple(body.com.astype(dtype)[k] for k in range(3))
-        inertia = body.inertia.astype(dtype)
-
-        def inertia_times(m, m_i=m_i, c=c, inertia=inertia):
-            """Spatial inertia about the body origin times ``(ω, v)``: ``(I_c ω + c × f, f)``,
-            ``f = m (v + ω × c)``."""
-            w, v = m[:3], m[3:]
-            lin = _t_scale(_t_add(v, _t_cross(w, c)), m_i)
-            ang = tuple(_t_dot((inertia[a, 0], inertia[a, 1], inertia[a, 2]), w) for a in range(3))
-            return _t_add(ang, _t_cross(c, lin)) + lin
-
-        v, acc, jcols = cols[i]
-        iv = inertia_times(v)
-        force = _t_add(inertia_times(acc),
-                       _t_add(_t_cross(v[:3], iv[:3]), _t_cross(v[3:], iv[3:])) + _t_cross(v[:3], iv[3:]))
-        ij = {b: inertia_times(col) for b, col in jcols.items()}
-        for a, col in jcols.items():
-            bias[a] = bias[a] + _t_dot(col, force)
-            for b in jcols:
-                mass[a][b] = mass[a][b] + _t_dot(col, ij[b])
-    jb = jnp.stack([jnp.stack([jnp.stack([cols[i][2][c][k] if c in cols[i][2] else zero for c in range(nq)])
-                               for k in range(6)]) for i in range(model.n_bodies)])
-    return jnp.stack([jnp.stack(row) for row in mass]), jnp.stack(bias), (jb, rot, trans)
-
-
-def _cross_motion_batch(v, w):
-    return jnp.concatenate([jnp.cross(v[:, :3], w[:, :3]),
-                            jnp.cross(v[:, :3], w[:, 3:]) + jnp.cross(v[:, 3:], w[:, :3])], axis=1)
-
-
-def _cross_force_batch(v, f):
-    return jnp.concatenate([jnp.cross(v[:, :3], f[:, :3]) + jnp.cross(v[:, 3:], f[:, 3:]),
-                            jnp.cross(v[:, :3], f[:, 3:])], axis=1)
-
-
-def _projects(model: Model) -> bool:
-    """Static choice of the recursive route: the projected forward pass when q is much
-    smaller than f (closed chains, coupled joints) or small (nq <= 8), joint-space
-    CRBA/RNEA otherwise. Measured on CPU (float64, one state per call): the projected
-    pass is cheaper for every model size tried (planar chains of 2, 7 and 20 links,
-    the three-link arm, Andrews' open tree: 1.3-4x), because it runs level by level
-    vectorised over bodies while CRBA/RNEA loop over joints; under vmap its
-    O(n nq) columns per body cost more for long chains (20 links: 3.3x slower, 7
-    links and fewer: faster)."""
-    return model.nq <= 8 or 2 * model.nq <= model.n_bodies
 
 
 # ---------------------------------------------------------------------------
@@ -432,6 +91,17 @@ def _autodiff_velocity_term(model: Model, q, qd):
 # ---------------------------------------------------------------------------
 
 
+def _recursive(model: Model, q, qd, qdd):
+    """:func:`~jaxmb._rigid_body.recursive_terms` at ``(q, q')``, with ``f''`` the
+    velocity-product part ``q'ᵀ H q'`` (``qdd`` None: ``F`` is the bias) or the full
+    joint acceleration ``J q'' + q'ᵀ H q'`` (``F`` is the inverse dynamics)."""
+    f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
+    if qdd is not None:
+        fdd = fdd + jac @ qdd
+    m, forces, _ = recursive_terms(model, f, fd, fdd, jac)
+    return m, forces
+
+
 def _check_method(method):
     if method not in ("recursive", "autodiff", "matrix_calculus"):
         raise ValueError(f"method must be 'recursive', 'autodiff' or 'matrix_calculus', got {method!r}.")
@@ -442,8 +112,8 @@ def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> F
     _check_method(method)
     q = coordinate_vector(model, q, "mass_matrix", "q")
     if method == "recursive":
-        jac = joint_gradients(model, q)
-        return jac.T @ _joint_space_crba(model, joint_values(model, q)) @ jac
+        zero = jnp.zeros_like(q)
+        return _recursive(model, q, zero, None)[0]
     if method == "autodiff":
         return _autodiff_mass_matrix(model, q)
     from . import matrix_calculus
@@ -456,9 +126,7 @@ def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -
     _check_method(method)
     q = coordinate_vector(model, q, "gravity_forces", "q")
     if method == "recursive":
-        f = joint_values(model, q)
-        zero = jnp.zeros_like(f)
-        return -joint_gradients(model, q).T @ _joint_space_rnea(model, f, zero, zero)
+        return -_recursive(model, q, jnp.zeros_like(q), None)[1]
     if method == "autodiff":
         return _autodiff_gravity(model, q)
     from . import matrix_calculus
@@ -472,8 +140,7 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
     q = coordinate_vector(model, q, "velocity_forces", "q")
     qd = coordinate_vector(model, qd, "velocity_forces", "qd", dtype=q.dtype)
     if method == "recursive":
-        f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
-        return jac.T @ _joint_space_rnea(model, f, fd, fdd, gravity_on=False)
+        return _recursive(model, q, qd, None)[1] + gravity_forces(model, q)
     if method == "autodiff":
         return _autodiff_velocity_term(model, q, qd)
     from . import matrix_calculus
@@ -487,8 +154,7 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
     q = coordinate_vector(model, q, "bias_forces", "q")
     qd = coordinate_vector(model, qd, "bias_forces", "qd", dtype=q.dtype)
     if method == "recursive":
-        f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
-        return jac.T @ _joint_space_rnea(model, f, fd, fdd)
+        return _recursive(model, q, qd, None)[1]
     return velocity_forces(model, q, qd, method=method) - gravity_forces(model, q, method=method)
 
 
@@ -544,12 +210,7 @@ def _mass_matrix_and_forces(model: Model, q, qd):
     evaluation of the joint functions ``(f, J, q'ᵀHq')`` (implicit joint functions
     solve their loops once per state)."""
     f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
-    projected = None
-    if _projects(model):
-        m, bias, projected = _projected_terms(model, f, fd, fdd, jac)
-    else:
-        m = jac.T @ _joint_space_crba(model, f) @ jac
-        bias = jac.T @ _joint_space_rnea(model, f, fd, fdd)
+    m, bias, projected = recursive_terms(model, f, fd, fdd, jac)
     forces = -bias
     if model.loads:
         forces = forces + _applied_forces(model, q, model.loads, f, jac, projected)
@@ -616,8 +277,7 @@ def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") 
     qd = coordinate_vector(model, qd, "inverse_dynamics", "qd", dtype=q.dtype)
     qdd = coordinate_vector(model, qdd, "inverse_dynamics", "qdd", dtype=q.dtype)
     if method == "recursive":
-        f, fd, fdd = joint_rates(model, q, qd, qdd)
-        tau = joint_gradients(model, q).T @ _joint_space_rnea(model, f, fd, fdd)
+        tau = _recursive(model, q, qd, qdd)[1]
     else:
         tau = mass_matrix(model, q, method=method) @ qdd + bias_forces(model, q, qd, method=method)
     if model.loads:
