@@ -160,6 +160,23 @@ def test_lengthening_speed_is_minus_R_transpose_qd():
     np.testing.assert_allclose(np.asarray(r_both), np.asarray(r), rtol=1e-14, atol=1e-16)
 
 
+def test_eager_calls_compile_once_per_model():
+    """Called outside jit, the public entry points compile once per model structure: a new
+    state, or a model with the same structure and other values, reuses the program."""
+    from jaxmb._muscles._moment_arms import _closed_form
+    from jaxmb._muscles._paths import _lengths
+
+    model = _arm(WRAPS["sphere"])
+    other = eqx.tree_at(lambda m: m.muscles[0].wraps[0].radius, model, 0.8 * model.muscles[0].wraps[0].radius)
+    mb.muscle_lengths(model, STATES[0])
+    mb.moment_arms(model, STATES[0])
+    sizes = _lengths._cached._cache_size(), _closed_form._cached._cache_size()
+    for m, q in ((model, STATES[1]), (other, STATES[2])):
+        mb.muscle_lengths(m, q)
+        mb.moment_arms(m, q)
+    assert (_lengths._cached._cache_size(), _closed_form._cached._cache_size()) == sizes
+
+
 def test_conditional_point_switch_is_reported():
     model = _arm(None)
     on = mb.path_events(model, jnp.array([0.0, 0.5])).conditional_active[0]

@@ -11,6 +11,7 @@ check that the two agree to round-off.
 Reference: Ehsani (2016), Empirically-based multibody dynamics.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -197,7 +198,9 @@ def gmlav_loads(model: Model, q, poses):
     return pull, r.pos, force, moment, r, lay
 
 
+@eqx.filter_jit
 def _closed_form(model: Model, q, with_lengths=False):
+    # Compiled once per model structure (see `_paths._lengths`).
     dt = q.dtype
     poses = body_transforms(model, q)
     axes, centres = _joint_frames(model, poses)

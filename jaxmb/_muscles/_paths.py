@@ -185,11 +185,14 @@ def resolve_all(lay: Layout, q, poses) -> Resolved:
     return Resolved(cached, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups, history)
 
 
-def _lengths(model: Model, q, poses):
+@eqx.filter_jit
+def _lengths(model: Model, q):
+    # One compiled program per model structure (equinox caches it on the static parts
+    # and the array shapes), so that eager calls do not re-trace the wraps every time.
     if not model.muscles:
         return jnp.zeros(0, q.dtype)
     lay = layout(model)
-    r = resolve_all(lay, q, poses)
+    r = resolve_all(lay, q, body_transforms(model, q))
     return path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len))
 
 
@@ -206,8 +209,7 @@ def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_mus
 
     `(n_muscles,)` lengths (m), in the order of `model.muscle_names`.
     """
-    q = jnp.asarray(q)
-    return _lengths(model, q, body_transforms(model, q))
+    return _lengths(model, jnp.asarray(q))
 
 
 def muscle_lengthening_speeds(model: Model, q, qd) -> Float[Array, " n_muscles"]:
@@ -250,7 +252,11 @@ def path_events(model: Model, q) -> PathEvents:
 
     A `PathEvents`, one entry per muscle.
     """
-    q = jnp.asarray(q)
+    return _path_events(model, jnp.asarray(q))
+
+
+@eqx.filter_jit
+def _path_events(model: Model, q) -> PathEvents:
     if not model.muscles:
         return PathEvents((), ())
     lay = layout(model)
