@@ -69,7 +69,7 @@ def documented():
 def is_documented(dotted, obj, blocks):
     if dotted in blocks:
         return True
-    # A re-export (jaxmb.constraints.LoopClosure is jaxmb.LoopClosure) is documented once.
+    # A re-export (the same object under another public name) is documented once.
     if inspect.isclass(obj) or inspect.isfunction(obj) or callable(obj):
         return any(o is obj for o in blocks.values())
     return False
