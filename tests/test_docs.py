@@ -88,6 +88,25 @@ def test_api_pages_document_only_public_names():
     assert not stray, f"API blocks for names that are not public: {stray}"
 
 
+def test_each_public_object_has_one_public_path():
+    """One public path per object (issue 34, item 8): a re-export under a second public
+    name (``jaxmb.constraints.LoopClosure`` beside ``jaxmb.LoopClosure``) doubles the
+    surface to learn and to document."""
+    paths: dict[int, list[str]] = {}
+    for dotted, obj in public_objects():
+        if callable(obj):
+            paths.setdefault(id(obj), []).append(dotted)
+    doubled = [p for p in paths.values() if len(p) > 1]
+    assert not doubled, f"objects exported under several public names: {doubled}"
+
+
+def test_models_export_models_not_reference_data():
+    """`jaxmb.models` offers model constructors; the data that tests check them against
+    (Test Set references, points of figures) live in tests/closed_oracles.py."""
+    data = [n for n in public_names(jaxmb.models) if not callable(getattr(jaxmb.models, n))]
+    assert not data, f"reference data in jaxmb.models: {data}"
+
+
 def docstring_problems():
     """Public classes without a docstring of their own; functions without `**Arguments:**`."""
     problems, seen = [], []
