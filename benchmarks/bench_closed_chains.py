@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 from jax.flatten_util import ravel_pytree  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
+from benchmarks._scipy_rhs import dae_rhs_numpy, ode_rhs_numpy  # noqa: E402
 
 T1 = 0.03
 BETA0 = -0.0617138900142764496358948458001  # the Test Set's initial crank angle, at rest
@@ -138,14 +139,14 @@ def scipy_rows(models, tol, notes):
     model = models["implicit"]
     z0 = np.asarray(mb.joint_values(model, jnp.array([BETA0])))
     rows = []
-    frhs, fjac = mb.constraints.dae_rhs_numpy(model)
+    frhs, fjac = dae_rhs_numpy(model)
     y0 = np.concatenate([z0, np.zeros(7)])
     frhs(0.0, y0), fjac(0.0, y0)  # compile the jitted right-hand side and Jacobian
     t = time.perf_counter()
     r = integrate.solve_ivp(frhs, (0.0, T1), y0, method="Radau", rtol=tol, atol=tol, jac=fjac)
     rows.append(dict(route="scipy Radau, index-1 DAE", tol=tol, run_s=time.perf_counter() - t,
                      digits=digits(r.y[:7, -1]), steps=r.t.size - 1))
-    orhs, _ = mb.constraints.ode_rhs_numpy(model)
+    orhs, _ = ode_rhs_numpy(model)
     y0 = np.array([BETA0, 0.0])
     orhs(0.0, y0)
     t = time.perf_counter()

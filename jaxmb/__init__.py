@@ -86,7 +86,7 @@ from ._results import RESULTS as RESULTS
 from ._simulate import simulate as simulate
 from ._simulate import Solution as Solution
 from ._simulate import stage_root_finder as stage_root_finder
-from .io import load_osim as load_osim
+from .io._osim import load_osim as load_osim
 
 from importlib import metadata as _metadata
 

@@ -5,6 +5,7 @@ and cost nothing in the compiled program. Each failure names the function, the
 argument, what was expected and what was received.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -45,6 +46,27 @@ def coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Array:
             "For a batch of states use jax.vmap."
         )
     return x
+
+
+def finite_coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Array:
+    """:func:`coordinate_vector`, and finite: NaN or inf in `x` is an error naming
+    `caller`, the argument `name` and (when the values are at hand) the coordinates.
+
+    Called eagerly the values are checked at once (a ``ValueError``); under ``jit``,
+    ``vmap`` or ``grad`` through ``eqx.error_if`` at run time: one reduction over `x`
+    per call.
+
+    **Arguments:** as :func:`coordinate_vector`.
+    """
+    x = coordinate_vector(model, x, caller, name, dtype)
+    if _is_concrete(x):
+        bad = np.flatnonzero(~np.isfinite(np.asarray(x)))
+        if bad.size:
+            names = [model.coordinate_names[i] for i in bad[:8]]
+            raise ValueError(f"{caller}: {name} must be finite, got NaN or inf at coordinates {names} "
+                             f"(indices {bad[:8].tolist()}) of model {model.name!r}.")
+        return x
+    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{caller}: {name} must be finite, got NaN or inf.")
 
 
 def finite_tolerance(value, caller: str, name: str, dtype) -> float:

@@ -4,7 +4,7 @@ Joint variables ``f(q)`` and their derivatives, body poses ``0_i A4(q)``, and th
 position, velocity and acceleration of points on bodies. Velocities and
 accelerations are exact directional derivatives (``jax.jvp``) of the poses, so
 they equal Ehsani's ``D_i^T (r ⊗ q')`` (Eq. 44) and
-``D'_i^T (r ⊗ q'^[2]) + D_i^T (r ⊗ q'')`` (Eq. 57); :mod:`jaxmb.seed` builds
+``D'_i^T (r ⊗ q'^[2]) + D_i^T (r ⊗ q'')`` (Eq. 57); :mod:`jaxmb.matrix_calculus` builds
 ``D_i`` and ``D'_i`` themselves and the tests compare the two.
 """
 
@@ -110,30 +110,87 @@ def _per_joint(model: Model, method: str, *args) -> list:
 
 
 def joint_values(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nj"]:
-    """Joint variables ``f_i(q)`` in the order of ``model.joint_names`` (rad or m)."""
+    """Joint variables ``f_i(q)`` of every joint (Ehsani 2016, section 3-1: ``f_i = f_i(q)``).
+
+    Each joint's function is evaluated at ``q``; the dependent variables of a loop
+    closure are solved once per loop and shared among its joints.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates, in the order of `model.coordinate_names`
+      (rad or m).
+
+    **Returns:**
+
+    `(n_joints,)` joint variables in the order of `model.joint_names` (rad for a
+    revolute joint, m for a prismatic one), in the dtype of `q`.
+    """
     q = jnp.asarray(q)
     return jnp.stack(_per_joint(model, "__call__", q)).astype(q.dtype)
 
 
 def joint_gradients(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq"]:
-    """``∇f_i(q)`` stacked as rows, shape (n_joints, nq)."""
+    """Gradients ``∇f_i(q) = ∂f_i/∂q`` of the joint variables (Ehsani 2016, section 3-1).
+
+    The gradients enter every kinematic formula of the paper (Eq. 75: ``D_i = Σ_j
+    W_jiᵀ ⊗ ∇f_j``); for loop closures they come from implicit differentiation of
+    the closure equations (Eq. 101).
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    `(n_joints, nq)` array whose row i is ``∇f_i`` (dimensionless, or m/rad, rad/m for
+    mixed joint and coordinate kinds), rows in the order of `model.joint_names`.
+    """
     q = jnp.asarray(q)
     return jnp.stack(_per_joint(model, "gradient", q))
 
 
 def joint_hessians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq nq"]:
-    """``H_i(q) = ∂²f_i/∂q²``, shape (n_joints, nq, nq)."""
+    """Hessians ``H_i(q) = ∂²f_i/∂q²`` of the joint variables (Ehsani 2016, section 3-1).
+
+    They enter the second derivative of the body poses (Eq. 89 and 99, through
+    ``vec(H_i)``, Eq. 80) and hence the velocity terms of the dynamics.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    `(n_joints, nq, nq)` symmetric Hessians, in the order of `model.joint_names`
+    (units of ``f_i`` per product of the units of two coordinates).
+    """
     q = jnp.asarray(q)
     return jnp.stack(_per_joint(model, "hessian", q))
 
 
 def joint_rates(model: Model, q, qd, qdd=None):
-    """``(f, f', f'')`` along the motion: ``f' = J q'`` and ``f'' = J q'' + q'ᵀ H q'``.
+    """Joint variables and their time derivatives along a motion: ``(f, f', f'')``.
 
-    Each joint function gives its own rates (nested forward-mode derivatives by
-    default, the closed-form implicit derivatives for loop closures, one solve
-    per loop); with ``qdd=None`` the returned ``f''`` is the velocity-product part
-    ``q'ᵀ H q'`` alone.
+    With ``f' = ∇f q'`` and ``f'' = ∇f q'' + q'ᵀ H q'``, the chain rule applied to
+    ``f_i(q(t))`` (Ehsani 2016, section 3-1). Each joint function gives its own
+    rates (nested forward-mode derivatives by default, the closed-form implicit
+    derivatives for loop closures, one solve per loop).
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+    - `qd`: `(nq,)` generalized velocities ``q'`` (rad/s or m/s).
+    - `qdd`: `(nq,)` generalized accelerations ``q''`` (rad/s² or m/s²), or `None`.
+
+    **Returns:**
+
+    A tuple ``(f, f', f'')`` of three `(n_joints,)` arrays (rad or m; per second;
+    per second squared), in the order of `model.joint_names`. With `qdd=None` the
+    returned ``f''`` is the velocity-product part ``q'ᵀ H q'`` alone.
     """
     q, qd = jnp.asarray(q), jnp.asarray(qd, dtype=jnp.asarray(q).dtype)
     if qdd is None:
@@ -153,7 +210,24 @@ def _joint_rates_and_gradients(model: Model, q, qd):
 
 
 def joint_transforms(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nj 4 4"]:
-    """Local transforms ``pr(i)_i A4(f_i)`` of every joint (Eq. 38), all joints at once."""
+    """Local transforms ``pr(i)_i A4(f_i)`` of every joint: child frame in parent frame (Ehsani 2016, Eq. 38).
+
+    The rotation part is Rodrigues' formula in Ehsani's form, ``1 + Ṽ sin f + 2 Ṽ²
+    sin²(f/2)`` (Eq. 39), between the joint's constant parent and child offsets (see
+    [`jaxmb.Joint`][jaxmb.Joint]); a prismatic joint translates by ``f`` along its axis instead.
+    All joints are evaluated at once.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `f`: `(n_joints,)` joint variables (rad or m), e.g. from
+      [`jaxmb.joint_values`][jaxmb.joint_values].
+
+    **Returns:**
+
+    `(n_joints, 4, 4)` homogeneous transforms (rotation dimensionless, translation in m),
+    in the order of `model.joint_names`.
+    """
     rot, trans = _local_frames(model, f)
     n = rot.shape[0]
     top = jnp.concatenate([rot, trans[:, :, None]], axis=2)
@@ -277,7 +351,23 @@ def _stack_rows(rows, idx):
 
 
 def body_transforms(model: Model, q: RealLike) -> Float[Array, "nb 4 4"]:
-    """Ground-from-body transforms ``0_i A4(q)`` (Eq. 40), order of ``model.body_names``."""
+    """Ground-from-body transforms ``0_i A4(q)`` of every body (Ehsani 2016, Eq. 40).
+
+    ``0_i A4 = 0_pr(i) A4 · pr(i)_i A4``: the local transforms (Eq. 38) composed from
+    the root, level by level of the tree.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    `(n_bodies, 4, 4)` homogeneous transforms: body i's rotation to ground axes and its
+    origin in ground (m), in the order of `model.body_names`.
+
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
+    """
     q = coordinate_vector(model, q, "body_transforms", "q")
     return body_transforms_from_joints(model, joint_values(model, q))
 
@@ -292,21 +382,70 @@ def _body(model: Model, body) -> int:
 
 
 def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
-    """Ground position of `point` (body frame, m) on `body` (name or index), Eq. 41."""
+    """Ground position of a point fixed on a body (Ehsani 2016, Eq. 41).
+
+    ``{0_r_p; 1} = 0_i A4 {i_r_p; 1}``.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+    - `body`: the body, by name or index into `model.body_names`.
+    - `point`: `(3,)` position of the point in the body frame (m); default its origin.
+
+    **Returns:**
+
+    `(3,)` position in ground (m).
+    """
     q = coordinate_vector(model, q, "point_position", "q")
     t = body_transforms(model, q)[_body(model, body)]
     return t[:3, :3] @ jnp.asarray(point, dtype=t.dtype) + t[:3, 3]
 
 
 def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
-    """Ground velocity of a body point (Eq. 44), m/s."""
+    """Ground velocity of a point fixed on a body (Ehsani 2016, Eq. 44).
+
+    ``{0_v_p; 0} = D_iᵀ ({i_r_p; 1} ⊗ q')``, evaluated as the directional derivative
+    (``jax.jvp``) of [`jaxmb.point_position`][jaxmb.point_position] along ``q'``, which is the same
+    quantity; [`jaxmb.matrix_calculus.D_closed_form`][jaxmb.matrix_calculus.D_closed_form]
+    builds ``D_i`` itself.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+    - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
+    - `body`: the body, by name or index into `model.body_names`.
+    - `point`: `(3,)` position of the point in the body frame (m); default its origin.
+
+    **Returns:**
+
+    `(3,)` velocity in ground axes (m/s).
+    """
     q = coordinate_vector(model, q, "point_velocity", "q")
     qd = coordinate_vector(model, qd, "point_velocity", "qd", dtype=q.dtype)
     return jax.jvp(lambda x: point_position(model, x, body, point), (q,), (qd,))[1]
 
 
 def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
-    """Ground acceleration of a body point (Eq. 57), m/s²."""
+    """Ground acceleration of a point fixed on a body (Ehsani 2016, Eq. 57).
+
+    ``{0_a_p; 0} = D'_iᵀ ({i_r_p; 1} ⊗ q'^[2]) + D_iᵀ ({i_r_p; 1} ⊗ q'')``, evaluated
+    as nested directional derivatives (``jax.jvp``) of [`jaxmb.point_position`][jaxmb.point_position].
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+    - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
+    - `qdd`: `(nq,)` generalized accelerations (rad/s² or m/s²).
+    - `body`: the body, by name or index into `model.body_names`.
+    - `point`: `(3,)` position of the point in the body frame (m); default its origin.
+
+    **Returns:**
+
+    `(3,)` acceleration in ground axes (m/s²).
+    """
     q = coordinate_vector(model, q, "point_acceleration", "q")
     qd = coordinate_vector(model, qd, "point_acceleration", "qd", dtype=q.dtype)
     qdd = coordinate_vector(model, qdd, "point_acceleration", "qdd", dtype=q.dtype)
@@ -316,13 +455,46 @@ def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0
 
 
 def point_jacobian(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3 nq"]:
-    """``∂r_p/∂q`` of a body point, (3, nq)."""
+    """Jacobian ``∂r_p/∂q`` of the ground position of a body point.
+
+    Its product with ``q'`` is the velocity of Ehsani (2016), Eq. 44:
+    ``∂r_p/∂q = D_iᵀ ({i_r_p; 1} ⊗ 1_nq)`` row by row; computed by forward-mode
+    differentiation of [`jaxmb.point_position`][jaxmb.point_position].
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+    - `body`: the body, by name or index into `model.body_names`.
+    - `point`: `(3,)` position of the point in the body frame (m); default its origin.
+
+    **Returns:**
+
+    `(3, nq)` Jacobian (m/rad for a rotational coordinate, dimensionless for a
+    translational one).
+    """
     q = coordinate_vector(model, q, "point_jacobian", "q")
     return jax.jacfwd(lambda x: point_position(model, x, body, point))(q)
 
 
 def body_angular_velocities(model: Model, q, qd) -> Float[Array, "nb 3"]:
-    """Angular velocity of every body in ground axes, ``ω̃ = Ṙ Rᵀ`` (rad/s)."""
+    """Angular velocity of every body in ground axes, from ``ω̃ = Ṙ Rᵀ``.
+
+    ``R`` is the body's rotation to ground (the upper-left block of ``0_i A4``,
+    Ehsani 2016, Eq. 40) and ``Ṙ`` its time derivative along ``q'``; ``ω`` is read off
+    the skew-symmetric matrix ``ω̃`` (Featherstone 2008, chapter 2).
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+    - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
+
+    **Returns:**
+
+    `(n_bodies, 3)` angular velocities in ground axes (rad/s), in the order of
+    `model.body_names`.
+    """
     q = coordinate_vector(model, q, "body_angular_velocities", "q")
     qd = coordinate_vector(model, qd, "body_angular_velocities", "qd", dtype=q.dtype)
     poses, dposes = jax.jvp(lambda x: body_transforms(model, x), (q,), (qd,))
@@ -330,6 +502,21 @@ def body_angular_velocities(model: Model, q, qd) -> Float[Array, "nb 3"]:
 
 
 def angular_jacobians(model: Model, q) -> Float[Array, "nb 3 nq"]:
-    """``∂ω_i/∂q'`` for every body (ground axes), shape (n_bodies, 3, nq)."""
+    """Angular-velocity Jacobians ``∂ω_i/∂q'`` of every body, in ground axes.
+
+    The angular velocity is linear in ``q'`` (``ω_i = (∂ω_i/∂q') q'``), so this is the
+    matrix of [`jaxmb.body_angular_velocities`][jaxmb.body_angular_velocities] at ``q``, obtained by forward-mode
+    differentiation with respect to ``q'``.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    `(n_bodies, 3, nq)` Jacobians (dimensionless for a rotational coordinate, rad/m for
+    a translational one), in the order of `model.body_names`.
+    """
     q = coordinate_vector(model, q, "angular_jacobians", "q")
     return jax.jacfwd(lambda v: body_angular_velocities(model, q, v))(jnp.zeros_like(q))

@@ -232,13 +232,57 @@ class Joint(eqx.Module):
 
 def revolute(name: str, parent: str, child: str, axis: RealLike, function: AbstractJointFunction,
              offset: RealLike = (0.0, 0.0, 0.0), **kwargs) -> Joint:
-    """A revolute joint: translate by `offset` in the parent frame, then rotate about `axis`."""
+    """A revolute joint: translate by `offset` in the parent frame, then rotate by ``f`` about `axis`.
+
+    The child frame in the parent frame is ``[[A(f), offset], [0, 1]]`` with ``A(f) = 1
+    + Ṽ sin f + 2 Ṽ² sin²(f/2)`` (Ehsani 2016, Eq. 38-39, ``Ṽ`` the cross-product
+    matrix of the unit axis); ``f = function(q)`` is the joint variable.
+
+    **Arguments:**
+
+    - `name`: the joint's name (unique in the model).
+    - `parent`, `child`: names of the parent body (or ``"ground"``) and of the child body.
+    - `axis`: `(3,)` rotation axis in the parent frame (after `parent_rotation`, when
+      given); normalised to a unit vector.
+    - `function`: the joint variable as a joint function of ``q`` (rad), e.g.
+      [`jaxmb.Coordinate`][jaxmb.Coordinate].
+    - `offset`: `(3,)` translation of the joint centre in the parent frame (m),
+      Ehsani's ``d_i V_d``.
+    - `**kwargs`: further keyword arguments of [`jaxmb.Joint`][jaxmb.Joint]
+      (`parent_rotation`, `child_translation`, `child_rotation`).
+
+    **Returns:**
+
+    A [`jaxmb.Joint`][jaxmb.Joint] of kind ``"revolute"``.
+    """
     return Joint(name, parent, child, "revolute", axis, function, parent_translation=offset, **kwargs)
 
 
 def prismatic(name: str, parent: str, child: str, axis: RealLike, function: AbstractJointFunction,
               offset: RealLike = (0.0, 0.0, 0.0), rotation: RealLike | None = None, **kwargs) -> Joint:
-    """A prismatic joint: translate by ``offset + f * axis`` (parent frame), then the constant `rotation`."""
+    """A prismatic joint: translate by ``offset + f * axis`` in the parent frame, then the constant `rotation`.
+
+    The child frame in the parent frame is ``[[R, offset + f V_d], [0, 1]]`` (Ehsani
+    2016, Eq. 38 with the joint variable ``d_i = f`` and a constant rotation);
+    ``f = function(q)`` is the joint variable.
+
+    **Arguments:**
+
+    - `name`: the joint's name (unique in the model).
+    - `parent`, `child`: names of the parent body (or ``"ground"``) and of the child body.
+    - `axis`: `(3,)` sliding direction in the parent frame (after `parent_rotation`,
+      when given); normalised to a unit vector.
+    - `function`: the joint variable as a joint function of ``q`` (m).
+    - `offset`: `(3,)` constant translation in the parent frame (m).
+    - `rotation`: `(3, 3)` constant rotation of the child frame (Ehsani's constant
+      ``θ_i``), or `None` for the identity.
+    - `**kwargs`: further keyword arguments of [`jaxmb.Joint`][jaxmb.Joint]
+      (`parent_rotation`, `child_translation`).
+
+    **Returns:**
+
+    A [`jaxmb.Joint`][jaxmb.Joint] of kind ``"prismatic"``.
+    """
     return Joint(name, parent, child, "prismatic", axis, function, parent_translation=offset,
                  child_rotation=rotation, **kwargs)
 

@@ -1,23 +1,18 @@
-"""Closed kinematic chains as joint functions (Ehsani 2016, section 3-3).
+"""Closed kinematic chains beyond the implicit joint functions (Ehsani 2016, section 3-3).
 
 Loop-closure equations ``g(f, q) = 0`` define dependent joint variables as
-implicit functions of ``q``; their gradients and Hessians come from implicit
-differentiation (default), Ehsani's analytical projection method (Eq. 100-120),
-a computational molecule (Fig. 2) or pre-modeling (fitted splines). The
-traditional constraint-Jacobian route and an index-1 DAE baseline with Lagrange
-multipliers are here for comparison. See the how-to on closed chains.
+implicit functions of ``q`` ([`jaxmb.LoopClosure`][jaxmb.LoopClosure],
+[`jaxmb.ImplicitJointFunction`][jaxmb.ImplicitJointFunction], at the top level);
+their gradients and Hessians come from implicit differentiation (default) or,
+from this module, Ehsani's analytical projection method (Eq. 100-120), a
+computational molecule (Fig. 2) or pre-modeling (fitted splines). The traditional
+constraint-Jacobian route and an index-1 DAE baseline with Lagrange multipliers are
+here for comparison. See the how-to on closed chains.
 """
 
-from ._loop_closure import ImplicitJointFunction as ImplicitJointFunction
-from ._loop_closure import implicit_joint_functions as implicit_joint_functions
-from ._loop_closure import LoopClosure as LoopClosure
-from ._loop_closure import LoopClosureError as LoopClosureError
-from ._loop_closure import LoopSolution as LoopSolution
 from ._loops._dae import consistent_velocities as consistent_velocities
-from ._loops._dae import dae_rhs_numpy as dae_rhs_numpy
 from ._loops._dae import dae_vector_field as dae_vector_field
 from ._loops._dae import loop_constraints as loop_constraints
-from ._loops._dae import ode_rhs_numpy as ode_rhs_numpy
 from ._loops._dae import simulate_dae as simulate_dae
 from ._loops._derivative_routes import molecule_derivatives as molecule_derivatives
 from ._loops._derivative_routes import projection_derivatives as projection_derivatives

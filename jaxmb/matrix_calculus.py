@@ -63,7 +63,21 @@ def _relative(poses, a: int, b: int):
 
 
 def B_matrices(model: Model, q) -> Float[Array, "nb 4 4"]:
-    """``B_i = (0_i A4)ᵀ`` for every body."""
+    """``B_i = (0_i A4)ᵀ`` for every body: the transposed ground-from-body transforms (Ehsani 2016, Eq. 43).
+
+    Ehsani writes the kinematics in terms of ``B_i`` so that its derivatives stack in
+    the layout of Definition 1 (Eq. 3); ``0_i A4`` is the pose of Eq. 40.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    `(n_bodies, 4, 4)` matrices ``B_i`` (translation row in m), in the order of
+    `model.body_names`.
+    """
     _, poses, _ = _frames(model, q)
     return jnp.stack([p.T for p in poses])
 
@@ -74,7 +88,22 @@ def _W(poses, hats, j: int, i: int):
 
 
 def D_recursive(model: Model, q) -> list[Array]:
-    """``D_i`` by the recursion of Eq. 74: ``D_i = (Â_iᵀ B_i) ⊗ ∇f_i + (pr(i)_i A4ᵀ ⊗ I) D_pr(i)``."""
+    """``D_i = ∂B_i/∂q`` of every body by the recursion of Ehsani (2016), Eq. 74.
+
+    ``D_i = (Â_iᵀ B_i) ⊗ ∇f_i + (pr(i)_i A4ᵀ ⊗ I_nq) D_pr(i)``, with the joint matrix
+    ``Â_i`` of Eq. 69-71, parents first.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    A list of `n_bodies` arrays of shape `(4 nq, 4)` in the layout of Definition 1
+    (``D_i[r nq + a, c] = ∂B_rc/∂q_a``), in the order of `model.body_names` (translation
+    row in m per unit of ``q``, the rest per unit of ``q``).
+    """
     local, poses, hats = _frames(model, q)
     grads = joint_gradients(model, q)
     nq = model.nq
@@ -90,7 +119,21 @@ def D_recursive(model: Model, q) -> list[Array]:
 
 
 def D_closed_form(model: Model, q) -> list[Array]:
-    """``D_i = Σ_{j ∈ Anc(i) ∪ {i}} W_jiᵀ ⊗ ∇f_j`` (Eq. 75-76)."""
+    """``D_i = ∂B_i/∂q`` of every body in closed form (Ehsani 2016, Eq. 75-76).
+
+    ``D_i = Σ_{j ∈ Anc(i) ∪ {i}} W_jiᵀ ⊗ ∇f_j`` with ``W_ji = 0_j A4 Â_j j_i A4``, the
+    derivative of ``0_i A4`` with respect to the joint variable ``f_j``.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    A list of `n_bodies` arrays of shape `(4 nq, 4)`, equal to
+    [`D_recursive`][jaxmb.matrix_calculus.D_recursive]'s (same layout and units).
+    """
     _, poses, hats = _frames(model, q)
     grads = joint_gradients(model, q)
     return [sum(jnp.kron(_W(poses, hats, j, i).T, grads[j][:, None]) for j in _chain(model, i))
@@ -98,10 +141,22 @@ def D_closed_form(model: Model, q) -> list[Array]:
 
 
 def D2_recursive(model: Model, q) -> list[Array]:
-    """``D'_i`` by the recursion of Eq. 89, with Eq. 88 corrected (see docs/errata.md):
+    """``D'_i = ∂²B_i/∂q²`` of every body by the recursion of Ehsani (2016), Eq. 89 (corrected).
 
     ``D'_i = (Â_iᵀ ⊗ U)(D_i ⊗ ∇f_i) + W_iiᵀ ⊗ vec(H_i)
-    + [(Â_iᵀ pr(i)_i A4ᵀ) ⊗ I ⊗ ∇f_i] D_pr(i) + (pr(i)_i A4ᵀ ⊗ I_{nq²}) D'_pr(i)``.
+    + [(Â_iᵀ pr(i)_i A4ᵀ) ⊗ I ⊗ ∇f_i] D_pr(i) + (pr(i)_i A4ᵀ ⊗ I_{nq²}) D'_pr(i)``,
+    ``U = U_{nq,nq}`` the commutation matrix. The printed Eq. 88 has ``W_iiᵀ`` where
+    ``Â_iᵀ pr(i)_i A4ᵀ`` belongs (see the Errata page).
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    A list of `n_bodies` arrays of shape `(4 nq², 4)` in the layout
+    ``D'_i[(r nq + a) nq + b, c] = ∂²B_rc/∂q_a∂q_b``, in the order of `model.body_names`.
     """
     local, poses, hats = _frames(model, q)
     grads = joint_gradients(model, q)
@@ -126,11 +181,22 @@ def D2_recursive(model: Model, q) -> list[Array]:
 
 
 def D2_closed_form(model: Model, q) -> list[Array]:
-    """Closed form of ``D'_i`` (Eq. 99, corrected):
+    """``D'_i = ∂²B_i/∂q²`` of every body in closed form (Ehsani 2016, Eq. 99, corrected).
 
-    ``D'_i = Σ_{j,s} (∂²B_i/∂f_j∂f_s) ⊗ (∇f_j ⊗ ∇f_s) + Σ_j W_jiᵀ ⊗ vec(H_j)``,
-    with ``∂²(0_i A4)/∂f_s∂f_j = 0_s A4 Â_s s_j A4 Â_j j_i A4`` for s an ancestor of
-    (or equal to) j, and symmetric otherwise.
+    ``D'_i = Σ_{j,s} (∂²B_i/∂f_j∂f_s) ⊗ (∇f_j ⊗ ∇f_s) + Σ_j W_jiᵀ ⊗ vec(H_j)``, with
+    ``∂²(0_i A4)/∂f_s∂f_j = 0_s A4 Â_s s_j A4 Â_j j_i A4`` for s an ancestor of (or
+    equal to) j, and symmetric otherwise; the sums run over ``Anc(i) ∪ {i}``. The
+    printed Eq. 96a-99 use a ``W̄_kji`` whose index k is undefined (see the Errata page).
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    A list of `n_bodies` arrays of shape `(4 nq², 4)`, equal to
+    [`D2_recursive`][jaxmb.matrix_calculus.D2_recursive]'s (same layout).
     """
     _, poses, hats = _frames(model, q)
     grads = joint_gradients(model, q)
@@ -150,10 +216,21 @@ def D2_closed_form(model: Model, q) -> list[Array]:
 
 
 def pseudo_inertia(body, dtype=None) -> Float[Array, "4 4"]:
-    """``J_i = ∫ r̄ r̄ᵀ dm`` with ``r̄ = [r; 1]`` about the body origin (Eq. 127-131).
+    """Pseudo-inertia ``J_i = ∫ r̄ r̄ᵀ dm`` of a body, ``r̄ = {r; 1}``, about its origin (Ehsani 2016, Eq. 127-131).
 
-    Its upper-left block is the second moment of mass ``∫ r rᵀ dm =
-    m c cᵀ + ½ tr(I_c) 1 - I_c``, not the inertia tensor the text names (erratum).
+    ``J_i = [[∫ r rᵀ dm, m c], [m cᵀ, m]]``. Its upper-left block is the second moment
+    of mass ``m c cᵀ + ½ tr(I_c) 1 - I_c``, not the inertia tensor the text of Eq. 131
+    names (an erratum, see the Errata page).
+
+    **Arguments:**
+
+    - `body`: a [`jaxmb.Body`][jaxmb.Body] (mass in kg, centre of mass `com` in m,
+      inertia `inertia` about the centre of mass in kg m²).
+    - `dtype`: cast the result to this dtype; default: the body's.
+
+    **Returns:**
+
+    `(4, 4)` symmetric matrix (kg m², kg m and kg blocks).
     """
     m, c, ic = body.mass, body.com, body.inertia
     second = m * jnp.outer(c, c) + 0.5 * jnp.trace(ic) * jnp.eye(3, dtype=ic.dtype) - ic
@@ -172,25 +249,72 @@ def _kron_sandwich(j4, left, right, nq):
 
 
 def body_mass_matrix(body, d, nq) -> Float[Array, "nq nq"]:
-    """``M_i = C1ᵀ (J_i ⊗ U_{nq,4}ᵀ)(D_i D_iᵀ ⊗ I_4)(I_4 ⊗ U_{nq,4}) C1`` (Eq. 145, as printed)."""
+    """One body's share ``M_i`` of the mass matrix (Ehsani 2016, Eq. 145, as printed).
+
+    ``M_i = C1ᵀ (J_i ⊗ U_{nq,4}ᵀ)(D_i D_iᵀ ⊗ I_4)(I_4 ⊗ U_{nq,4}) C1`` with
+    ``C1 = vec(I_4) ⊗ I_nq`` (Eq. 142) and the pseudo-inertia ``J_i`` (Eq. 131).
+
+    **Arguments:**
+
+    - `body`: the [`jaxmb.Body`][jaxmb.Body].
+    - `d`: `(4 nq, 4)` its ``D_i`` (from [`D_closed_form`][jaxmb.matrix_calculus.D_closed_form]
+      or [`D_recursive`][jaxmb.matrix_calculus.D_recursive]).
+    - `nq`: the number of generalized coordinates.
+
+    **Returns:**
+
+    `(nq, nq)` symmetric matrix (kg m² for rotational coordinates, kg for
+    translational ones).
+    """
     return _kron_sandwich(pseudo_inertia(body, d.dtype), d, d, nq)
 
 
 def body_velocity_matrix(body, d, d2, qd, nq) -> Float[Array, "nq nq"]:
-    """``N_i`` (Eq. 147 corrected): Eq. 145 with one ``D_i`` replaced by
-    ``Ḋ_i = (I_{4nq} ⊗ q'ᵀ) D'_i``, the time derivative of ``D_i``::
+    """One body's share ``N_i`` of the velocity matrix (Ehsani 2016, Eq. 147, corrected).
+
+    Eq. 145 with one ``D_i`` replaced by its time derivative ``Ḋ_i = (I_{4nq} ⊗ q'ᵀ) D'_i``:
 
         N_i = C1ᵀ (J_i ⊗ U_{nq,4}ᵀ)(D_i Ḋ_iᵀ ⊗ I_4)(I_4 ⊗ U_{nq,4}) C1.
 
-    The printed Eq. 147 repeats Eq. 145 (``D_i D_iᵀ``), which cannot be: N must
-    vanish when ``q' = 0``.
+    The printed Eq. 147 repeats Eq. 145 (``D_i D_iᵀ``), which cannot be: ``N`` must
+    vanish when ``q' = 0`` (see the Errata page).
+
+    **Arguments:**
+
+    - `body`: the [`jaxmb.Body`][jaxmb.Body].
+    - `d`: `(4 nq, 4)` its ``D_i``.
+    - `d2`: `(4 nq², 4)` its ``D'_i`` (from
+      [`D2_closed_form`][jaxmb.matrix_calculus.D2_closed_form] or
+      [`D2_recursive`][jaxmb.matrix_calculus.D2_recursive]).
+    - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
+    - `nq`: the number of generalized coordinates.
+
+    **Returns:**
+
+    `(nq, nq)` matrix ``N_i`` such that ``N_i q'`` is the body's Coriolis and
+    centrifugal generalized force (N m or N).
     """
     ddot = jnp.kron(jnp.eye(4 * nq, dtype=d.dtype), qd[None, :]) @ d2
     return _kron_sandwich(pseudo_inertia(body, d.dtype), d, ddot, nq)
 
 
 def body_gravity_forces(body, d, gravity, nq) -> Float[Array, " nq"]:
-    """``G_i = m_i ({r_cmᵀ | 1} ⊗ I_nq) D_i {g; 0}`` (Eq. 187)."""
+    """One body's share ``G_i`` of the generalized gravity force (Ehsani 2016, Eq. 187).
+
+    ``G_i = m_i ({i_r_cmᵀ | 1} ⊗ I_nq) D_i {g; 0}``.
+
+    **Arguments:**
+
+    - `body`: the [`jaxmb.Body`][jaxmb.Body] (mass in kg, centre of mass in m).
+    - `d`: `(4 nq, 4)` its ``D_i``.
+    - `gravity`: `(3,)` gravitational acceleration in ground axes (m/s²), e.g.
+      `model.gravity`.
+    - `nq`: the number of generalized coordinates.
+
+    **Returns:**
+
+    `(nq,)` generalized force (N m or N), on the right-hand side of Eq. 198.
+    """
     dt = d.dtype
     rbar = jnp.concatenate([body.com.astype(dt), jnp.ones(1, dt)])
     gbar = jnp.concatenate([gravity.astype(dt), jnp.zeros(1, dt)])
@@ -198,14 +322,45 @@ def body_gravity_forces(body, d, gravity, nq) -> Float[Array, " nq"]:
 
 
 def mass_matrix(model: Model, q) -> Float[Array, "nq nq"]:
-    """``M = Σ_i M_i`` (Eq. 189)."""
+    """Mass matrix ``M(q) = Σ_i M_i`` by Ehsani's matrix calculus (Ehsani 2016, Eq. 189).
+
+    Each ``M_i`` is Eq. 145 ([`body_mass_matrix`][jaxmb.matrix_calculus.body_mass_matrix])
+    with ``D_i`` from the closed form (Eq. 75). The reference for
+    [`jaxmb.mass_matrix`][jaxmb.mass_matrix], which computes the same matrix faster.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    `(nq, nq)` symmetric positive-definite matrix (kg m² for rotational coordinates,
+    kg for translational ones).
+    """
     q = jnp.asarray(q)
     ds = D_closed_form(model, q)
     return sum(body_mass_matrix(b, ds[i], model.nq) for i, b in enumerate(model.bodies))
 
 
 def velocity_matrix(model: Model, q, qd) -> Float[Array, "nq nq"]:
-    """``N(q, q') = Σ_i N_i`` (Eq. 190); the velocity term is ``N q'``."""
+    """Velocity matrix ``N(q, q') = Σ_i N_i`` by Ehsani's matrix calculus (Ehsani 2016, Eq. 190).
+
+    Each ``N_i`` is Eq. 147 as corrected
+    ([`body_velocity_matrix`][jaxmb.matrix_calculus.body_velocity_matrix]); the
+    velocity term of the equations of motion (Eq. 198) is ``N q'``.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+    - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
+
+    **Returns:**
+
+    `(nq, nq)` matrix (kg m²/s for rotational coordinates, kg/s for translational
+    ones); ``N q'`` is in N m or N.
+    """
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     ds = D_closed_form(model, q)
     d2s = D2_closed_form(model, q)
@@ -213,7 +368,22 @@ def velocity_matrix(model: Model, q, qd) -> Float[Array, "nq nq"]:
 
 
 def gravity_forces(model: Model, q) -> Float[Array, " nq"]:
-    """``G = Σ_i G_i`` (Eq. 197)."""
+    """Generalized gravity force ``G(q) = Σ_i G_i`` by Ehsani's matrix calculus (Ehsani 2016, Eq. 197).
+
+    Each ``G_i`` is Eq. 187
+    ([`body_gravity_forces`][jaxmb.matrix_calculus.body_gravity_forces]). The
+    reference for [`jaxmb.gravity_forces`][jaxmb.gravity_forces], with the same sign:
+    ``G`` is on the right-hand side of Eq. 198.
+
+    **Arguments:**
+
+    - `model`: the model.
+    - `q`: `(nq,)` generalized coordinates (rad or m).
+
+    **Returns:**
+
+    `(nq,)` generalized force (N m for rotational coordinates, N for translational ones).
+    """
     q = jnp.asarray(q)
     ds = D_closed_form(model, q)
     return sum(body_gravity_forces(b, ds[i], model.gravity, model.nq) for i, b in enumerate(model.bodies))

@@ -1,17 +1,34 @@
 """Independent oracles for the closed-chain tests (not library API): Hairer & Wanner's
-closed-form mass matrix and the energy balance of Andrews' squeezer, and the Test Set's
-reference velocities."""
+closed-form mass matrix and the energy balance of Andrews' squeezer, the Test Set's
+reference angles and velocities, and the points p of Ehsani's (2016) four-bar and
+five-bar figures."""
 
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxmb import LinearSpring, Model, kinetic_energy
-from jaxmb.models._closed import ANDREWS_PARAMETERS, andrews_angles
+from jaxmb import LinearSpring, Model, joint_values, kinetic_energy
+from jaxmb.models._closed import ANDREWS_PARAMETERS
+# The model's own data, read here rather than copied: the Test Set's consistent initial
+# angles (the model's q_default) and their names in Hairer & Wanner's order.
+from jaxmb.models._closed import _ANDREWS_ANGLES as ANDREWS_ANGLES  # noqa: F401
+from jaxmb.models._closed import _ANDREWS_Y0 as ANDREWS_Y0  # noqa: F401
+
+ANDREWS_REFERENCE_T003 = (0.1581077119629904e2, -0.1575637105984298e2, 0.4082224013073101e-1,
+                          -0.5347301163226948, 0.5244099658805304, 0.5347301163226948,
+                          0.1048080741042263e1)
+"""Test Set reference angles (β, Θ, γ, Φ, δ, Ω, ε) at t = 0.03 s."""
 
 ANDREWS_REFERENCE_VELOCITY_T003 = (0.1139920302151208e4, -0.1424379294994111e4, 0.1103291221937134e2,
                                    0.1929337464421385e2, 0.5735699284790808, -0.1929337464421385e2,
                                    0.3231791658026955)
 """Test Set reference angular velocities at t = 0.03 s."""
+
+FOUR_BAR_POINT = ("link2", (5.0, 0.0, 0.0))
+"""Body and body-frame point of the four-bar's point p (the joint between bodies 2 and
+3) for the default l2 = 5."""
+
+FIVE_BAR_POINT = ("link3", (2.0, 0.0, 0.0))
+"""Body and body-frame point of the five-bar's point p for the default l_p = 2."""
 
 
 def andrews_mass_matrix_hw(y) -> Float[Array, "7 7"]:
@@ -39,6 +56,6 @@ def andrews_mass_matrix_hw(y) -> Float[Array, "7 7"]:
 def andrews_energy(model: Model, q, qd, q0) -> Float[Array, ""]:
     """``T + V_spring - mom (β - β0)``: constant along an exact trajectory."""
     spring = [ld for ld in model.loads if isinstance(ld, LinearSpring)][0]
-    beta = andrews_angles(model, q)[0] if model.nq == 7 else q[0]
+    beta = joint_values(model, q)[0] if model.nq == 7 else q[0]
     beta0 = q0[0]
     return kinetic_energy(model, q, qd) + spring.potential_energy(model, q) - ANDREWS_PARAMETERS["mom"] * (beta - beta0)

@@ -28,3 +28,15 @@ SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
 @pytest.fixture(scope="session")
 def shared_dir() -> pathlib.Path:
     return SHARED
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `slow` (whole-model OpenSim parity runs, minutes each) are deselected
+    unless a marker expression is given: `pytest -m slow` runs them alone,
+    `pytest -m "slow or not slow"` runs everything."""
+    if config.option.markexpr:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]

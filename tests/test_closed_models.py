@@ -13,7 +13,7 @@ from jaxmb.models._closed import ANDREWS_PARAMETERS, _andrews_guess  # the model
 
 import closed_oracles as O
 
-C = mb.models  # the built-in mechanisms and the Test Set data
+C = mb.models  # the built-in mechanisms (the Test Set data are in closed_oracles)
 
 REFERENCE_DIGITS = 9  # significant digits required at t = 0.03 (max relative error)
 EMBEDDED_RESIDUAL = 1e-10  # |g| along every embedded trajectory
@@ -29,15 +29,15 @@ def andrews():
 
 @pytest.fixture(scope="module")
 def andrews_run(andrews):
-    q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+    q0 = jnp.asarray(O.ANDREWS_Y0[:1])
 
     @eqx.filter_jit
     def run(model):
-        sol = mb.simulate(C.without_loads(model), q0, jnp.zeros(1), 0.03, ts=jnp.asarray(TS),
-                          tau=C.andrews_tau(model), rtol=SIM_TOL, atol=SIM_TOL, solver="dopri8")
+        sol = mb.simulate(model, q0, jnp.zeros(1), 0.03, ts=jnp.asarray(TS),
+                          rtol=SIM_TOL, atol=SIM_TOL, solver="dopri8")
         closure = model.joints[1].function.closure
         sols = jax.vmap(closure.solve)(sol.q)
-        angles = jax.vmap(lambda q: C.andrews_angles(model, q))(sol.q)
+        angles = jax.vmap(lambda q: mb.joint_values(model, q))(sol.q)
         energy = jax.vmap(lambda q, qd: O.andrews_energy(model, q, qd, q0))(sol.q, sol.qd)
         return sol, sols, angles, energy
 
@@ -47,20 +47,19 @@ def andrews_run(andrews):
 def test_open_tree_mass_matrix_is_hairer_wanner():
     tree = C.andrews_squeezer(embedded=False)
     for k in range(3):
-        y = jnp.asarray(C.ANDREWS_Y0) + 0.7 * k * jnp.arange(7)
+        y = jnp.asarray(O.ANDREWS_Y0) + 0.7 * k * jnp.arange(7)
         m = mb.mass_matrix(tree, y)
         np.testing.assert_allclose(m, O.andrews_mass_matrix_hw(y), rtol=1e-13, atol=1e-20)
 
 
 def test_initial_accelerations_and_multipliers(andrews):
     """Test Set consistent initial values: w(0) and lambda(0)."""
-    q0 = jnp.asarray(C.ANDREWS_Y0[:1])
-    qdd = eqx.filter_jit(lambda m: mb.forward_dynamics(C.without_loads(m), q0, jnp.zeros(1),
-                                                       C.closed_chain_forces(m, q0)))(andrews)
+    q0 = jnp.asarray(O.ANDREWS_Y0[:1])
+    qdd = eqx.filter_jit(lambda m: mb.forward_dynamics(m, q0, jnp.zeros(1), jnp.zeros(1)))(andrews)
     np.testing.assert_allclose(qdd, [14222.4439199541138705911625887], rtol=1e-12)
     field = mb.constraints.dae_vector_field(andrews)
-    perm = jnp.asarray([C.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])
-    z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
+    perm = jnp.asarray([O.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])
+    z0 = jnp.asarray(O.ANDREWS_Y0)[perm]
     zdd, lam = eqx.filter_jit(lambda f: f.accelerations(z0, jnp.zeros(7)))(field)
     theta = andrews.joint_names.index("Theta")
     np.testing.assert_allclose(zdd[theta], -10666.8329399655854029433719415, rtol=1e-12)
@@ -71,7 +70,7 @@ def test_initial_accelerations_and_multipliers(andrews):
 
 def test_andrews_reference_at_003(andrews_run):
     sol, _, angles, _ = andrews_run
-    ref = np.asarray(C.ANDREWS_REFERENCE_T003)
+    ref = np.asarray(O.ANDREWS_REFERENCE_T003)
     rel = np.abs(np.asarray(angles[-1]) - ref) / np.abs(ref)
     assert rel.max() < 10.0 ** (-REFERENCE_DIGITS), rel
     np.testing.assert_allclose(sol.qd[-1, 0], O.ANDREWS_REFERENCE_VELOCITY_T003[0], rtol=1e-8)
@@ -97,7 +96,7 @@ def test_spring_force_matches_hairer_wanner(andrews):
     """The spring's generalized force on gamma equals H&W's ff(3)."""
     P = ANDREWS_PARAMETERS
     tree = C.andrews_squeezer(embedded=False)
-    y = jnp.asarray(C.ANDREWS_Y0) + 0.1
+    y = jnp.asarray(O.ANDREWS_Y0) + 0.1
     ga = y[2]
     xd = P["sd"] * jnp.cos(ga) + P["sc"] * jnp.sin(ga) + P["xb"]
     yd = P["sd"] * jnp.sin(ga) - P["sc"] * jnp.cos(ga) + P["yb"]
@@ -105,7 +104,7 @@ def test_spring_force_matches_hairer_wanner(andrews):
     force = -P["c0"] * (lng - P["l0"]) / lng
     ff3 = force * (xd - P["xc"]) * (P["sc"] * jnp.cos(ga) - P["sd"] * jnp.sin(ga)) + \
         force * (yd - P["yc"]) * (P["sd"] * jnp.cos(ga) + P["sc"] * jnp.sin(ga))
-    q = C.closed_chain_forces(tree, y)
+    q = mb.generalized_forces(tree, y)
     np.testing.assert_allclose(q[2], ff3, rtol=1e-12)
     np.testing.assert_allclose(q[0], P["mom"], rtol=1e-12)
     np.testing.assert_allclose(q[jnp.asarray([1, 3, 4, 5, 6])], 0.0, atol=1e-15)
@@ -124,18 +123,18 @@ def test_a_dae_solve_traces_its_dynamics_once(andrews, monkeypatch):
         return original(*args)
 
     monkeypatch.setattr(_dae, "_mass_matrix_and_forces", counting)
-    z0 = jnp.asarray(C.ANDREWS_Y0)
+    z0 = jnp.asarray(O.ANDREWS_Y0)
     jax.jit(lambda z: mb.constraints.simulate_dae(andrews, z, jnp.zeros(7), 0.03, alpha=100.0, beta=100.0).z).lower(z0)
     assert len(calls) <= 1
 
 
 def test_andrews_dae_baseline_drifts_but_agrees(andrews):
-    perm = jnp.asarray([C.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])
-    z0 = jnp.asarray(C.ANDREWS_Y0)[perm]
+    perm = jnp.asarray([O.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])
+    z0 = jnp.asarray(O.ANDREWS_Y0)[perm]
     run = eqx.filter_jit(lambda m: mb.constraints.simulate_dae(m, z0, jnp.zeros(7), 0.03, ts=jnp.asarray([0.015, 0.03]),
                                                    alpha=0.0, beta=0.0, rtol=1e-10, atol=1e-10))
     s = run(andrews)
-    ref = np.asarray(C.ANDREWS_REFERENCE_T003)[np.asarray(perm)]
+    ref = np.asarray(O.ANDREWS_REFERENCE_T003)[np.asarray(perm)]
     rel = np.abs(np.asarray(s.z[-1]) - ref) / np.abs(ref)
     assert rel.max() < 1e-7
     drift = float(np.max(np.asarray(s.drift)))
@@ -146,7 +145,7 @@ def test_andrews_dae_baseline_drifts_but_agrees(andrews):
 def test_dae_solver_by_name(andrews):
     """simulate_dae takes the solver names of simulate ("kvaerno5" with its stage iteration
     that runs to convergence, tests/test_simulate.py) and names an unknown one."""
-    z0 = jnp.asarray(C.ANDREWS_Y0)[jnp.asarray([C.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])]
+    z0 = jnp.asarray(O.ANDREWS_Y0)[jnp.asarray([O.ANDREWS_ANGLES.index(n) for n in andrews.joint_names])]
     with pytest.raises(ValueError, match="simulate_dae: unknown solver 'radau'.*kvaerno5"):
         mb.constraints.simulate_dae(andrews, z0, jnp.zeros(7), 0.03, solver="radau")
 
@@ -189,15 +188,15 @@ def test_andrews_premodeled_is_exact_to_round_off(andrews, kind):
         qs = jnp.asarray([[-0.0617], [1.3], [4.0]])
         qd = jnp.asarray([900.0])
         acc = lambda m: jax.vmap(lambda q: mb.forward_dynamics(m, q, qd))(qs)  # noqa: E731
-        q0 = jnp.asarray(C.ANDREWS_Y0[:1])
+        q0 = jnp.asarray(O.ANDREWS_Y0[:1])
         sol = mb.simulate(fitted, q0, jnp.zeros(1), 0.03, rtol=SIM_TOL, atol=SIM_TOL, solver="dopri8")
-        return acc(implicit), acc(fitted), C.andrews_angles(fitted, sol.q[-1])
+        return acc(implicit), acc(fitted), mb.joint_values(fitted, sol.q[-1])
 
     a_impl, a_fit, angles = both(andrews, fourier)
     # The quintic's curvatures are good to 7e-11 (the fit's derivative_error); times
     # β'² = 8.1e5 that is 6e-5 rad/s² in β'' ~ 6e4, 1e-9 relative.
     np.testing.assert_allclose(a_fit, a_impl, rtol=1e-10 if kind == "fourier" else 1e-9)
-    ref = np.asarray(C.ANDREWS_REFERENCE_T003)
+    ref = np.asarray(O.ANDREWS_REFERENCE_T003)
     assert np.max(np.abs(np.asarray(angles) - ref) / np.abs(ref)) < 10.0 ** (-REFERENCE_DIGITS)
 
 
@@ -220,7 +219,7 @@ def test_loop_rates_equal_nested_forward_mode(andrews):
         np.testing.assert_allclose(fdd, fdd2, rtol=1e-10, atol=1e-10 * float(jnp.max(jnp.abs(fdd2))))
         np.testing.assert_allclose(jac, jac2, rtol=1e-11, atol=1e-13)
         # Each implicit joint's rates_and_gradient is its row of the same solve.
-        implicit = [j.function for j in andrews.joints if isinstance(j.function, mb.constraints.ImplicitJointFunction)]
+        implicit = [j.function for j in andrews.joints if isinstance(j.function, mb.ImplicitJointFunction)]
         assert len(implicit) == closure.m
         for fn in implicit:
             got = fn.rates_and_gradient(jnp.asarray(q), jnp.asarray(qd))

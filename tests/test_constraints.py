@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
+from closed_oracles import FIVE_BAR_POINT, FOUR_BAR_POINT
 
 R = mb.RESULTS
-FIVE_BAR_POINT, FOUR_BAR_POINT = mb.models.FIVE_BAR_POINT, mb.models.FOUR_BAR_POINT
 
 # Named tolerances.
 ROUNDOFF = 1e-12  # two exact routes to the same derivative

@@ -69,7 +69,7 @@ def documented():
 def is_documented(dotted, obj, blocks):
     if dotted in blocks:
         return True
-    # A re-export (jaxmb.constraints.LoopClosure is jaxmb.LoopClosure) is documented once.
+    # A re-export (the same object under another public name) is documented once.
     if inspect.isclass(obj) or inspect.isfunction(obj) or callable(obj):
         return any(o is obj for o in blocks.values())
     return False
@@ -86,6 +86,25 @@ def test_api_pages_document_only_public_names():
     stray = [path for path in documented() if path not in public and not path.rsplit(".", 1)[-1].startswith("_")
              and path not in public_modules()]
     assert not stray, f"API blocks for names that are not public: {stray}"
+
+
+def test_each_public_object_has_one_public_path():
+    """One public path per object (issue 34, item 8): a re-export under a second public
+    name (``jaxmb.constraints.LoopClosure`` beside ``jaxmb.LoopClosure``) doubles the
+    surface to learn and to document."""
+    paths: dict[int, list[str]] = {}
+    for dotted, obj in public_objects():
+        if callable(obj):
+            paths.setdefault(id(obj), []).append(dotted)
+    doubled = [p for p in paths.values() if len(p) > 1]
+    assert not doubled, f"objects exported under several public names: {doubled}"
+
+
+def test_models_export_models_not_reference_data():
+    """`jaxmb.models` offers model constructors; the data that tests check them against
+    (Test Set references, points of figures) live in tests/closed_oracles.py."""
+    data = [n for n in public_names(jaxmb.models) if not callable(getattr(jaxmb.models, n))]
+    assert not data, f"reference data in jaxmb.models: {data}"
 
 
 def docstring_problems():
@@ -113,8 +132,27 @@ def docstring_problems():
     return problems
 
 
-@pytest.mark.xfail(strict=False, reason="docstrings are being brought to the equinox style by their owners "
-                                        "(issue 34, item 8); this lists what is left")
+# Pending: jaxmb/_dynamics.py is being restructured, and its docstrings rewritten with it
+# (issue 34, item 8). Every other public function must document its arguments; remove a
+# name from here once its docstring has an **Arguments:** section.
+PENDING_DYNAMICS = {
+    "jaxmb.bias_forces", "jaxmb.forward_dynamics", "jaxmb.generalized_forces", "jaxmb.gravity_forces",
+    "jaxmb.inverse_dynamics", "jaxmb.inverse_dynamics_series", "jaxmb.inverse_dynamics_terms",
+    "jaxmb.kinetic_energy", "jaxmb.mass_matrix", "jaxmb.potential_energy", "jaxmb.velocity_forces",
+}
+
+
 def test_public_functions_document_their_arguments():
-    problems = docstring_problems()
+    problems = [p for p in docstring_problems() if p.split(":")[0] not in PENDING_DYNAMICS]
     assert not problems, "\n".join(problems)
+
+
+def test_pending_docstrings_are_only_those_of_the_dynamics_module():
+    """The exemption list shrinks, never grows: only functions of jaxmb._dynamics, and
+    only those still lacking their section (a stale entry would hide a regression)."""
+    objects = dict(public_objects())
+    outside = [n for n in PENDING_DYNAMICS if getattr(objects.get(n), "__module__", None) != "jaxmb._dynamics"]
+    assert not outside, f"exempt names outside jaxmb._dynamics: {outside}"
+    open_problems = {p.split(":")[0] for p in docstring_problems()}
+    stale = sorted(PENDING_DYNAMICS - open_problems)
+    assert not stale, f"these now document their arguments; remove them from PENDING_DYNAMICS: {stale}"

@@ -4,10 +4,10 @@ against the reference data of tests/data/opensim/opensim_reference.py (tests/dat
 OpenSim's -dL/dq by central differences is the oracle for R; points where the length is
 not smooth (a conditional point switching, a wrap engaging) are excluded and reported.
 MoBL-ARMS is read from ../shared/models (its licence is unclear); its tests skip where
-that file is absent. The whole-model MoBL tests are opt-in (JAXMB_SLOW=1).
+that file is absent. The whole-model MoBL tests are marked `slow` (minutes each):
+deselected by default, run with `pytest -m slow tests/test_muscle_parity.py`.
 """
 
-import os
 import pathlib
 import warnings
 
@@ -27,16 +27,13 @@ TOL_R = 1e-6  # m
 
 
 def _load(name, file, shared_dir=None):
-    io = pytest.importorskip("jaxmb.io")
-    if not hasattr(io, "load_osim"):
-        pytest.skip("jaxmb.io.load_osim is not available yet")
     path = (pathlib.Path(shared_dir) / "models" / file) if shared_dir else MODELS / file
     if not path.exists():
         pytest.skip(f"{path} is absent")
     ref = DATA / f"{name}.npz"
     if not ref.exists():
         pytest.skip(f"{ref} is absent")
-    return io.load_osim(path), np.load(ref)
+    return mb.load_osim(path), np.load(ref)
 
 
 def _parity(model, d, stride, exact_muscles=None):
@@ -86,7 +83,7 @@ def test_mobl_arms_loads_with_muscles_and_reports_skipped_forces(shared_dir):
     if not path.exists():
         pytest.skip(f"{path} is absent")
     with pytest.warns(UserWarning, match=r"skipped 18: 4 Ligament .*14 CoordinateLimitForce"):
-        model = mb.io.load_osim(path)
+        model = mb.load_osim(path)
     assert len(model.muscles) == 50
     from jaxmb.io._osim import read_ligaments
     ligs = read_ligaments(path)
@@ -99,7 +96,7 @@ def test_moving_point_clamps_its_coordinate(shared_dir):
     path = pathlib.Path(shared_dir) / "models" / "gait2354_simbody.osim"
     if not path.exists():
         pytest.skip(f"{path} is absent")
-    model = mb.io.load_osim(path)
+    model = mb.load_osim(path)
     k = model.coordinate_index("knee_angle_r")
     m = model.muscles[model.muscle_names.index("rect_fem_r")]
     pt = next(p for p in m.points if isinstance(p, mb.MovingPathPoint))
@@ -107,8 +104,7 @@ def test_moving_point_clamps_its_coordinate(shared_dir):
     np.testing.assert_allclose(pt.location(q_out), pt.location(q_hi), atol=0)
 
 
-@pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"),
-                    reason="MoBL-ARMS parity compiles the whole model (~5 min); set JAXMB_SLOW=1")
+@pytest.mark.slow  # compiles the whole MoBL-ARMS model (~5 min)
 def test_parity_mobl_arms(shared_dir):
     """docs/opensim-parity.md, MoBL-ARMS table: every muscle's length and R = -dL/dq match
     OpenSim's at every 5th sweep state (away from path discontinuities), whatever its wraps."""
@@ -131,7 +127,7 @@ def test_closed_form_equals_autodiff_mobl_multi_wrap(shared_dir):
         pytest.skip(f"{path} is absent")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # skipped ligaments, impossible inertias
-        model = mb.io.load_osim(path)
+        model = mb.load_osim(path)
     muscles = tuple(m for m in model.muscles if m.name in MOBL_CHAINED)
     model = eqx.tree_at(lambda m: m.muscles, model, muscles)  # only these two: small graph
     d = np.load(DATA / "mobl_arms.npz")
@@ -193,8 +189,7 @@ def test_mobl_ecrb_torus_moment_arm_is_the_iterates_derivative(shared_dir, state
 MOBL_NAN_SWEEP_STATES = {38: "SUPSP", 93: "SUPSP", 509: "SUPSP", 705: "ANC", 708: "ANC"}
 
 
-@pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"),
-                    reason="compiles the whole MoBL-ARMS path graph twice (several minutes); set JAXMB_SLOW=1")
+@pytest.mark.slow  # compiles the whole MoBL-ARMS path graph twice (several minutes)
 def test_mobl_arms_lengths_and_moment_arms_are_finite(shared_dir):
     """Lengths and both moment-arm methods at the former NaN states and all 20 random states:
     one jit, a lax.map over 25 states (about 1.5 min on the 2-core VM, mostly compilation)."""

@@ -190,6 +190,41 @@ def test_sweep_shape():
     assert x.shape == (11,) and r.shape == (11, 1)
 
 
+# The public entry points of the muscle module, each called with a NaN coordinate.
+NAN_Q = jnp.array([0.1, np.nan])
+NONFINITE_CALLS = {
+    "muscle_lengths": lambda m, q: mb.muscle_lengths(m, q),
+    "moment_arms": lambda m, q: mb.moment_arms(m, q),
+    "muscle_lengths_and_moment_arms": lambda m, q: mb.muscle_lengths_and_moment_arms(m, q),
+    "moment_arm_derivatives": lambda m, q: mb.moment_arm_derivatives(m, q),
+    "path_events": lambda m, q: mb.path_events(m, q),
+    "muscle_lengthening_speeds": lambda m, q: mb.muscle_lengthening_speeds(m, q, jnp.zeros(2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NONFINITE_CALLS))
+def test_nonfinite_coordinates_are_refused_naming_the_argument(name):
+    """NaN in q used to give plausible lengths (issue 34, item 10): eagerly a ValueError
+    names the function, the argument and the coordinate, before any path is resolved."""
+    with pytest.raises(ValueError, match=rf"{name}: q must be finite, got NaN or inf at coordinates \['elbow'\]"):
+        NONFINITE_CALLS[name](_arm(None), NAN_Q)
+
+
+def test_nonfinite_coordinates_are_refused_under_jit():
+    """Under jit the values are not known at trace time: eqx.error_if raises at run time
+    with the same message (also for qd), and finite states still pass."""
+    model = _arm(None)
+    lengths = eqx.filter_jit(lambda q: mb.muscle_lengths(model, q))
+    speeds = eqx.filter_jit(lambda q, qd: mb.muscle_lengthening_speeds(model, q, qd))
+    assert np.all(np.isfinite(np.asarray(lengths(STATES[0]))))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="muscle_lengths: q must be finite"):
+        jax.block_until_ready(lengths(NAN_Q))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="muscle_lengthening_speeds: qd must be finite"):
+        jax.block_until_ready(speeds(STATES[0], jnp.array([np.inf, 0.0])))
+    with pytest.raises(mb.ModelError, match=r"moment_arms: q must have shape \(2,\)"):
+        mb.moment_arms(model, jnp.zeros(3))
+
+
 def test_errors_name_the_element():
     with pytest.raises(mb.ModelError):
         mb.Muscle("m", [mb.PathPoint("ground", (0, 0, 0))])

@@ -8,7 +8,7 @@ with the loop-closure equations ``Φ(z) = 0`` enforced by Lagrange multipliers:
 
 (index 1 by differentiating the constraints twice, Baumgarte stabilisation with
 parameters α, β; α = β = 0 is the plain index-1 system, which drifts). Integrated
-with diffrax (`simulate_dae`) or, through `dae_rhs_numpy`, with scipy.
+with diffrax (`simulate_dae`).
 The embedded ODE (Ehsani 2016: the loops as joint functions of q) needs none of this and
 does not drift.
 """
@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._dynamics import _mass_matrix_and_forces, bias_forces, forward_dynamics, generalized_forces, mass_matrix
+from .._dynamics import _mass_matrix_and_forces, bias_forces, mass_matrix
 from .._functions import Coordinate
 from .._loop_closure import ImplicitJointFunction, LoopClosureError
 from .._model import Model
@@ -185,58 +185,6 @@ def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: 
     z, zd = sol.ys[:, :n], sol.ys[:, n:]
     drift = jax.vmap(lambda x: jnp.max(jnp.abs(field.phi(x))))(z)
     return DAESolution(ts=sol.ts, z=z, zd=zd, drift=drift, stats=sol.stats)
-
-
-def dae_rhs_numpy(model: Model, forces: Callable | None = None, alpha: float = 0.0, beta: float = 0.0):
-    """The index-1 DAE's right-hand side and Jacobian for `scipy.integrate.solve_ivp`.
-
-    **Arguments:**
-
-    As `dae_vector_field`: `model`, `forces`, and the Baumgarte `alpha`, `beta` (1/s).
-
-    **Returns:**
-
-    `(rhs, jac)`: jitted `rhs(t, y) -> (2 n_joints,)` and `jac(t, y) -> (2 n_joints,
-    2 n_joints)` NumPy functions of ``y = (z, ż)`` (rad or m, rad/s or m/s).
-    """
-    import numpy as np
-
-    field = dae_vector_field(model, forces, alpha, beta)
-    f = jax.jit(lambda y: field(0.0, y, None))
-    jac = jax.jit(jax.jacfwd(f))
-    return (lambda t, y: np.asarray(f(jnp.asarray(y)))), (lambda t, y: np.asarray(jac(jnp.asarray(y))))
-
-
-def ode_rhs_numpy(model: Model, tau: Callable | None = None):
-    """The embedded (minimal) ODE's right-hand side and Jacobian for `scipy.integrate.solve_ivp`.
-
-    ``q'' = M(q)⁻¹ (τ - N(q, q') q' + G(q))``, the embedded equations of motion of
-    Ehsani (2016) as [`jaxmb.forward_dynamics`][jaxmb.forward_dynamics] solves them, for scipy's integrators.
-
-    **Arguments:**
-
-    - `model`: the `Model` (loops as joint functions of ``q``).
-    - `tau`: `tau(t, q, q') -> (nq,)`, the generalized forces (N·m or N); default:
-      the model's loads ([`jaxmb.generalized_forces`][jaxmb.generalized_forces]).
-
-    **Returns:**
-
-    `(rhs, jac)`: jitted `rhs(t, y) -> (2 nq,)` and `jac(t, y) -> (2 nq, 2 nq)`
-    NumPy functions of ``y = (q, q')`` (rad or m, rad/s or m/s).
-    """
-    import numpy as np
-
-    bare = eqx.tree_at(lambda m: m.loads, model, ())
-    nq = model.nq
-
-    @jax.jit
-    def f(y):
-        q, qd = y[:nq], y[nq:]
-        t = generalized_forces(model, q) if tau is None else tau(0.0, q, qd)
-        return jnp.concatenate([qd, forward_dynamics(bare, q, qd, t)])
-
-    jac = jax.jit(jax.jacfwd(f))
-    return (lambda t, y: np.asarray(f(jnp.asarray(y)))), (lambda t, y: np.asarray(jac(jnp.asarray(y))))
 
 
 def consistent_velocities(model: Model, z, zd_guess) -> Float[Array, " n"]:

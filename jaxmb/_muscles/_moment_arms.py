@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import finite_coordinate_vector
 from .._kinematics import body_transforms, joint_gradients
 from .._model import Model
 from .._safe import unit
@@ -256,7 +257,7 @@ def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form
     `(nq, n_muscles)` moment arms (m for a rotational coordinate, dimensionless for
     a translational one), so that the generalized force of tensions `F` is `R @ F`.
     """
-    q = jnp.asarray(q)
+    q = finite_coordinate_vector(model, q, "moment_arms", "q")
     if method == "autodiff":
         return -jax.jacfwd(lambda x: muscle_lengths(model, x))(q).T
     if method != "closed_form":
@@ -282,7 +283,7 @@ def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
 
     `((n_muscles,) lengths (m), (nq, n_muscles) moment arms)`.
     """
-    q = jnp.asarray(q)
+    q = finite_coordinate_vector(model, q, "muscle_lengths_and_moment_arms", "q")
     if not model.muscles:
         return jnp.zeros(0, q.dtype), jnp.zeros((model.nq, 0), q.dtype)
     return _closed_form(model, q, with_lengths=True)
@@ -301,7 +302,7 @@ def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
     `(nq, n_muscles, nq)`: entry `[i, k, j]` is ``dR_ik/dq_j`` (m/rad for rotational
     coordinates).
     """
-    q = jnp.asarray(q)
+    q = finite_coordinate_vector(model, q, "moment_arm_derivatives", "q")
     return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
 
 

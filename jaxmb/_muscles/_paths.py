@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
+from .._checks import finite_coordinate_vector
 from .._kinematics import body_transforms
 from .._model import Model
 from .._safe import norm
@@ -209,7 +210,8 @@ def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_mus
 
     `(n_muscles,)` lengths (m), in the order of `model.muscle_names`.
     """
-    return _lengths(model, jnp.asarray(q))
+    q = finite_coordinate_vector(model, q, "muscle_lengths", "q")
+    return _lengths(model, q)
 
 
 def muscle_lengthening_speeds(model: Model, q, qd) -> Float[Array, " n_muscles"]:
@@ -224,7 +226,8 @@ def muscle_lengthening_speeds(model: Model, q, qd) -> Float[Array, " n_muscles"]
 
     `(n_muscles,)` speeds (m/s), positive when the muscle lengthens.
     """
-    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    q = finite_coordinate_vector(model, q, "muscle_lengthening_speeds", "q")
+    qd = finite_coordinate_vector(model, qd, "muscle_lengthening_speeds", "qd", dtype=q.dtype)
     return jax.jvp(lambda x: muscle_lengths(model, x), (q,), (qd,))[1]
 
 
@@ -252,7 +255,8 @@ def path_events(model: Model, q) -> PathEvents:
 
     A `PathEvents`, one entry per muscle.
     """
-    return _path_events(model, jnp.asarray(q))
+    q = finite_coordinate_vector(model, q, "path_events", "q")
+    return _path_events(model, q)
 
 
 @eqx.filter_jit
@@ -293,7 +297,7 @@ def muscle_path_points(model: Model, q, muscle: str | int):
     `(n, 3)` ground positions (m) of the active path points and the wrap tangent
     points, in path order.
     """
-    q = jnp.asarray(q)
+    q = finite_coordinate_vector(model, q, "muscle_path_points", "q")
     k = model.muscle_names.index(muscle) if isinstance(muscle, str) else int(muscle)
     lay = layout(model)
     r = resolve_all(lay, q, body_transforms(model, q))

@@ -14,7 +14,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import ArrayLike
 
 from .._loop_closure import LoopClosure, implicit_joint_functions
 from .._functions import Coordinate
@@ -104,15 +104,15 @@ def five_bar(l0: float = 3.0, l1: float = 1.0, l2: float = 1.0, l3: float = 3.0,
 
     Links are uniform rods of `density` kg/m (the paper gives no masses), gravity
     along -y. The point p of Ehsani's figures is on link 3 at distance `lp` from
-    joint 3 (body ``"link3"``, point ``(lp, 0, 0)``); see `FIVE_BAR_POINT`.
+    joint 3 (body ``"link3"``, point ``(lp, 0, 0)``).
 
     **Arguments:**
 
     - `l0`: the distance between the ground pivots (m).
     - `l1`, `l2`, `l3`, `l4`: the link lengths (m).
     - `branch`: the assembly, 1 or -1 (see above).
-    - `lp`: the distance of point p from joint 3 (m); documentation of
-      `FIVE_BAR_POINT`, which is for the default.
+    - `lp`: the distance of point p from joint 3 (m); it names the point, the model
+      does not depend on it.
     - `density`: the rods' mass per length (kg/m).
     - `g`: gravitational acceleration (m/s²).
     - `throw`: the loop closure's `throw` (see [`jaxmb.LoopClosure`][jaxmb.LoopClosure]).
@@ -149,10 +149,6 @@ def five_bar(l0: float = 3.0, l1: float = 1.0, l2: float = 1.0, l3: float = 3.0,
     return b.build()
 
 
-FIVE_BAR_POINT = ("link3", (2.0, 0.0, 0.0))
-"""Body and body-frame point of the five-bar's point p for the default l_p = 2."""
-
-
 # ---------------------------------------------------------------------------
 # Four-bar (Eq. 121).
 # ---------------------------------------------------------------------------
@@ -187,7 +183,8 @@ def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0,
     lengths, to four decimals); the loop is solved by Newton's
     method after a continuation from q = 0 (no closed-form guess).
     Uniform rods of `density` kg/m (body 2's centre of mass at `lcm2`), gravity -y.
-    Ehsani's point p is the joint between bodies 2 and 3 (`FOUR_BAR_POINT`).
+    Ehsani's point p is the joint between bodies 2 and 3: ``(5, 0, 0)`` on ``link2``
+    for the default `l2`.
 
     **Arguments:**
 
@@ -222,10 +219,6 @@ def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0,
     return b.build()
 
 
-FOUR_BAR_POINT = ("link2", (5.0, 0.0, 0.0))
-"""Body and body-frame point of the four-bar's point p for the default l2 = 5."""
-
-
 # ---------------------------------------------------------------------------
 # Andrews' squeezer (Hairer & Wanner II, VII.7; Mazzia & Magherini's Test Set).
 # ---------------------------------------------------------------------------
@@ -240,19 +233,12 @@ ANDREWS_PARAMETERS = dict(
 )
 """Hairer & Wanner's parameters (SI units), as in the Test Set for IVP Solvers ('andrews')."""
 
-ANDREWS_Y0 = (-0.0617138900142764496358948458001, 0.0, 0.455279819163070380255912382449,
+_ANDREWS_Y0 = (-0.0617138900142764496358948458001, 0.0, 0.455279819163070380255912382449,
               0.222668390165885884674473185609, 0.487364979543842550225598953530,
               -0.222668390165885884674473185609, 1.23054744454982119249735015568)
 """Consistent initial angles (β, Θ, γ, Φ, δ, Ω, ε) at t = 0 (velocities zero)."""
 
-ANDREWS_REFERENCE_T003 = (0.1581077119629904e2, -0.1575637105984298e2, 0.4082224013073101e-1,
-                          -0.5347301163226948, 0.5244099658805304, 0.5347301163226948,
-                          0.1048080741042263e1)
-"""Test Set reference angles (β, Θ, γ, Φ, δ, Ω, ε) at t = 0.03 s."""
-
-ANDREWS_ANGLES = ("beta", "Theta", "gamma", "Phi", "delta", "Omega", "epsilon")
-ANDREWS_POINT = ("K1", (0.007, 0.0, 0.0))
-"""Point F (crank pin) on the crank K1, whose velocity the docs plot."""
+_ANDREWS_ANGLES = ("beta", "Theta", "gamma", "Phi", "delta", "Omega", "epsilon")
 
 
 def _andrews_g(f, q, p):
@@ -275,7 +261,7 @@ def _andrews_g(f, q, p):
     ])
 
 
-# Sides of the circle intersections on the Test Set's assembly (checked against ANDREWS_Y0).
+# Sides of the circle intersections on the Test Set's assembly (checked against _ANDREWS_Y0).
 _ANDREWS_SIDES = (1.0, 1.0, -1.0)
 
 
@@ -297,56 +283,6 @@ def _andrews_guess(q, p):
     ep = jnp.arctan2(i[0] - a[0], -(i[1] - a[1]))
     om = _wrap(jnp.arctan2(*(ept - i)[::-1]) - ep)
     return jnp.stack([th, ga, ph, de, om, ep])
-
-
-def closed_chain_forces(model: Model, q) -> Float[Array, " nq"]:
-    """Generalized forces of the model's loads (spring and driving torque).
-
-    ``Q = Σ_loads J_iᵀ F_i`` over the loads' points and bodies: the same as
-    [`jaxmb.generalized_forces`][jaxmb.generalized_forces], kept under this name for the notebooks.
-
-    **Arguments:**
-
-    - `model`: the [`jaxmb.Model`][jaxmb.Model].
-    - `q`: the coordinates (nq,), rad or m.
-
-    **Returns:**
-
-    The generalized forces (nq,), N·m or N.
-    """
-    from .._dynamics import generalized_forces
-
-    return generalized_forces(model, jnp.asarray(q))
-
-
-def without_loads(model: Model) -> Model:
-    """The model with no loads (pass its loads as ``tau`` to [`jaxmb.simulate`][jaxmb.simulate]).
-
-    **Arguments:**
-
-    - `model`: the [`jaxmb.Model`][jaxmb.Model].
-
-    **Returns:**
-
-    A copy of `model` with an empty tuple of loads.
-    """
-    return eqx.tree_at(lambda m: m.loads, model, ())
-
-
-def andrews_tau(model: Model):
-    """The model's loads as a generalized-force function ``tau(t, q, q')``.
-
-    For ``mb.simulate(without_loads(model), ..., tau=andrews_tau(model))``.
-
-    **Arguments:**
-
-    - `model`: the Andrews' squeezer [`jaxmb.Model`][jaxmb.Model] (or any model with loads).
-
-    **Returns:**
-
-    `tau(t, q, qd) -> (nq,)`, the generalized forces in N·m (see `closed_chain_forces`).
-    """
-    return lambda t, q, qd: closed_chain_forces(model, q)
 
 
 def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
@@ -371,12 +307,12 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
     (`LoopClosure`, Newton from a closed-form guess). ``embedded=False``:
     the open tree with ``q`` = all seven angles (for the DAE baseline).
 
-    Loads: `BodyTorque` ``mom`` on K1 and a `LinearSpring`.
-    The spring is a [`jaxmb.LinearSpring`][jaxmb.LinearSpring] load of the model; the driving
-    torque is `andrews_tau` (pass it as ``tau`` to [`jaxmb.simulate`][jaxmb.simulate]).
+    Loads, part of the model (so [`jaxmb.simulate`][jaxmb.simulate] and
+    [`jaxmb.generalized_forces`][jaxmb.generalized_forces] include them): the driving
+    torque ``mom`` on K1 ([`jaxmb.BodyTorque`][jaxmb.BodyTorque]) and the spring
+    ([`jaxmb.LinearSpring`][jaxmb.LinearSpring]).
 
-    ``mb.joint_values`` lists the seven angles in H&W's order
-    (β, Θ, γ, Φ, δ, Ω, ε), as `andrews_angles` does.
+    ``mb.joint_values`` lists the seven angles in H&W's order (β, Θ, γ, Φ, δ, Ω, ε).
 
     **Arguments:**
 
@@ -387,23 +323,23 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
     **Returns:**
 
     The [`jaxmb.Model`][jaxmb.Model]: nq = 1 (embedded) or 7, angles in rad, SI units throughout,
-    with `q_default` the consistent initial angles `ANDREWS_Y0`.
+    with `q_default` the Test Set's consistent initial angles (β, or all seven).
     """
     from .._loads import BodyTorque
 
     P = ANDREWS_PARAMETERS
     params = jnp.asarray([P[k] for k in ("rr", "d", "ss", "e", "zt", "zf", "u")])
-    y0 = jnp.asarray(ANDREWS_Y0)
+    y0 = jnp.asarray(_ANDREWS_Y0)
     if embedded:
         closure = LoopClosure(_andrews_g, y0[:1], y0[1:], params, guess=_andrews_guess,
                               name="andrews_squeezer", throw=throw,
-                              variable_names=ANDREWS_ANGLES[1:])
+                              variable_names=_ANDREWS_ANGLES[1:])
         fth, fga, fph, fde, fom, fep = implicit_joint_functions(closure)
         fbe = Coordinate(0)
         coords = ("beta",)
     else:
         fbe, fth, fga, fph, fde, fom, fep = (Coordinate(k) for k in range(7))
-        coords = ANDREWS_ANGLES
+        coords = _ANDREWS_ANGLES
     b = ModelBuilder("andrews_squeezer", gravity=(0.0, 0.0, 0.0))
     for c in coords:
         b.add_coordinate(c)
@@ -429,22 +365,3 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
     else:
         model = eqx.tree_at(lambda m: m.q_default, model, y0[:1])
     return model
-
-
-def andrews_angles(model: Model, q) -> Float[Array, "7"]:
-    """The seven angles of Andrews' squeezer in Hairer & Wanner's order (β, Θ, γ, Φ, δ, Ω, ε).
-
-    **Arguments:**
-
-    - `model`: an `andrews_squeezer` model (embedded or not).
-    - `q`: its coordinates (1,) or (7,), rad.
-
-    **Returns:**
-
-    The angles (7,), rad.
-    """
-    from .._kinematics import joint_values
-
-    z = joint_values(model, q)
-    idx = [model.joint_names.index(n) for n in ANDREWS_ANGLES]
-    return z[jnp.asarray(idx)]
