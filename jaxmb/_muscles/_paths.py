@@ -61,8 +61,8 @@ def _one_wrap(algorithm, s, P, owner, pos, active, key, wrap_len, rot, org, prm,
         r1g_j, r2g_j = r1 @ rot.T + org, r2 @ rot.T + org
     else:
         code, r1, r2, wl = jax.vmap(lambda x, y, c: fn(to_w(x), to_w(y), prm, axis, sign, ~c))(a_, b_, cand)
-        r1g = r1 @ rot.T + org
-        r2g = r2 @ rot.T + org
+        r1g = r1 @ rot.T + org[None]
+        r2g = r2 @ rot.T + org[None]
         change = norm(a_ - r1g) + wl + norm(b_ - r2g) - norm(b_ - a_)
         mand = cand & (code == MANDATORY_WRAP)
         wrapped = cand & (code == WRAPPED)
