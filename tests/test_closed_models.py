@@ -115,7 +115,7 @@ def test_a_dae_solve_traces_its_dynamics_once(andrews, monkeypatch):
     """As simulate's (tests/test_simulate.py): the DAE's vector field is traced once per
     solve, not at each of diffrax's evaluations (three without that); none if an
     identical one was traced before."""
-    from jaxmb._loops import _dae
+    from jaxmb._loops import _dae  # private: the test counts traces of an internal function
 
     calls, original = [], _dae._mass_matrix_and_forces
 

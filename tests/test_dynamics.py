@@ -241,7 +241,7 @@ def test_unknown_method_is_rejected():
 
 # -- the projected (level-parallel) route and joint-space loads -------------------
 
-from jaxmb import _dynamics as _dyn  # noqa: E402
+from jaxmb import _dynamics as _dyn  # noqa: E402  (private: the projected pass's two forms, compared)
 
 
 @functools.partial(jax.jit, static_argnames="unroll")

@@ -106,7 +106,7 @@ def test_kvaerno5_stage_iteration_runs_until_it_converges():
     many iterations; diffrax 0.7.2's ``VeryChord`` reports divergence after the second."""
     import optimistix as optx
 
-    from jaxmb._solvers import _VeryChord
+    from jaxmb._solvers import _VeryChord  # private: the stage iteration behind mb.stage_root_finder
 
     def residual(x, args):
         return x**3 + x - 3.0
@@ -141,7 +141,7 @@ def test_an_implicit_solver_with_diffraxs_stage_iteration_gets_a_warning():
     """A diffrax implicit solver object is used as given; with diffrax 0.7.2's stage
     iteration it gets a warning that names the fix, and with ``mb.stage_root_finder()``
     (the iteration of ``solver="kvaerno5"``, tested above) none."""
-    from jaxmb._solvers import _VeryChord, _solver_by_name
+    from jaxmb._solvers import _VeryChord, _solver_by_name  # private: simulate's solver lookup, called alone
 
     with pytest.warns(UserWarning, match=r"Kvaerno4 .*stage_root_finder"):
         _solver_by_name(diffrax.Kvaerno4(), "simulate")
