@@ -240,7 +240,7 @@ def ode_rhs_numpy(model: Model, tau: Callable | None = None):
     return (lambda t, y: np.asarray(f(jnp.asarray(y)))), (lambda t, y: np.asarray(jac(jnp.asarray(y))))
 
 
-def consistent_velocities(model: Model, z, zd_guess) -> Float[Array, " n"]:
+def consistent_velocities(model: Model, z: RealLike, zd_guess: RealLike) -> Float[Array, " n"]:
     """Project joint rates onto the velocity constraint ``Φ_z ż = 0`` (least change).
 
     ``ż = ż_guess - Φ_zᵀ (Φ_z Φ_zᵀ)⁻¹ Φ_z ż_guess``, the closest consistent rates in

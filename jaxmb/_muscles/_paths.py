@@ -21,6 +21,7 @@ from jaxtyping import Array, Bool, Float
 from .._kinematics import body_transforms
 from .._model import Model
 from .._safe import norm
+from .._typing import RealLike
 from ._layout import Layout, ext_poses, layout, path_lengths, point_locals, wrap_groups
 from ._wrap_base import MANDATORY_WRAP, WRAPPED
 
@@ -210,7 +211,7 @@ def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_mus
     return _lengths(model, q, body_transforms(model, q))
 
 
-def muscle_lengthening_speeds(model: Model, q, qd) -> Float[Array, " n_muscles"]:
+def muscle_lengthening_speeds(model: Model, q: RealLike, qd: RealLike) -> Float[Array, " n_muscles"]:
     """Musculotendon lengthening speeds ``dL/dt = (dL/dq) q' = -Rᵀ q'``.
 
     **Arguments:**
@@ -234,7 +235,7 @@ class PathEvents(eqx.Module):
     wrap_engaged: tuple
 
 
-def path_events(model: Model, q) -> PathEvents:
+def path_events(model: Model, q: RealLike) -> PathEvents:
     """Which conditional points are active and which wraps are engaged at ``q``.
 
     The derivative of the path length (and, where a conditional point switches, the

@@ -300,7 +300,7 @@ def _andrews_guess(q, p):
     return jnp.stack([th, ga, ph, de, om, ep])
 
 
-def closed_chain_forces(model: Model, q) -> Float[Array, " nq"]:
+def closed_chain_forces(model: Model, q: RealLike) -> Float[Array, " nq"]:
     """Generalized forces of the model's loads (spring and driving torque).
 
     ``Q = Σ_loads J_iᵀ F_i`` over the loads' points and bodies: the same as
@@ -432,7 +432,7 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
     return model
 
 
-def andrews_angles(model: Model, q) -> Float[Array, "7"]:
+def andrews_angles(model: Model, q: RealLike) -> Float[Array, "7"]:
     """The seven angles of Andrews' squeezer in Hairer & Wanner's order (β, Θ, γ, Φ, δ, Ω, ε).
 
     **Arguments:**
