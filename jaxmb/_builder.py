@@ -36,7 +36,7 @@ class ModelBuilder:
         self.muscles: list = []
 
     def add_coordinate(self, name: str, default: float = 0.0,
-                       range: tuple[float, float] = (-np.inf, np.inf)) -> int:
+                       range: tuple[float | int, float | int] = (-np.inf, np.inf)) -> int:
         """Add a generalized coordinate; returns its index in ``q``.
 
         **Arguments:**

@@ -30,12 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, Float, Int
 
 from . import _loop_solve as _ls
 from ._checks import _is_concrete
 from ._functions import AbstractJointFunction, _as_float_array
 from ._results import RESULTS
+from ._typing import RealLike
 
 # Integer views of the loop codes of RESULTS (a member's index), for jaxmb._simulate,
 # which checks LoopClosure._status codes as integers.
@@ -143,7 +144,7 @@ class LoopClosure(eqx.Module):
     variable_names: tuple[str, ...] = eqx.field(static=True)
     start: Float[Array, " m"] | None
 
-    def __init__(self, fn: Callable, q_ref: ArrayLike, f_ref: ArrayLike, params: Any = None, *,
+    def __init__(self, fn: Callable, q_ref: RealLike, f_ref: RealLike, params: Any = None, *,
                  guess: Callable | None = None, branch_fn: Callable | None = None,
                  name: str = "loop", rtol: float = 1e-12, atol: float = 1e-12, max_steps: int = 50,
                  n_continuation: int = 8, continuation_step: float | None = 0.25,
@@ -243,7 +244,7 @@ class LoopClosure(eqx.Module):
         return gf, gq
 
     # -- solving -------------------------------------------------------------
-    def warm_started(self, start: ArrayLike) -> "LoopClosure":
+    def warm_started(self, start: RealLike) -> "LoopClosure":
         """This loop with Newton started from `start` (m,) at every ``q``: a solution
         at a nearby ``q`` (the previous state of a simulation), so that a solve takes
         one or two iterations and stays on its branch however far ``q`` is from
@@ -266,7 +267,7 @@ class LoopClosure(eqx.Module):
             raise LoopClosureError(f"LoopClosure {self.name!r}: q must have shape ({self.nq},), got {q.shape}.")
         return q
 
-    def solve(self, q: ArrayLike, f0: ArrayLike | None = None, *, throw: bool | None = None) -> LoopSolution:
+    def solve(self, q: RealLike, f0: RealLike | None = None, *, throw: bool | None = None) -> LoopSolution:
         """Solve ``g(f, q) = 0`` for ``f`` by Newton's method, warm-started at `f0`
         (default: `initial_guess`). Works under ``jit``, ``vmap`` and autodiff
         (the derivative of ``.f`` comes from the implicit function theorem).
@@ -392,19 +393,19 @@ class LoopClosure(eqx.Module):
         msgs = [self._message(k) + " (q printed above)" for k in sorted(RESULT_MESSAGES)]
         return eqx.branched_error_if(f, c != SUCCESS, c, msgs)
 
-    def __call__(self, q: ArrayLike) -> Float[Array, " m"]:
+    def __call__(self, q: RealLike) -> Float[Array, " m"]:
         """``f_dep(q)`` through optimistix's root finder; ``jax.jacfwd``/``jax.hessian``
         of it are exact, by the implicit function theorem (``optx.ImplicitAdjoint``)."""
         return self.solve(q).f
 
-    def value(self, q: ArrayLike) -> Float[Array, " m"]:
+    def value(self, q: RealLike) -> Float[Array, " m"]:
         """``f_dep(q)`` (m,) with a hand-written implicit-function JVP rule (first order
         ``df = -(∂g/∂f)⁻¹ (∂g/∂q dq + ∂g/∂p dp)``, Ehsani 2016, Eq. 101, nested for
         higher orders): the same derivatives as `__call__`, lighter to trace."""
         return _ls.implicit_value(self, self._as_q(q))
 
     # -- closed-form implicit derivatives ----------------------------------
-    def gradient(self, q: ArrayLike, f: ArrayLike | None = None) -> Float[Array, "m nq"]:
+    def gradient(self, q: RealLike, f: RealLike | None = None) -> Float[Array, "m nq"]:
         """``∂f/∂q = -(∂g/∂f)⁻¹ ∂g/∂q`` (m, nq) (Ehsani 2016, Eq. 101), at the solution
         `f` (m,) (solved here when None) of ``q`` (nq,)."""
         q = self._as_q(q)
@@ -412,7 +413,7 @@ class LoopClosure(eqx.Module):
         gf, gq = self.jacobians(f, q)
         return -jnp.linalg.solve(gf, gq)
 
-    def derivatives(self, q: ArrayLike, f: ArrayLike | None = None):
+    def derivatives(self, q: RealLike, f: RealLike | None = None):
         """``(f, ∂f/∂q, ∂²f/∂q²)`` from one solve, in closed form.
 
         With ``z = (f, q)`` and ``P = ∂z/∂q = [∂f/∂q; I]`` (m + nq, nq), twice
@@ -436,11 +437,11 @@ class LoopClosure(eqx.Module):
         hess = -jnp.linalg.solve(gf, t.reshape(m, nq * nq)).reshape(m, nq, nq)
         return f, jac, hess
 
-    def hessian(self, q: ArrayLike, f: ArrayLike | None = None) -> Float[Array, "m nq nq"]:
+    def hessian(self, q: RealLike, f: RealLike | None = None) -> Float[Array, "m nq nq"]:
         """``∂²f/∂q²`` (m, nq, nq) in closed form; see `derivatives`."""
         return self.derivatives(q, f)[2]
 
-    def rates(self, q: ArrayLike, qd: ArrayLike):
+    def rates(self, q: RealLike, qd: RealLike):
         """``(f, ∂f/∂q, f', q'ᵀ H q')`` from one solve and one factorisation of ``∂g/∂f``.
 
         Differentiating ``g(f(q(t)), q(t)) = 0`` twice along the motion with

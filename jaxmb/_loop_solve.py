@@ -62,7 +62,7 @@ def continuation(closure, q):
         n = jnp.where(jnp.isfinite(far), jnp.clip(jnp.ceil(far), n, _MAX_CONTINUATION), n).astype(int)
 
     def step(s, f):
-        qs = (q_ref + (s / n) * (q - q_ref)).astype(q.dtype)
+        qs = (q_ref + (s / n).astype(q.dtype) * (q - q_ref)).astype(q.dtype)
         return newton(loop, qs, f, rtol=1e-8, atol=1e-8, max_steps=20).value
 
     return jax.lax.fori_loop(1, n, step, f)

@@ -12,7 +12,7 @@ array leaf, so ``jax.grad`` with respect to a model works.
 """
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import equinox as eqx
 import jax
@@ -152,8 +152,10 @@ class Joint(eqx.Module):
     child_rotation: Float[Array, "3 3"]
     child_translation: Float[Array, "3"]
 
-    def __init__(self, name: str, parent: str, child: str, kind: JointKind,
-                 axis: RealLike, function: AbstractJointFunction,
+    # `kind` and `function` are annotated loosely: they are checked below, with a ModelError
+    # that names the joint and the fix (clearer than a run-time type-check error).
+    def __init__(self, name: str, parent: str, child: str, kind: str,
+                 axis: RealLike, function: Any,
                  parent_translation: RealLike = (0.0, 0.0, 0.0),
                  parent_rotation: RealLike | None = None,
                  child_translation: RealLike = (0.0, 0.0, 0.0),

@@ -442,7 +442,7 @@ def _checked_batch(axis_size, in_batched, outputs, code):
     if not code_batched:
         return _checked_members(outputs, code), outputs_batched
     bad = code != 0
-    first = jnp.argmax(bad)
+    first = jnp.argmax(bad).astype(code.dtype)
     index = code[first] * axis_size + first
     return eqx.branched_error_if(outputs, jnp.any(bad), index, _BatchMessages(axis_size)), outputs_batched
 

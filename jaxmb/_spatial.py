@@ -132,6 +132,9 @@ def small_matmul(a: Array, b: Array) -> Array:
     n = a.shape[-1]
     if n > 4 or b.ndim < 2 or a.ndim < 2:
         return a @ b
+    if a.ndim != b.ndim:  # batch dimensions broadcast explicitly (no implicit rank promotion)
+        batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a, b = jnp.broadcast_to(a, batch + a.shape[-2:]), jnp.broadcast_to(b, batch + b.shape[-2:])
     out = a[..., :, 0:1] * b[..., 0:1, :]
     for k in range(1, n):
         out = out + a[..., :, k:k + 1] * b[..., k:k + 1, :]
@@ -144,6 +147,9 @@ def small_matvec(a: Array, v: Array) -> Array:
     n = a.shape[-1]
     if n > 4:
         return jnp.einsum("...ij,...j->...i", a, v)
+    if a.ndim != v.ndim + 1:  # batch dimensions broadcast explicitly (no implicit rank promotion)
+        batch = jnp.broadcast_shapes(a.shape[:-2], v.shape[:-1])
+        a, v = jnp.broadcast_to(a, batch + a.shape[-2:]), jnp.broadcast_to(v, batch + v.shape[-1:])
     out = a[..., :, 0] * v[..., None, 0]
     for k in range(1, n):
         out = out + a[..., :, k] * v[..., None, k]

@@ -18,6 +18,11 @@ _xla_flags.fusion_emitters_off(force=True)
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+# Tests as specifications: no implicit rank promotion ((3,) * (3, 3) is an error, broadcast
+# explicitly) and no implicit dtype promotion between array dtypes (weak Python scalars
+# still combine with arrays). The library must pass under these and under JAX's defaults.
+jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 import pytest  # noqa: E402
 

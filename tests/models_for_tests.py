@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmb as mb
+from jaxmb._spatial import body_fixed_xyz  # private math helper: Euler-angle rotations (no public API)
 
 
 def _inertia(seed: int):
@@ -27,15 +28,15 @@ def knee_like_tree():
     for k, name in enumerate(["pelvis_link", "femur", "tibia", "patella", "foot", "toe", "arm"]):
         rng = np.random.default_rng(k)
         b.add_body(mb.Body(name, 1.0 + k * 0.3, rng.uniform(-0.1, 0.1, 3), _inertia(k)))
-    rot = mb._spatial.body_fixed_xyz(jnp.array([0.2, -0.3, 0.4]))
+    rot = body_fixed_xyz(jnp.array([0.2, -0.3, 0.4]))
     b.add_joint(mb.prismatic("pelvis_tx", "ground", "pelvis_link", (1.0, 0.2, 0.0),
                              mb.Linear((hip, knee), (0.1, 0.05), 0.02), offset=(0.0, 0.9, 0.0), rotation=rot))
     b.add_joint(mb.revolute("hip", "pelvis_link", "femur", (0.0, 0.0, 1.0), mb.Coordinate(hip),
                             offset=(0.0, -0.1, 0.08)))
     b.add_joint(mb.Joint("knee", "femur", "tibia", "revolute", (0.1, 0.0, 1.0),
                          mb.JaxFunction(lambda q, p: p[0] * q[1] + p[1] * jnp.sin(q[0]) * q[1], jnp.array([1.0, 0.2]), (0, 1)),
-                         parent_translation=(0.0, -0.4, 0.0), parent_rotation=mb._spatial.body_fixed_xyz(jnp.array([0.1, 0.0, -0.2])),
-                         child_translation=(0.01, -0.02, 0.0), child_rotation=mb._spatial.body_fixed_xyz(jnp.array([0.0, 0.3, 0.1]))))
+                         parent_translation=(0.0, -0.4, 0.0), parent_rotation=body_fixed_xyz(jnp.array([0.1, 0.0, -0.2])),
+                         child_translation=(0.01, -0.02, 0.0), child_rotation=body_fixed_xyz(jnp.array([0.0, 0.3, 0.1]))))
     b.add_joint(mb.prismatic("patella_slide", "tibia", "patella", (0.0, 1.0, 0.3),
                              mb.CubicSpline.fit(knee, flex, 0.02 * jnp.sin(flex) + 0.01 * flex**2, "not-a-knot-fmm"),
                              offset=(0.05, 0.0, 0.0)))

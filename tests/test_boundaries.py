@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import pytest
 
 import jaxmb as mb
+from assertions import assert_tree_allclose
 
 MODEL = mb.models.double_pendulum()  # nq = 2
 
@@ -64,9 +65,8 @@ def test_a_batch_is_refused_with_a_hint_at_vmap():
 def test_integer_arguments_work_like_floats(name):
     ints = _calls(jnp.array([1, 0]), jnp.array([0, 2]), jnp.array([1, 1]), jnp.array([0, 1]))[name]()
     floats = _calls(jnp.array([1.0, 0.0]), jnp.array([0.0, 2.0]), jnp.array([1.0, 1.0]), jnp.array([0.0, 1.0]))[name]()
-    for a, b in zip(jax.tree.leaves(ints), jax.tree.leaves(floats)):
-        assert jnp.issubdtype(a.dtype, jnp.floating)
-        assert jnp.allclose(a, b, rtol=1e-14, atol=0.0)
+    assert all(jnp.issubdtype(a.dtype, jnp.floating) for a in jax.tree.leaves(ints))
+    assert_tree_allclose(ints, floats, rtol=1e-14)
 
 
 def test_python_lists_are_accepted():

@@ -16,7 +16,7 @@ from models_for_tests import all_models, random_state
 
 MODELS = all_models()
 SEED_ROUTE_MODELS = ["double_pendulum", "three_link_arm_spring", "planar_chain_4", "knee_like_tree"]
-TOL = 1e-10  # relative agreement of routes (float64, exact maths)
+TOL = 1e-10  # norm-wise relative agreement of routes (float64, exact maths)
 
 # Jitted entry points: one compilation per (model structure, method) instead of slow
 # op-by-op dispatch. The seed route stays eager (its Kronecker graph compiles slowly).
@@ -27,12 +27,6 @@ gravity_forces = _jit(mb.gravity_forces)
 bias_forces = _jit(mb.bias_forces)
 forward_dynamics = _jit(mb.forward_dynamics)
 inverse_dynamics = _jit(mb.inverse_dynamics)
-
-
-def _rel_close(a, b, tol=TOL):
-    scale = max(float(np.max(np.abs(np.asarray(b)))), 1e-300)
-    err = float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-    assert err <= tol * scale, f"max error {err:.3e} > {tol:g} x {scale:.3e}"
 
 
 @jax.jit
@@ -51,8 +45,7 @@ def test_recursive_and_autodiff_routes_agree(name):
     for seed in range(3):
         q, qd, _ = random_state(model, seed)
         out = _both_routes(model, q, qd)
-        for a, b in zip(out["recursive"], out["autodiff"]):
-            _rel_close(a, b)
+        assert_tree_allclose(out["recursive"], out["autodiff"], rtol=TOL, normwise=True)
 
 
 @pytest.mark.parametrize("name", SEED_ROUTE_MODELS)
@@ -60,9 +53,9 @@ def test_seed_route_agrees_with_recursive(name):
     """Eq. 145 (as printed), Eq. 147 (corrected: D_i Ḋ_iᵀ) and Eq. 187."""
     model = MODELS[name]
     q, qd, _ = random_state(model, 11)
-    _rel_close(mb.mass_matrix(model, q, method="matrix_calculus"), mass_matrix(model, q))
-    _rel_close(mb.velocity_forces(model, q, qd, method="matrix_calculus"), velocity_forces(model, q, qd))
-    _rel_close(mb.gravity_forces(model, q, method="matrix_calculus"), gravity_forces(model, q))
+    assert_tree_allclose(mb.mass_matrix(model, q, method="matrix_calculus"), mass_matrix(model, q), rtol=TOL, normwise=True)
+    assert_tree_allclose(mb.velocity_forces(model, q, qd, method="matrix_calculus"), velocity_forces(model, q, qd), rtol=TOL, normwise=True)
+    assert_tree_allclose(mb.gravity_forces(model, q, method="matrix_calculus"), gravity_forces(model, q), rtol=TOL, normwise=True)
 
 
 def test_printed_eq_147_is_wrong():
@@ -84,13 +77,13 @@ def test_double_pendulum_matches_seed_000():
     m = np.array([[m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 / 2 * c], [m2 * l1 * l2 / 2 * c, m2 * l2**2 / 3]])
     cvec = np.array([-m2 * l1 * l2 / 2 * w2**2 * s, m2 * l1 * l2 / 2 * w1**2 * s])
     gvec = np.array([-m1 * g * l1 / 2 * np.sin(t1) - m2 * g * l1 * np.sin(t1), -m2 * g * l2 / 2 * np.sin(t2)])
-    _rel_close(mass_matrix(model, q), m)
-    _rel_close(gravity_forces(model, q), gvec)
-    _rel_close(velocity_forces(model, q, qd), -cvec)  # seed: M q'' = C + G + Q
+    assert_tree_allclose(mass_matrix(model, q), m, rtol=TOL, normwise=True)
+    assert_tree_allclose(gravity_forces(model, q), gvec, rtol=TOL, normwise=True)
+    assert_tree_allclose(velocity_forces(model, q, qd), -cvec, rtol=TOL, normwise=True)  # seed: M q'' = C + G + Q
     code_gravity = -m1 * g * l1 / 2 * np.sin(t1) - m2 * g * l2 * np.sin(t1)  # as printed in the code
     assert abs(code_gravity - gvec[0]) > 1e-2
     tau = mb.models.double_pendulum_torques(0.4, -0.2)
-    _rel_close(forward_dynamics(model, q, qd, tau), np.linalg.solve(m, cvec + gvec + np.array([0.6, -0.2])))
+    assert_tree_allclose(forward_dynamics(model, q, qd, tau), np.linalg.solve(m, cvec + gvec + np.array([0.6, -0.2])), rtol=TOL, normwise=True)
 
 
 def _seed_002(l, d, m, inertia, g, fs, ds, a, ad):
@@ -134,12 +127,12 @@ def test_three_link_arm_matches_seed_002():
     q, qd, qdd = random_state(model, 9)
     mm, v, g, text = _seed_002(l, d, m, inertia, 9.81, fs, ds, np.asarray(q), np.asarray(qd))
     terms = jax.jit(mb.inverse_dynamics_terms)(model, q, qd, qdd)
-    _rel_close(mass_matrix(model, q), mm)
-    _rel_close(terms.velocity, v)
-    _rel_close(terms.gravity, g)
-    _rel_close(terms.external, text)
-    _rel_close(terms.total, mm @ np.asarray(qdd) + v + g + text)
-    _rel_close(inverse_dynamics(model, q, qd, qdd), terms.total)
+    assert_tree_allclose(mass_matrix(model, q), mm, rtol=TOL, normwise=True)
+    assert_tree_allclose(terms.velocity, v, rtol=TOL, normwise=True)
+    assert_tree_allclose(terms.gravity, g, rtol=TOL, normwise=True)
+    assert_tree_allclose(terms.external, text, rtol=TOL, normwise=True)
+    assert_tree_allclose(terms.total, mm @ np.asarray(qdd) + v + g + text, rtol=TOL, normwise=True)
+    assert_tree_allclose(inverse_dynamics(model, q, qd, qdd), terms.total, rtol=TOL, normwise=True)
     printed_m22 = m[1] * d[1] ** 2 + inertia[1] + m[2] * (l[1] ** 2 + d[2] ** 2 + l[1] * d[2] * np.cos(q[2])) + inertia[2]
     assert abs(printed_m22 - mm[1, 1]) > 1e-3
 
@@ -164,9 +157,7 @@ def test_inverse_and_forward_dynamics_are_inverses(name):
     model = MODELS[name]
     q, qd, qdd = random_state(model, 21)
     tau = jnp.asarray(np.random.default_rng(1).normal(size=model.nq))
-    for qdd_back, tau_back in _round_trips(model, q, qd, qdd, tau):
-        _rel_close(qdd_back, qdd, 1e-9)
-        _rel_close(tau_back, tau, 1e-9)
+    assert_tree_allclose(_round_trips(model, q, qd, qdd, tau), [(qdd, tau)] * 2, rtol=1e-9, normwise=True)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -175,8 +166,8 @@ def test_energy_identities(name):
     model = MODELS[name]
     q, qd, _ = random_state(model, 31)
     m = mass_matrix(model, q)
-    _rel_close(jax.jit(mb.kinetic_energy)(model, q, qd), 0.5 * qd @ m @ qd)
-    _rel_close(gravity_forces(model, q), -jax.jit(jax.grad(mb.potential_energy, argnums=1))(model, q))
+    assert_tree_allclose(jax.jit(mb.kinetic_energy)(model, q, qd), 0.5 * qd @ m @ qd, rtol=TOL, normwise=True)
+    assert_tree_allclose(gravity_forces(model, q), -jax.jit(jax.grad(mb.potential_energy, argnums=1))(model, q), rtol=TOL, normwise=True)
     np.testing.assert_allclose(m, m.T, atol=1e-14 * float(np.max(np.abs(m))))
     assert float(jnp.min(jnp.linalg.eigvalsh(m))) > 0.0
 
@@ -184,7 +175,7 @@ def test_energy_identities(name):
 def test_spring_generalized_force_is_minus_t_ext():
     model = mb.models.three_link_arm(spring_force=10.0, spring_distance=0.05)
     q = jnp.array([0.2, 0.5, -0.3])
-    _rel_close(mb.generalized_forces(model, q), -mb.inverse_dynamics_terms(model, q, q * 0, q * 0).external)
+    assert_tree_allclose(mb.generalized_forces(model, q), -mb.inverse_dynamics_terms(model, q, q * 0, q * 0).external, rtol=TOL, normwise=True)
     torque = mb.BodyTorque("forearm", (0.0, 0.0, 2.0))
     np.testing.assert_allclose(mb.generalized_forces(model, q, [torque]), [2.0, 2.0, 0.0], atol=1e-14)
 
@@ -198,8 +189,8 @@ def test_inverse_dynamics_over_time_series():
     terms = jax.jit(mb.inverse_dynamics_series)(model, q, qd, qdd)
     assert terms.total.shape == (50, 3)
     k = 17
-    _rel_close(terms.total[k], inverse_dynamics(model, q[k], qd[k], qdd[k]))
-    _rel_close(terms.total, terms.inertial + terms.velocity + terms.gravity + terms.external)
+    assert_tree_allclose(terms.total[k], inverse_dynamics(model, q[k], qd[k], qdd[k]), rtol=TOL, normwise=True)
+    assert_tree_allclose(terms.total, terms.inertial + terms.velocity + terms.gravity + terms.external, rtol=TOL, normwise=True)
 
 
 def test_gradients_of_dynamics():
@@ -250,7 +241,7 @@ def test_unknown_method_is_rejected():
 
 # -- the recursive pass: its sparsity and the bodies' Jacobians the loads read ---------
 
-from jaxmb import _rigid_body  # noqa: E402
+from jaxmb import _rigid_body  # noqa: E402  (private: the recursive pass's own outputs, checked)
 
 
 @jax.jit
@@ -277,8 +268,8 @@ def test_recursive_pass_body_jacobians(name):
     origin = jax.jacfwd(lambda x: mb.body_transforms(model, x)[:, :3, 3])(q)  # (nb, 3, nq)
     linear = jnp.einsum("bji,bjk->bik", rot, origin)
     assert_tree_allclose(jacobians, jnp.concatenate([angular, linear], axis=1), rtol=1e-12, atol=1e-12)
-    _rel_close(mass, mb.mass_matrix(model, q, method="autodiff"), 1e-12)
-    _rel_close(force, mb.bias_forces(model, q, qd, method="autodiff"), 1e-10)
+    assert_tree_allclose(mass, mb.mass_matrix(model, q, method="autodiff"), rtol=1e-12, normwise=True)
+    assert_tree_allclose(force, mb.bias_forces(model, q, qd, method="autodiff"), rtol=1e-10, normwise=True)
 
 
 def test_coordinate_patterns():
@@ -318,9 +309,9 @@ def test_joint_space_loads_equal_jacobian_transpose_route():
         got = jax.jit(mb.generalized_forces)(model, q)
         want = jax.jit(_loads_by_jacobians)(model, q)
         assert float(jnp.max(jnp.abs(want))) > 1e-3  # the loads do work here
-        _rel_close(got, want, 1e-11)
+        assert_tree_allclose(got, want, rtol=1e-11, normwise=True)
         # forward_dynamics takes the loads through the projected pass's body Jacobians
         # (Andrews, nq << bodies) or the joint-space route (the tree): same accelerations.
         qd = jnp.ones_like(q) * 0.7
         bare = eqx.tree_at(lambda m: m.loads, model, ())
-        _rel_close(forward_dynamics(model, q, qd), forward_dynamics(bare, q, qd, want), 1e-11)
+        assert_tree_allclose(forward_dynamics(model, q, qd), forward_dynamics(bare, q, qd, want), rtol=1e-11, normwise=True)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
+from assertions import assert_tree_allclose
 
 Q = jnp.array([0.37, -1.2, 0.8])
 
@@ -86,8 +87,7 @@ def test_rates_and_gradient_are_rates_and_autodiff_gradient(name):
     qd = jnp.array([0.7, -1.3, 2.1])
     for q in (Q, Q + 0.9):
         v, d1, d2, grad = f.rates_and_gradient(q, qd)
-        for got, want in zip((v, d1, d2), f.rates(q, qd)):
-            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+        assert_tree_allclose((v, d1, d2), tuple(f.rates(q, qd)), rtol=1e-13, atol=1e-14)
         np.testing.assert_allclose(grad, jax.grad(f)(q), rtol=1e-12, atol=1e-12)
 
 
@@ -241,7 +241,7 @@ def test_fourier_series_of_order_zero_is_its_constant_and_slope():
 def test_fourier_harmonics_from_binary_powers_are_exact_to_a_few_ulp(n):
     """cos kθ, sin kθ (k = 1..n) as products of the powers e^{i 2^b θ} equal the exact
     values to 4e-16, also at large θ, where cos(kθ) of the rounded product kθ does not."""
-    from jaxmb._functions import _harmonics
+    from jaxmb._functions import _harmonics  # private: FourierSeries' internal harmonics, checked alone
 
     for theta in (-2.1, 0.0, 0.3, 7.9, 123.4):
         c, s = _harmonics(n, jnp.asarray(theta))
@@ -275,8 +275,7 @@ def test_quintic_spline_interpolates_its_data_and_is_c2_to_round_off():
     y, d1, d2 = _sine_data(x, revolving=True)
     s = mb.QuinticSpline.fit(0, x, y, d1, d2, periodic=True, slope=-1.0)
     at = jax.vmap(lambda v: s._derivatives(v))(x[:-1])
-    for got, want in zip(at, (y, d1, d2)):
-        np.testing.assert_allclose(got, want[:-1], rtol=0, atol=1e-13)
+    assert_tree_allclose(tuple(at), (y[:-1], d1[:-1], d2[:-1]), rtol=0, atol=1e-13)
     left, right = _quintic_pieces_at_knots(s)
     h = float(x[1] - x[0])
     jump_curvature = np.max(np.abs(left[:, 2] - right[:, 2])) / h**2

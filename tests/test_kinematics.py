@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
-from jaxmb._kinematics import _joint_rates_and_gradients
+from jaxmb._kinematics import _joint_rates_and_gradients  # private: the dynamics' one-evaluation form
 from jaxmb import matrix_calculus
-from jaxmb._spatial import matrix_derivative
+from jaxmb._spatial import matrix_derivative  # private math helper (no public counterpart)
+from assertions import assert_tree_allclose
 from models_for_tests import all_models, random_state
 
 MODELS = all_models()
-TOL = 1e-10  # relative, float64, exact maths
+TOL = 1e-10  # norm-wise relative, float64, exact maths
 
 
 # The matrix-calculus route runs eagerly: compiling its unrolled Kronecker products costs more
@@ -38,19 +39,13 @@ def _autodiff_D2(model, q):
     return [jnp.transpose(hes[i], (0, 2, 3, 1)).reshape(4 * nq * nq, 4) for i in range(model.n_bodies)]
 
 
-def _close(a, b, tol=TOL):
-    scale = max(float(np.max(np.abs(b))), 1.0)
-    np.testing.assert_allclose(a, b, rtol=0, atol=tol * scale)
-
-
 @pytest.mark.parametrize("name", list(MODELS))
 def test_D_recursion_and_closed_form_equal_autodiff(name):
     model = MODELS[name]
     q = random_state(model, 1)[0]
     ref = _autodiff_D(model, q)
-    for d_rec, d_closed, d_ad in zip(D_recursive(model, q), D_closed_form(model, q), ref):
-        _close(d_rec, d_ad)
-        _close(d_closed, d_ad)
+    assert_tree_allclose(D_recursive(model, q), ref, rtol=TOL, normwise=True)
+    assert_tree_allclose(D_closed_form(model, q), ref, rtol=TOL, normwise=True)
 
 
 @pytest.mark.parametrize("name", ["double_pendulum", "knee_like_tree"])
@@ -58,9 +53,8 @@ def test_D2_recursion_and_closed_form_equal_autodiff(name):
     model = MODELS[name]
     q = random_state(model, 2)[0]
     ref = _autodiff_D2(model, q)
-    for d_rec, d_closed, d_ad in zip(D2_recursive(model, q), D2_closed_form(model, q), ref):
-        _close(d_rec, d_ad)
-        _close(d_closed, d_ad)
+    assert_tree_allclose(D2_recursive(model, q), ref, rtol=TOL, normwise=True)
+    assert_tree_allclose(D2_closed_form(model, q), ref, rtol=TOL, normwise=True)
 
 
 def test_printed_eq_88_is_wrong_for_a_non_root_joint():
@@ -90,8 +84,9 @@ def test_point_velocity_and_acceleration_by_ehsani_formulas(name):
     d2 = D2_closed_form(model, q)[body]
     v_ehsani = d.T @ jnp.kron(rbar, qd)
     a_ehsani = d2.T @ jnp.kron(rbar, jnp.kron(qd, qd)) + d.T @ jnp.kron(rbar, qdd)
-    _close(v_ehsani[:3], mb.point_velocity(model, q, qd, body, point))
-    _close(a_ehsani[:3], mb.point_acceleration(model, q, qd, qdd, body, point))
+    assert_tree_allclose((v_ehsani[:3], a_ehsani[:3]),
+                         (mb.point_velocity(model, q, qd, body, point), mb.point_acceleration(model, q, qd, qdd, body, point)),
+                         rtol=TOL, normwise=True)
     assert abs(float(v_ehsani[3])) < 1e-14 and abs(float(a_ehsani[3])) < 1e-14
 
 
@@ -174,15 +169,14 @@ def test_alike_joint_functions_are_evaluated_together_with_the_same_values():
                                rtol=1e-14, atol=1e-15)
     np.testing.assert_allclose(mb.joint_hessians(model, q), jnp.stack([f.hessian(q) for f in fns]),
                                rtol=1e-14, atol=1e-15)
-    for got, want in zip(mb.joint_rates(model, q, qd), zip(*(f.rates(q, qd) for f in fns))):
-        np.testing.assert_allclose(got, jnp.stack(want), rtol=1e-14, atol=1e-15)
+    stacked = lambda per_function: tuple(jnp.stack(x) for x in zip(*per_function))  # noqa: E731
+    assert_tree_allclose(tuple(mb.joint_rates(model, q, qd)), stacked(f.rates(q, qd) for f in fns),
+                         rtol=1e-14, atol=1e-15)
     # The dynamics' one-evaluation form: rates and gradients together.
-    combined = _joint_rates_and_gradients(model, q, qd)
-    own = [f.rates_and_gradient(q, qd) for f in fns]
-    for got, want in zip(combined, zip(*own)):
-        np.testing.assert_allclose(got, jnp.stack(want), rtol=1e-13, atol=1e-14)
-    for got, want in zip(combined, (*mb.joint_rates(model, q, qd), mb.joint_gradients(model, q))):
-        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+    combined = tuple(_joint_rates_and_gradients(model, q, qd))
+    assert_tree_allclose(combined, stacked(f.rates_and_gradient(q, qd) for f in fns), rtol=1e-13, atol=1e-14)
+    assert_tree_allclose(combined, (*mb.joint_rates(model, q, qd), mb.joint_gradients(model, q)),
+                         rtol=1e-13, atol=1e-14)
     jaxpr = str(jax.make_jaxpr(lambda x: mb.joint_values(model, x))(q))
     assert jaxpr.count(" cos ") == 2, jaxpr  # one per frequency
     rates = str(jax.make_jaxpr(lambda x, v: _joint_rates_and_gradients(model, x, v))(q, qd))
@@ -192,7 +186,7 @@ def test_alike_joint_functions_are_evaluated_together_with_the_same_values():
 
 
 def test_small_matmul_equals_matmul():
-    from jaxmb._spatial import small_matmul, small_matvec
+    from jaxmb._spatial import small_matmul, small_matvec  # private: the written-out products, checked alone
 
     rng = np.random.default_rng(3)
     for sa, sb in (((5, 3, 3), (5, 3, 3)), ((2, 4, 4), (2, 4, 4)), ((7, 3, 3), (7, 3, 2)), ((6, 6), (6, 2))):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from jax.scipy.linalg import expm
 
-from jaxmb._spatial import commutation, matrix_derivative, rotation_about_axis, skew
+from jaxmb._spatial import commutation, matrix_derivative, rotation_about_axis, skew  # private math (no public API)
 
 TOL = 1e-12
 R = 3  # size of q

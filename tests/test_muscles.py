@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
+# Private: the wrap algorithms' internals, checked one by one against closed forms and OpenSim.
 from jaxmb._muscles._cylinder import _cyl_multi_adjust, _cyl_multi_slide, _cyl_spiral, cylinder_wrap
 from jaxmb._muscles._ellipsoid import _ellipsoid_closest, _ellipsoid_wrap
 from jaxmb._muscles._layout import layout

@@ -28,7 +28,7 @@ import pytest
 
 import jaxmb as mb
 from jaxmb.io import read_osim
-from jaxmb._functions import fmm_spline_coefficients
+from jaxmb._functions import fmm_spline_coefficients  # private: the importer's NumPy spline fit, checked alone
 from jaxmb.io import parse_function
 
 import xml.etree.ElementTree as ET
@@ -271,7 +271,7 @@ def test_joint_types_match_their_custom_joint(tmp_path, tag):
 
 def _pose(rotations, p):
     """X_PF · [R1 R2 R3, p] · X_CM⁻¹ for the frames of :func:`_joint`, by hand."""
-    from jaxmb._spatial import body_fixed_xyz, homogeneous, rotation_about_axis
+    from jaxmb._spatial import body_fixed_xyz, homogeneous, rotation_about_axis  # private math (no public API)
 
     r = jnp.eye(3)
     for axis, angle in rotations:

@@ -108,12 +108,12 @@ class FourierSeries(_AbstractUnivariateFunction):
         them and recomputed there, and a stack of series would compute its own
         harmonics per series; a matrix-vector product reads one set once."""
         n = self.a.shape[-1]
-        kw = jnp.arange(1, n + 1, dtype=self.a.dtype) * self.omega
+        kw = jnp.broadcast_to(jnp.arange(1, n + 1, dtype=self.a.dtype) * self.omega, self.a.shape)  # (m, K) if stacked
         harmonics = jnp.concatenate(_harmonics(n, self.omega * xq))
         cos_sin = jnp.concatenate([self.a, self.b], axis=-1)
         coef = jnp.stack([cos_sin,                                               # f
                           jnp.concatenate([kw * self.b, -kw * self.a], axis=-1),  # df/dx
-                          -jnp.concatenate([kw, kw]) ** 2 * cos_sin])             # d²f/dx²
+                          -jnp.concatenate([kw, kw], axis=-1) ** 2 * cos_sin])    # d²f/dx²
         sums = coef @ harmonics
         return self.a0 + self.slope * xq + sums[0], self.slope + sums[1], sums[2]
 

@@ -368,11 +368,12 @@ class QuinticSpline(_AbstractUnivariateFunction):
             k = jnp.mod(knot.astype(jnp.int32), n)
             t = u - knot
         else:
-            k = jnp.clip(knot, 0, n - 1).astype(jnp.int32)
+            kf = jnp.clip(knot, 0, n - 1)
+            k = kf.astype(jnp.int32)
             # Outside the grid u - k runs past [0, 1]: the end piece's value and slope
             # at the end knot, continued linearly (below). `where`, not `clip`: at a
             # knot itself clip would pass autodiff half the derivative.
-            past = u - k
+            past = u - kf
             t = jnp.where(past < 0.0, 0.0, jnp.where(past > 1.0, 1.0, past))
         c0, c1, c2, c3, c4, c5 = jnp.moveaxis(jnp.take(self.coefficients, k, axis=-2), -1, 0)
         h = self.step

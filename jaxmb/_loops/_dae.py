@@ -21,7 +21,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from .._dynamics import _mass_matrix_and_forces, bias_forces, mass_matrix
 from .._functions import Coordinate
@@ -30,6 +30,7 @@ from .._model import Model
 from .._solvers import _solver_by_name, _TracedOnce
 from ._model_loops import _closures
 from ._traditional import open_tree
+from .._typing import RealLike
 
 
 def loop_constraints(model: Model) -> Callable[[Array], Array]:
@@ -143,8 +144,8 @@ class DAESolution(eqx.Module):
     stats: dict
 
 
-def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: float = 0.0,
-                 ts: ArrayLike | None = None, alpha: float = 0.0, beta: float = 0.0,
+def simulate_dae(model: Model, z0: RealLike, zd0: RealLike, t1: float, *, t0: float = 0.0,
+                 ts: RealLike | None = None, alpha: float = 0.0, beta: float = 0.0,
                  rtol: float = 1e-8, atol: float = 1e-8, solver: str | diffrax.AbstractSolver | None = None,
                  max_steps: int = 1_000_000, forces: Callable | None = None) -> DAESolution:
     """Integrate the index-1 DAE of a closed-chain `model` in all its joint variables.
@@ -187,7 +188,7 @@ def simulate_dae(model: Model, z0: ArrayLike, zd0: ArrayLike, t1: float, *, t0: 
     return DAESolution(ts=sol.ts, z=z, zd=zd, drift=drift, stats=sol.stats)
 
 
-def consistent_velocities(model: Model, z, zd_guess) -> Float[Array, " n"]:
+def consistent_velocities(model: Model, z: RealLike, zd_guess: RealLike) -> Float[Array, " n"]:
     """Project joint rates onto the velocity constraint ``Φ_z ż = 0`` (least change).
 
     ``ż = ż_guess - Φ_zᵀ (Φ_z Φ_zᵀ)⁻¹ Φ_z ż_guess``, the closest consistent rates in

@@ -9,10 +9,11 @@ as cross-checks.
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike
+from jaxtyping import Array, Float
 
 from .._functions import _as_float_array
 from .._loop_closure import LoopClosure
+from .._typing import RealLike
 
 
 def _projection_solve(gbar: Array, rhs: Array, k: int) -> Array:
@@ -44,7 +45,8 @@ def _projection_solve(gbar: Array, rhs: Array, k: int) -> Array:
     return jnp.stack(xs)
 
 
-def projection_derivatives(closure: LoopClosure, q: ArrayLike, f: ArrayLike | None = None):
+def projection_derivatives(closure: LoopClosure, q: RealLike, f: RealLike | None = None
+                           ) -> tuple[Float[Array, " m"], Float[Array, "m nq"], Float[Array, "m nq nq"]]:
     """Gradient and Hessian of the dependent variables by Ehsani's analytical
     projection method (Ehsani 2016, Eq. 100-120).
 
@@ -88,7 +90,8 @@ def projection_derivatives(closure: LoopClosure, q: ArrayLike, f: ArrayLike | No
     return f, grads, hess
 
 
-def molecule_derivatives(closure: LoopClosure, q: ArrayLike, step: float = 1e-4):
+def molecule_derivatives(closure: LoopClosure, q: RealLike, step: float = 1e-4
+                         ) -> tuple[Float[Array, " m"], Float[Array, "m nq"], Float[Array, "m nq nq"]]:
     """Gradient and Hessian by central differences on a computational molecule (Ehsani 2016, Fig. 2).
 
     The loop is solved at the centre ``q`` and at ``q ± h e_a`` and

@@ -14,12 +14,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from .._functions import AbstractJointFunction, CubicSpline, FourierSeries, QuinticSpline, _as_float_array
 from .._loop_closure import LoopClosure, LoopClosureError
 from .._model import Model
 from ._model_loops import _closures
+from .._typing import RealLike
 
 
 class TensorSpline(AbstractJointFunction):
@@ -130,7 +131,7 @@ def _fit_rates_along(functions, q):
                       for fn in functions], axis=1)
 
 
-def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: float | Sequence[float],
+def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float | Sequence[float],
              kind: str = "spline", order: int = 8, omega: float | None = None,
              periodic: bool = False) -> PremodelResult:
     """Ehsani's pre-modeling approach (Ehsani 2016): sweep ``q`` over ``[lower, upper]`` with a fixed
@@ -247,7 +248,7 @@ def premodel(closure: LoopClosure, lower: ArrayLike, upper: ArrayLike, step: flo
     raise LoopClosureError(f"premodel supports one or two coordinates, the loop has {nq}.")
 
 
-def premodeled(model: Model, lower: ArrayLike, upper: ArrayLike, step: float | Sequence[float],
+def premodeled(model: Model, lower: RealLike, upper: RealLike, step: float | Sequence[float],
                kind: str = "spline", order: int = 8, omega: float | None = None,
                periodic: bool = False) -> tuple[Model, Array]:
     """`model` with the implicit joint functions of every loop replaced by pre-modeled

@@ -218,16 +218,16 @@ def _ell_polyline(r1, r2, a, vs, vs4, n, far):
     vsy = jnp.cross(vsz, ar1)
     k = jnp.arange(1, _ELL_MAX_SEG, dtype=r1.dtype)  # interior points 1 .. 498
     phi = k * dphi
-    ray = jnp.cos(phi)[:, None] * ar1 + jnp.sin(phi)[:, None] * vsy
-    f1, f2 = ray / a, a0 / a
+    ray = jnp.cos(phi)[:, None] * ar1[None] + jnp.sin(phi)[:, None] * vsy[None]
+    f1, f2 = ray / a[None], a0 / a
     aa = jnp.sum(f1 * f1, axis=-1)
     bb = 2.0 * (f1 @ f2)
     cc = f2 @ f2 - 1.0
     mu3 = safe_div(-bb + sqrt0(bb * bb - 4.0 * aa * cc), 2.0 * aa)
-    s = a0 + mu3[:, None] * ray
-    idx = jnp.arange(_ELL_MAX_SEG + 1)
+    s = a0[None] + mu3[:, None] * ray
+    idx = jnp.arange(_ELL_MAX_SEG + 1, dtype=jnp.asarray(n).dtype)
     pts = jnp.concatenate([r1[None], s, r2[None]])
-    pts = jnp.where((idx == 0)[:, None], r1, jnp.where((idx < n)[:, None], pts, r2))
+    pts = jnp.where((idx == 0)[:, None], r1[None], jnp.where((idx < n)[:, None], pts, r2[None]))
     length = jnp.sum(norm(pts[1:] - pts[:-1]))
     return length, pts[1], pts[jnp.clip(n - 1, 0, _ELL_MAX_SEG)]
 
@@ -300,7 +300,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     c1_frans = t_c1[best]
     # (2) "fan": the mean direction from the segment's inner points to their closest points.
     tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
-    svs = ri1 + tt[:, None] * r1r2
+    svs = ri1[None] + tt[:, None] * r1r2[None]
     mid = ri1 + 0.5 * r1r2
     # The fan's points and the midpoint (method 1) in one batched closest-point solve.
     closest = jax.vmap(lambda x: _ellipsoid_closest(a, x))(jnp.concatenate([svs, mid[None]]))

@@ -6,11 +6,12 @@ import abc
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, Bool, Float
 
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from ._checks import concrete, finite, finite_leaves, vector3
+from .._typing import RealLike
 
 # OpenSim's ConditionalPathPoint is active iff range[0] - 1e-5 <= c <= range[1] + 1e-5
 # (observed with OpenSim 4.6, tests/data/opensim/README.md).
@@ -58,7 +59,7 @@ class PathPoint(AbstractPathPoint):
     moves = False
     conditional = False
 
-    def __init__(self, body: str, location: ArrayLike, name: str = ""):
+    def __init__(self, body: str, location: RealLike, name: str = ""):
         self.body = str(body)
         self.location_ = vector3(location, f"PathPoint {name!r} location")
         self.name = str(name)
@@ -100,8 +101,8 @@ class ConditionalPathPoint(AbstractPathPoint):
     moves = False
     conditional = True
 
-    def __init__(self, body: str, location: ArrayLike, coordinate: AbstractJointFunction,
-                 range: ArrayLike, name: str = ""):
+    def __init__(self, body: str, location: RealLike, coordinate: AbstractJointFunction,
+                 range: RealLike, name: str = ""):
         self.body = str(body)
         self.location_ = vector3(location, f"ConditionalPathPoint {name!r} location")
         if not isinstance(coordinate, AbstractJointFunction):

@@ -22,6 +22,7 @@ from .._checks import finite_coordinate_vector
 from .._kinematics import body_transforms
 from .._model import Model
 from .._safe import norm
+from .._typing import RealLike
 from ._layout import Layout, ext_poses, layout, path_lengths, point_locals, wrap_groups
 from ._wrap_base import MANDATORY_WRAP, WRAPPED
 
@@ -62,8 +63,8 @@ def _one_wrap(algorithm, s, P, owner, pos, active, key, wrap_len, rot, org, prm,
         r1g_j, r2g_j = r1 @ rot.T + org, r2 @ rot.T + org
     else:
         code, r1, r2, wl = jax.vmap(lambda x, y, c: fn(to_w(x), to_w(y), prm, axis, sign, ~c))(a_, b_, cand)
-        r1g = r1 @ rot.T + org
-        r2g = r2 @ rot.T + org
+        r1g = r1 @ rot.T + org[None]
+        r2g = r2 @ rot.T + org[None]
         change = norm(a_ - r1g) + wl + norm(b_ - r2g) - norm(b_ - a_)
         mand = cand & (code == MANDATORY_WRAP)
         wrapped = cand & (code == WRAPPED)
@@ -214,7 +215,7 @@ def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_mus
     return _lengths(model, q)
 
 
-def muscle_lengthening_speeds(model: Model, q, qd) -> Float[Array, " n_muscles"]:
+def muscle_lengthening_speeds(model: Model, q: RealLike, qd: RealLike) -> Float[Array, " n_muscles"]:
     """Musculotendon lengthening speeds ``dL/dt = (dL/dq) q' = -Rᵀ q'``.
 
     **Arguments:**
@@ -239,7 +240,7 @@ class PathEvents(eqx.Module):
     wrap_engaged: tuple
 
 
-def path_events(model: Model, q) -> PathEvents:
+def path_events(model: Model, q: RealLike) -> PathEvents:
     """Which conditional points are active and which wraps are engaged at ``q``.
 
     The derivative of the path length (and, where a conditional point switches, the

@@ -21,6 +21,7 @@ from .._functions import Coordinate
 from .._builder import ModelBuilder
 from .._loads import LinearSpring
 from .._model import Body, Model, _f, revolute
+from .._typing import RealLike
 
 _Z = (0.0, 0.0, 1.0)
 
@@ -171,7 +172,7 @@ def _four_bar_g(f, q, p):
 
 
 def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0, lcm2: float = 0.5,
-             f_ref: ArrayLike = (-0.1483, 1.2386, -2.7307), density: float = 1.0, g: float = 9.81,
+             f_ref: RealLike = (-0.1483, 1.2386, -2.7307), density: float = 1.0, g: float = 9.81,
              throw: bool = True) -> Model:
     """Ehsani's (2016) four-bar linkage (Eq. 121-122); ``q`` = centre-of-mass height of body 2.
 
