@@ -152,7 +152,7 @@ class AbstractMusculotendonModel(eqx.Module):
             lo_ = jnp.where(r < 0.0, x, lo_)
             hi_ = jnp.where(r < 0.0, hi_, x)
             newton = x - safe_div(r, dr)
-            ok = (dr > 0.0) & (newton > lo_) & (newton < hi_)
+            ok = (dr > 0.0) & (newton >= lo_) & (newton <= hi_)
             return jnp.where(ok, newton, 0.5 * (lo_ + hi_)), lo_, hi_
 
         lo_s, hi_s = jax.lax.stop_gradient((lo, hi))
