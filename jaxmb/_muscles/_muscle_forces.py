@@ -23,8 +23,16 @@ def _groups(model):
 
 def muscle_states(model, activations: Float[ArrayLike, "n_muscles"], lengths: Float[ArrayLike, "n_muscles"],
                   lengthening_speeds: Float[ArrayLike, "n_muscles"]) -> MusculotendonForces:
-    """The [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces] of every muscle of `model`
-    (each field of shape ``(n_muscles,)``); see [`jaxmb.muscle_forces`][jaxmb.muscle_forces]."""
+    """The full musculotendon state of every muscle of `model`: fibre length, pennation, fibre
+    velocity, active and passive fibre force, tendon force (Thelen 2003; De Groote et al. 2016),
+    vectorised as [`jaxmb.muscle_forces`][jaxmb.muscle_forces] is.
+
+    **Arguments:** as [`jaxmb.muscle_forces`][jaxmb.muscle_forces]: `model`, `activations`,
+    `lengths` (m), `lengthening_speeds` (m/s), each ``(n_muscles,)``.
+
+    **Returns:** a [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces] whose fields have
+    shape ``(n_muscles,)``, in `model.muscle_names` order.
+    """
     a = jnp.asarray(activations)
     l_mt = jnp.asarray(lengths)
     v_mt = jnp.asarray(lengthening_speeds)
