@@ -9,8 +9,7 @@ from .._errors import ModelError
 from ._checks import concrete
 from ._curves import (degroote_active_force_length, degroote_force_velocity, degroote_passive_force_length,
                       degroote_tendon_force)
-from ._musculotendon import AbstractMusculotendonModel, _leaf
-from ._thelen import positive_parameters
+from ._musculotendon import AbstractMusculotendonModel, _leaf, init_common, positive_parameters
 
 
 class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
@@ -66,20 +65,14 @@ class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
                  max_contraction_velocity: Float[ArrayLike, ""] = 10.0, *, tendon_strain_at_one=0.049,
                  passive_strain_at_one=0.6, active_width_scale=1.0, fiber_damping=0.0, passive_scale=1.0,
                  compliant_tendon: bool = True, name: str = "DeGrooteFregly2016Muscle"):
-        self.max_isometric_force = _leaf(max_isometric_force)
-        self.optimal_fiber_length = _leaf(optimal_fiber_length)
-        self.tendon_slack_length = _leaf(tendon_slack_length)
-        self.pennation_angle_at_optimal = _leaf(pennation_angle_at_optimal)
-        self.max_contraction_velocity = _leaf(max_contraction_velocity)
+        init_common(self, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
+                    max_contraction_velocity, compliant_tendon, name)
         self.tendon_strain_at_one = _leaf(tendon_strain_at_one)
         self.passive_strain_at_one = _leaf(passive_strain_at_one)
         self.active_width_scale = _leaf(active_width_scale)
         self.fiber_damping = _leaf(fiber_damping)
         self.passive_scale = _leaf(passive_scale)
-        self.compliant_tendon = bool(compliant_tendon)
-        positive_parameters(self, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
-                                   "max_contraction_velocity", "tendon_strain_at_one", "passive_strain_at_one"),
-                            name)
+        positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one"), name)
         if concrete(self.active_width_scale) and not bool(jnp.all(self.active_width_scale >= 1.0)):
             raise ModelError(f"muscle {name!r}: active_force_width_scale must be at least 1.")
         if concrete(self.fiber_damping) and not bool(jnp.all(self.fiber_damping >= 0.0)):

@@ -18,7 +18,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .._errors import ModelError
 from .._safe import safe_div, sqrt0
+from ._checks import concrete
 
 _NEWTON_ITERATIONS = 48
 """Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
@@ -50,6 +52,29 @@ class MusculotendonForces(eqx.Module):
     passive_force_length: Float[Array, "*b"]
     force_velocity: Float[Array, "*b"]
     equilibrium_residual: Float[Array, "*b"]
+
+
+def positive_parameters(obj, names, name: str):
+    """Refuse non-positive values of the parameters `names` of `obj` (a ModelError naming the
+    muscle `name`, the parameter and its value)."""
+    for p in names:
+        v = getattr(obj, p)
+        if concrete(v) and not bool(jnp.all(v > 0.0)):
+            raise ModelError(f"muscle {name!r}: {p} must be positive, got {float(jnp.min(v))}; "
+                             "give a positive value.")
+
+
+def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
+                max_contraction_velocity, compliant_tendon, name):
+    """Set (and check) the parameters every model of the family has, in its `__init__`."""
+    obj.max_isometric_force = _leaf(max_isometric_force)
+    obj.optimal_fiber_length = _leaf(optimal_fiber_length)
+    obj.tendon_slack_length = _leaf(tendon_slack_length)
+    obj.pennation_angle_at_optimal = _leaf(pennation_angle_at_optimal)
+    obj.max_contraction_velocity = _leaf(max_contraction_velocity)
+    obj.compliant_tendon = bool(compliant_tendon)
+    positive_parameters(obj, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
+                              "max_contraction_velocity"), name)
 
 
 def _leaf(x):

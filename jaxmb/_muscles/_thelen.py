@@ -10,19 +10,9 @@ from .._errors import ModelError
 from ._checks import concrete
 from ._curves import (thelen_active_force_length, thelen_force_velocity, thelen_passive_force_length,
                       thelen_passive_stiffness, thelen_tendon_force, thelen_tendon_stiffness)
-from ._musculotendon import AbstractMusculotendonModel, _leaf
+from ._musculotendon import AbstractMusculotendonModel, _leaf, init_common, positive_parameters
 
 _SIGNIFICANT_REAL = 1.4901161193847656e-08  # SimTK::SignificantReal (sqrt of machine epsilon)
-
-
-def positive_parameters(obj, names, name: str):
-    """Refuse non-positive values of the parameters `names` of `obj` (a ModelError naming the
-    muscle `name`, the parameter and its value)."""
-    for p in names:
-        v = getattr(obj, p)
-        if concrete(v) and not bool(jnp.all(v > 0.0)):
-            raise ModelError(f"muscle {name!r}: {p} must be positive, got {float(jnp.max(v))}; "
-                             "give a positive value.")
 
 
 class Thelen2003Muscle(AbstractMusculotendonModel):
@@ -85,11 +75,8 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
                  tendon_strain_at_one=0.04, passive_strain_at_one=0.6, active_shape=0.45, passive_shape=5.0,
                  af=0.25, flen=1.4, fv_extrapolation_threshold=0.95, maximum_pennation_angle=math.acos(0.1),
                  minimum_activation=0.01, compliant_tendon: bool = True, name: str = "Thelen2003Muscle"):
-        self.max_isometric_force = _leaf(max_isometric_force)
-        self.optimal_fiber_length = _leaf(optimal_fiber_length)
-        self.tendon_slack_length = _leaf(tendon_slack_length)
-        self.pennation_angle_at_optimal = _leaf(pennation_angle_at_optimal)
-        self.max_contraction_velocity = _leaf(max_contraction_velocity)
+        init_common(self, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
+                    max_contraction_velocity, compliant_tendon, name)
         self.tendon_strain_at_one = _leaf(tendon_strain_at_one)
         self.passive_strain_at_one = _leaf(passive_strain_at_one)
         self.active_shape = _leaf(active_shape)
@@ -99,10 +86,8 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
         self.fv_extrapolation_threshold = _leaf(fv_extrapolation_threshold)
         self.maximum_pennation_angle = _leaf(maximum_pennation_angle)
         self.minimum_activation = _leaf(minimum_activation)
-        self.compliant_tendon = bool(compliant_tendon)
-        positive_parameters(self, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
-                                   "max_contraction_velocity", "tendon_strain_at_one", "passive_strain_at_one",
-                                   "active_shape", "passive_shape", "af"), name)
+        positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one", "active_shape", "passive_shape",
+                                   "af"), name)
         if concrete(self.flen) and not bool(jnp.all(self.flen > 1.0)):
             raise ModelError(f"muscle {name!r}: Flen must be greater than 1, got {float(jnp.min(self.flen))}.")
 
