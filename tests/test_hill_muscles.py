@@ -331,4 +331,4 @@ def test_bad_muscle_parameters_name_the_muscle_and_line(tmp_path, edit, match):
     with pytest.raises(mb.ModelError, match=match) as exc:
         mb.io.load_osim(path)
     msg = str(exc.value)
-    assert "flexor" in msg and f"{path}:" in msg, msg
+    assert "muscle 'flexor'" in msg.lower() and f"{path}:" in msg, msg

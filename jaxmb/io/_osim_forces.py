@@ -241,26 +241,10 @@ def _parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges=None):
     gp = _first(xml, f, "GeometryPath")
     if gp is None:
         xml.fail(f, "muscle has no <GeometryPath>; give its path points.")
-    points = []
-    for pt in xml.set_objects(_first(xml, gp, "PathPointSet")):
-        pname = pt.get("name", "")
-        body = _frame_body(xml, pt, body_names)
-        if pt.tag == "PathPoint":
-            points.append(PathPoint(body, _floats(xml, pt, "location", 3), name=pname))
-        elif pt.tag == "ConditionalPathPoint":
-            ref = _text(xml, pt, "socket_coordinate") or _text(xml, pt, "coordinate")
-            coord = _coordinate(xml, pt, ref, coordinate_functions)
-            points.append(ConditionalPathPoint(body, _floats(xml, pt, "location", 3), coord,
-                                               _floats(xml, pt, "range", 2), name=pname))
-        elif pt.tag == "MovingPathPoint":
-            base = _floats(xml, pt, "location", 3, (0, 0, 0))
-            fx = _moving_coordinate(xml, pt, "x", base[0], coordinate_functions, ranges)
-            fy = _moving_coordinate(xml, pt, "y", base[1], coordinate_functions, ranges)
-            fz = _moving_coordinate(xml, pt, "z", base[2], coordinate_functions, ranges)
-            points.append(MovingPathPoint(body, fx, fy, fz, name=pname))
-        else:
-            xml.fail(pt, f"unsupported path point type in muscle {name!r} (jaxmb reads PathPoint, "
-                         "ConditionalPathPoint and MovingPathPoint).")
+    try:
+        points = _parse_points(xml, name, gp, coordinate_functions, body_names, ranges)
+    except ModelError as exc:  # name the muscle: point names need not contain it
+        raise ModelError(f"muscle {name!r}: {exc}") from None
     wlist = []
     for pw in xml.set_objects(_first(xml, gp, "PathWrapSet")):
         wname = _text(xml, pw, "wrap_object")
@@ -285,3 +269,28 @@ def _parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges=None):
         return Muscle(name, points, wlist, params, kind=f.tag, force_model=model, activation_dynamics=activation)
     except ModelError as exc:
         xml.fail(f, str(exc))
+
+
+def _parse_points(xml, name, gp, coordinate_functions, body_names, ranges):
+    """The path points of the GeometryPath `gp` of muscle `name`."""
+    points = []
+    for pt in xml.set_objects(_first(xml, gp, "PathPointSet")):
+        pname = pt.get("name", "")
+        body = _frame_body(xml, pt, body_names)
+        if pt.tag == "PathPoint":
+            points.append(PathPoint(body, _floats(xml, pt, "location", 3), name=pname))
+        elif pt.tag == "ConditionalPathPoint":
+            ref = _text(xml, pt, "socket_coordinate") or _text(xml, pt, "coordinate")
+            coord = _coordinate(xml, pt, ref, coordinate_functions)
+            points.append(ConditionalPathPoint(body, _floats(xml, pt, "location", 3), coord,
+                                               _floats(xml, pt, "range", 2), name=pname))
+        elif pt.tag == "MovingPathPoint":
+            base = _floats(xml, pt, "location", 3, (0, 0, 0))
+            fx = _moving_coordinate(xml, pt, "x", base[0], coordinate_functions, ranges)
+            fy = _moving_coordinate(xml, pt, "y", base[1], coordinate_functions, ranges)
+            fz = _moving_coordinate(xml, pt, "z", base[2], coordinate_functions, ranges)
+            points.append(MovingPathPoint(body, fx, fy, fz, name=pname))
+        else:
+            xml.fail(pt, f"unsupported path point type in muscle {name!r} (jaxmb reads PathPoint, "
+                         "ConditionalPathPoint and MovingPathPoint).")
+    return points
