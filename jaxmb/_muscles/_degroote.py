@@ -7,8 +7,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from ._checks import concrete
-from ._curves import (degroote_active_force_length, degroote_force_velocity, degroote_passive_force_length,
-                      degroote_tendon_force)
+from ._curves import (DEGROOTE_C, degroote_active_force_length, degroote_force_velocity,
+                      degroote_passive_force_length, degroote_tendon_force, degroote_tendon_stiffness_parameter)
 from ._musculotendon import AbstractMusculotendonModel, _leaf, init_common, positive_parameters
 
 
@@ -89,6 +89,10 @@ class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
 
     def _tendon_multiplier(self, lt_norm):
         return degroote_tendon_force(lt_norm, self.tendon_strain_at_one)
+
+    def _tendon_length_at_five(self):
+        c1, c2, c3 = DEGROOTE_C
+        return jnp.log((5.0 + c3) / c1) / degroote_tendon_stiffness_parameter(self.tendon_strain_at_one) + c2
 
     def _minimum_fiber_length_along_tendon(self):
         return jnp.zeros_like(self.optimal_fiber_length)

@@ -22,10 +22,10 @@ from .._errors import ModelError
 from .._safe import safe_div, sqrt0
 from ._checks import concrete
 
-_NEWTON_ITERATIONS = 48
+_NEWTON_ITERATIONS = 24
 """Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
-48 steps resolve a fibre length to 2^-48 of its range whatever the start; Newton's quadratic
-convergence makes the residual reach round-off in far fewer steps from a bracket."""
+24 steps resolve a fibre length to 2^-24 of the bracket (tendon force from 0 to 5 F_max) whatever
+the start, and Newton's quadratic convergence takes the residual to round-off in fewer steps."""
 
 
 class MusculotendonForces(eqx.Module):
@@ -127,6 +127,11 @@ class AbstractMusculotendonModel(eqx.Module):
         """Normalised tendon force at normalised tendon length."""
 
     @abc.abstractmethod
+    def _tendon_length_at_five(self):
+        """The normalised tendon length at which the tendon force is 5 F_max (the equilibrium's
+        bracket: OpenSim's De Groote model bounds the normalised tendon force by [0, 5])."""
+
+    @abc.abstractmethod
     def _minimum_fiber_length_along_tendon(self):
         """The smallest fibre length along the tendon the model allows (m)."""
 
@@ -163,7 +168,8 @@ class AbstractMusculotendonModel(eqx.Module):
     def _equilibrium_x(self, a, l_mt, v_mt):
         """Fibre length along the tendon at equilibrium, differentiable by the implicit-function
         theorem (see the module docstring)."""
-        lo = jnp.maximum(self._minimum_fiber_length_along_tendon(), 1e-4 * self.optimal_fiber_length)
+        lo = jnp.maximum(jnp.maximum(self._minimum_fiber_length_along_tendon(), 1e-4 * self.optimal_fiber_length),
+                         l_mt - self.tendon_slack_length * self._tendon_length_at_five())
         hi = jnp.maximum(l_mt - self.tendon_slack_length, lo)
         args = jax.lax.stop_gradient((self, a, l_mt, v_mt))
 

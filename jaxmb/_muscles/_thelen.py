@@ -8,8 +8,9 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from ._checks import concrete
-from ._curves import (thelen_active_force_length, thelen_force_velocity, thelen_passive_force_length,
-                      thelen_passive_stiffness, thelen_tendon_force, thelen_tendon_stiffness)
+from ._curves import (THELEN_ETOE_PER_STRAIN, THELEN_FTOE, thelen_active_force_length, thelen_force_velocity,
+                      thelen_passive_force_length, thelen_passive_stiffness, thelen_tendon_force,
+                      thelen_tendon_stiffness)
 from ._musculotendon import AbstractMusculotendonModel, _leaf, init_common, positive_parameters
 
 _SIGNIFICANT_REAL = 1.4901161193847656e-08  # SimTK::SignificantReal (sqrt of machine epsilon)
@@ -102,6 +103,11 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
 
     def _tendon_multiplier(self, lt_norm):
         return thelen_tendon_force(lt_norm, self.tendon_strain_at_one)
+
+    def _tendon_length_at_five(self):
+        etoe = THELEN_ETOE_PER_STRAIN * self.tendon_strain_at_one
+        klin = (1.0 - THELEN_FTOE) / (self.tendon_strain_at_one - etoe)
+        return 1.0 + etoe + (5.0 - THELEN_FTOE) / klin
 
     def _minimum_fiber_length(self):
         h = self.fiber_width()
