@@ -66,6 +66,15 @@ from ._model import Joint as Joint
 from ._model import Model as Model
 from ._model import prismatic as prismatic
 from ._model import revolute as revolute
+from ._muscles import AbstractActivationDynamics as AbstractActivationDynamics
+from ._muscles import AbstractMusculotendonModel as AbstractMusculotendonModel
+from ._muscles import DeGrooteActivation as DeGrooteActivation
+from ._muscles import DeGrooteFregly2016Muscle as DeGrooteFregly2016Muscle
+from ._muscles import FirstOrderActivation as FirstOrderActivation
+from ._muscles import muscle_forces as muscle_forces
+from ._muscles import muscle_states as muscle_states
+from ._muscles import MusculotendonForces as MusculotendonForces
+from ._muscles import Thelen2003Muscle as Thelen2003Muscle
 from ._muscles import ConditionalPathPoint as ConditionalPathPoint
 from ._muscles import moment_arm_derivatives as moment_arm_derivatives
 from ._muscles import moment_arm_sweep as moment_arm_sweep

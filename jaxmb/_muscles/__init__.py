@@ -8,9 +8,18 @@ of ``q`` (`MovingPathPoint`), and wrap objects (`WrapSphere`,
 slides over. Its length ``L(q)`` is what `muscle_lengths` returns; the
 moment-arm matrix follows the biomechanics sign ``R = -dL/dq`` (nq, n_muscles),
 so that the generalized force of the tensions ``F`` is ``R @ F``.
+
+Each muscle may carry a Hill-type force model (`Thelen2003Muscle`,
+`DeGrooteFregly2016Muscle`, of the family `AbstractMusculotendonModel`) and activation
+dynamics (`FirstOrderActivation`, `DeGrooteActivation`); `muscle_forces` gives the tendon
+forces ``F`` of all of them at once.
 """
 
+from ._activation import AbstractActivationDynamics as AbstractActivationDynamics
+from ._activation import DeGrooteActivation as DeGrooteActivation
+from ._activation import FirstOrderActivation as FirstOrderActivation
 from ._cylinder import WrapCylinder as WrapCylinder
+from ._degroote import DeGrooteFregly2016Muscle as DeGrooteFregly2016Muscle
 from ._ellipsoid import WrapEllipsoid as WrapEllipsoid
 from ._moment_arms import gmlav_loads as gmlav_loads
 from ._moment_arms import moment_arm_derivatives as moment_arm_derivatives
@@ -18,6 +27,10 @@ from ._moment_arms import moment_arm_sweep as moment_arm_sweep
 from ._moment_arms import moment_arms as moment_arms
 from ._moment_arms import muscle_lengths_and_moment_arms as muscle_lengths_and_moment_arms
 from ._muscle import Muscle as Muscle
+from ._muscle_forces import muscle_forces as muscle_forces
+from ._muscle_forces import muscle_states as muscle_states
+from ._musculotendon import AbstractMusculotendonModel as AbstractMusculotendonModel
+from ._musculotendon import MusculotendonForces as MusculotendonForces
 from ._muscle import MuscleParameters as MuscleParameters
 from ._path_points import AbstractPathPoint as AbstractPathPoint
 from ._path_points import ClampedCoordinate as ClampedCoordinate
@@ -32,5 +45,6 @@ from ._paths import path_event_signature as path_event_signature
 from ._paths import path_events as path_events
 from ._paths import PathEvents as PathEvents
 from ._sphere import WrapSphere as WrapSphere
+from ._thelen import Thelen2003Muscle as Thelen2003Muscle
 from ._torus import WrapTorus as WrapTorus
 from ._wrap_base import AbstractWrapObject as AbstractWrapObject

@@ -7,6 +7,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._errors import ModelError
+from ._activation import AbstractActivationDynamics
+from ._checks import concrete
+from ._musculotendon import AbstractMusculotendonModel
 from ._path_points import AbstractPathPoint
 from ._wrap_base import AbstractWrapObject
 
@@ -56,11 +59,19 @@ class Muscle(eqx.Module):
       `WrapEllipsoid`, `WrapTorus`), in OpenSim's PathWrap order.
     - `parameters`: the `MuscleParameters` (default: its defaults).
     - `kind`: the OpenSim class name (documentation).
+    - `force_model`: its musculotendon force model (a final class of
+      [`jaxmb.AbstractMusculotendonModel`][jaxmb.AbstractMusculotendonModel], e.g.
+      [`jaxmb.Thelen2003Muscle`][jaxmb.Thelen2003Muscle]), or None for a path without force
+      ([`jaxmb.muscle_forces`][jaxmb.muscle_forces] refuses it). The OpenSim importer builds it
+      from the muscle's class and properties.
+    - `activation_dynamics`: its activation dynamics (e.g.
+      [`jaxmb.FirstOrderActivation`][jaxmb.FirstOrderActivation]), or None.
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] for fewer than two points, a conditional end point, or an
-    object that is not a path point or wrap object.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for fewer than two points, a conditional end point, an
+    object that is not a path point or wrap object, or a non-positive max isometric force,
+    optimal fiber length or tendon slack length.
     """
 
     name: str = eqx.field(static=True)
@@ -68,14 +79,28 @@ class Muscle(eqx.Module):
     wraps: tuple
     parameters: MuscleParameters
     kind: str = eqx.field(static=True)
+    force_model: AbstractMusculotendonModel | None
+    activation_dynamics: AbstractActivationDynamics | None
 
     def __init__(self, name: str, points: Sequence[AbstractPathPoint], wraps: Sequence[AbstractWrapObject] = (),
-                 parameters: MuscleParameters | None = None, kind: str = "Muscle"):
+                 parameters: MuscleParameters | None = None, kind: str = "Muscle",
+                 force_model: AbstractMusculotendonModel | None = None,
+                 activation_dynamics: AbstractActivationDynamics | None = None):
         self.name = str(name)
         self.points = tuple(points)
         self.wraps = tuple(wraps)
         self.parameters = MuscleParameters() if parameters is None else parameters
         self.kind = str(kind)
+        self.force_model = force_model
+        self.activation_dynamics = activation_dynamics
+        for p in ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length"):
+            v = getattr(self.parameters, p)
+            if concrete(v) and not bool(jnp.all(v > 0.0)):
+                raise ModelError(f"Muscle {name!r}: {p} must be positive, got {float(jnp.min(v))}; give "
+                                 "a positive value.")
+        if force_model is not None and not isinstance(force_model, AbstractMusculotendonModel):
+            raise ModelError(f"Muscle {name!r}: force_model must be a musculotendon model (e.g. "
+                             f"jaxmb.Thelen2003Muscle), got {type(force_model).__name__}.")
         if len(self.points) < 2:
             raise ModelError(f"Muscle {name!r} needs at least two path points, got {len(self.points)}.")
         for p in self.points:

@@ -4,7 +4,8 @@ Read: every muscle's ``GeometryPath`` (``PathPointSet`` with ``PathPoint``,
 ``ConditionalPathPoint``, ``MovingPathPoint``; ``PathWrapSet``) and the wrap
 surfaces it names from the bodies' and ground's ``WrapObjectSet``
 (``WrapSphere``, ``WrapCylinder``, ``WrapEllipsoid``, ``WrapTorus``), and the
-Hill parameters of [`jaxmb.MuscleParameters`][jaxmb.MuscleParameters].
+Hill parameters of [`jaxmb.MuscleParameters`][jaxmb.MuscleParameters], and the muscle's force
+model and activation dynamics (`jaxmb.io._osim_muscle_models`).
 
 Muscle classes read: Thelen2003Muscle, Millard2012EquilibriumMuscle,
 Millard2012AccelerationMuscle, DeGrooteFregly2016Muscle, Schutte1993Muscle_Deprecated,
@@ -46,6 +47,7 @@ from .._functions import AbstractJointFunction, Constant
 from .._muscles import (ClampedCoordinate, ConditionalPathPoint, MovingPathPoint, Muscle, MuscleParameters, PathPoint,
                         WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus)
 from ._osim_functions import parse_function
+from ._osim_muscle_models import force_model
 from ._xml import XmlReader
 
 MUSCLE_TYPES = (
@@ -239,6 +241,38 @@ def _parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges=None):
     gp = _first(xml, f, "GeometryPath")
     if gp is None:
         xml.fail(f, "muscle has no <GeometryPath>; give its path points.")
+    try:
+        points = _parse_points(xml, name, gp, coordinate_functions, body_names, ranges)
+    except ModelError as exc:  # name the muscle: point names need not contain it
+        raise ModelError(f"muscle {name!r}: {exc}") from None
+    wlist = []
+    for pw in xml.set_objects(_first(xml, gp, "PathWrapSet")):
+        wname = _text(xml, pw, "wrap_object")
+        if wname not in wraps:
+            xml.fail(pw, f"muscle {name!r} names unknown wrap object {wname!r}.")
+        tag, wel, body = wraps[wname]
+        rng = _floats(xml, pw, "range", 2, (-1, -1)).astype(int)
+        try:
+            w = _make_wrap(xml, tag, wel, body, (int(rng[0]), int(rng[1])), _text(xml, pw, "method", "hybrid"))
+        except ModelError as exc:
+            xml.fail(wel, f"(wrap object of muscle {name!r}) {exc}")
+        if w is not None:
+            wlist.append(w)
+    vals = {}
+    for p in _PARAMS:
+        v = xml.floats(f, p, 1, None, blank_is_missing=True) if _first(xml, f, p) is not None else None
+        if v is not None:
+            vals[p] = float(v[0])
+    params = MuscleParameters(**vals)
+    try:
+        model, activation = force_model(xml, f, params) if f.tag in MUSCLE_TYPES else (None, None)
+        return Muscle(name, points, wlist, params, kind=f.tag, force_model=model, activation_dynamics=activation)
+    except ModelError as exc:
+        xml.fail(f, str(exc))
+
+
+def _parse_points(xml, name, gp, coordinate_functions, body_names, ranges):
+    """The path points of the GeometryPath `gp` of muscle `name`."""
     points = []
     for pt in xml.set_objects(_first(xml, gp, "PathPointSet")):
         pname = pt.get("name", "")
@@ -259,23 +293,4 @@ def _parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges=None):
         else:
             xml.fail(pt, f"unsupported path point type in muscle {name!r} (jaxmb reads PathPoint, "
                          "ConditionalPathPoint and MovingPathPoint).")
-    wlist = []
-    for pw in xml.set_objects(_first(xml, gp, "PathWrapSet")):
-        wname = _text(xml, pw, "wrap_object")
-        if wname not in wraps:
-            xml.fail(pw, f"muscle {name!r} names unknown wrap object {wname!r}.")
-        tag, wel, body = wraps[wname]
-        rng = _floats(xml, pw, "range", 2, (-1, -1)).astype(int)
-        w = _make_wrap(xml, tag, wel, body, (int(rng[0]), int(rng[1])), _text(xml, pw, "method", "hybrid"))
-        if w is not None:
-            wlist.append(w)
-    vals = {}
-    for p in _PARAMS:
-        v = xml.floats(f, p, 1, None, blank_is_missing=True) if _first(xml, f, p) is not None else None
-        if v is not None:
-            vals[p] = float(v[0])
-    params = MuscleParameters(**vals)
-    try:
-        return Muscle(name, points, wlist, params, kind=f.tag)
-    except ModelError as exc:
-        xml.fail(f, str(exc))
+    return points

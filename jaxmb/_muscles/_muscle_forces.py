@@ -1,0 +1,78 @@
+"""The tendon forces of all the muscles of a model at once."""
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from .._errors import ModelError
+from ._musculotendon import MusculotendonForces
+
+
+def _groups(model):
+    """Muscle indices grouped by force-model structure (class, static options): one vmap each."""
+    groups = {}
+    for i, m in enumerate(model.muscles):
+        if m.force_model is None:
+            raise ModelError(f"muscle {m.name!r} ({m.kind}) has no force model: jaxmb computes the forces of "
+                             "Thelen2003Muscle and DeGrooteFregly2016Muscle; give it one with "
+                             "eqx.tree_at(lambda m: m.force_model, muscle, jaxmb.DeGrooteFregly2016Muscle(...), "
+                             "is_leaf=lambda x: x is None).")
+        groups.setdefault(jax.tree_util.tree_structure(m.force_model), []).append(i)
+    return list(groups.values())
+
+
+def muscle_states(model, activations: Float[ArrayLike, "n_muscles"], lengths: Float[ArrayLike, "n_muscles"],
+                  lengthening_speeds: Float[ArrayLike, "n_muscles"]) -> MusculotendonForces:
+    """The full musculotendon state of every muscle of `model`: fibre length, pennation, fibre
+    velocity, active and passive fibre force, tendon force (Thelen 2003; De Groote et al. 2016),
+    vectorised as [`jaxmb.muscle_forces`][jaxmb.muscle_forces] is.
+
+    **Arguments:** as [`jaxmb.muscle_forces`][jaxmb.muscle_forces]: `model`, `activations`,
+    `lengths` (m), `lengthening_speeds` (m/s), each ``(n_muscles,)``.
+
+    **Returns:** a [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces] whose fields have
+    shape ``(n_muscles,)``, in `model.muscle_names` order.
+    """
+    a = jnp.asarray(activations)
+    l_mt = jnp.asarray(lengths)
+    v_mt = jnp.asarray(lengthening_speeds)
+    n = len(model.muscles)
+    for what, x in (("activations", a), ("lengths", l_mt), ("lengthening_speeds", v_mt)):
+        if x.shape != (n,):
+            raise ValueError(f"muscle_forces: {what} must have shape ({n},) (one per muscle of "
+                             f"{model.name!r}), got {x.shape}; use jax.vmap for batches.")
+    parts, order = [], []
+    for idx in _groups(model):
+        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[model.muscles[i].force_model for i in idx])
+        sel = jnp.asarray(idx)
+        parts.append(jax.vmap(lambda fm, x, y, z: fm(x, y, z))(stacked, a[sel], l_mt[sel], v_mt[sel]))
+        order.extend(idx)
+    inverse = jnp.argsort(jnp.asarray(order)) if order else jnp.zeros((0,), int)
+    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[inverse], *parts)
+
+
+def muscle_forces(model, activations: Float[ArrayLike, "n_muscles"], lengths: Float[ArrayLike, "n_muscles"],
+                  lengthening_speeds: Float[ArrayLike, "n_muscles"]) -> Float[Array, "n_muscles"]:
+    """The tendon force of every muscle of `model`, each by its own force model
+    (`Muscle.force_model`; Thelen 2003, De Groote et al. 2016), vectorised over the muscles that
+    share a model class (one `jax.vmap` per class, parameters stacked as arrays).
+
+    The generalized force of the muscles is ``mb.moment_arms(model, q) @ F`` (``R = -dL/dq``,
+    Ehsani 2016, Eq. 195), with ``lengths = mb.muscle_lengths(model, q)`` and
+    ``lengthening_speeds = mb.muscle_lengthening_speeds(model, q, qd)``.
+
+    **Arguments:**
+
+    - `model`: a model whose muscles all have a force model.
+    - `activations`: ``(n_muscles,)``, in [0, 1].
+    - `lengths`: ``(n_muscles,)`` musculotendon lengths (m).
+    - `lengthening_speeds`: ``(n_muscles,)`` (m/s, positive when lengthening).
+
+    **Returns:** ``(n_muscles,)`` tendon forces (N), in `model.muscle_names` order.
+
+    **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] naming a muscle without a force model;
+    ``ValueError`` for arrays of the wrong shape.
+    """
+    if not model.muscles:
+        return jnp.zeros((0,))
+    return muscle_states(model, activations, lengths, lengthening_speeds).tendon_force

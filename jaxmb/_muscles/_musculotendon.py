@@ -1,0 +1,238 @@
+"""The family of Hill-type musculotendon force models: a contractile fibre in parallel with a
+passive element, pennated at constant thickness, in series with a rigid or compliant tendon.
+
+Each final model (`Thelen2003Muscle`, `DeGrooteFregly2016Muscle`) supplies its normalised
+curves; the geometry (OpenSim's ``MuscleFixedWidthPennationModel``), the rigid-tendon fibre
+length and the compliant-tendon equilibrium are computed here, once for the whole family.
+
+The compliant-tendon equilibrium is a bracketed Newton iteration of fixed length on the fibre
+length along the tendon (vectorises under `jax.vmap` without a per-lane while loop), finished by
+one Newton step whose derivative is the implicit-function theorem's
+(``dx/dtheta = -(dr/dx)^-1 dr/dtheta``; the solve itself is under `jax.lax.stop_gradient`).
+"""
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from .._errors import ModelError
+from .._safe import safe_div, sqrt0
+from ._checks import concrete
+
+_NEWTON_ITERATIONS = 24
+"""Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
+24 steps resolve a fibre length to 2^-24 of the bracket (tendon force from 0 to 5 F_max) whatever
+the start, and Newton's quadratic convergence takes the residual to round-off in fewer steps."""
+
+
+class MusculotendonForces(eqx.Module):
+    """The state of a musculotendon unit at one (activation, length, lengthening speed).
+
+    **Fields** (SI units): `fiber_length` (m), `pennation_angle` (rad), `fiber_velocity`
+    (m/s, positive when lengthening), `tendon_length` (m), `active_fiber_force` and
+    `passive_fiber_force` (N, along the fibre; passive includes damping),
+    `fiber_force_along_tendon` (N), `tendon_force` (N), `active_force_length`,
+    `passive_force_length`, `force_velocity` (the normalised multipliers), and
+    `equilibrium_residual` (N: fibre force along the tendon minus tendon force; 0 for a rigid
+    tendon).
+    """
+
+    fiber_length: Float[Array, "*b"]
+    pennation_angle: Float[Array, "*b"]
+    fiber_velocity: Float[Array, "*b"]
+    tendon_length: Float[Array, "*b"]
+    active_fiber_force: Float[Array, "*b"]
+    passive_fiber_force: Float[Array, "*b"]
+    fiber_force_along_tendon: Float[Array, "*b"]
+    tendon_force: Float[Array, "*b"]
+    active_force_length: Float[Array, "*b"]
+    passive_force_length: Float[Array, "*b"]
+    force_velocity: Float[Array, "*b"]
+    equilibrium_residual: Float[Array, "*b"]
+
+
+def positive_parameters(obj, names, name: str):
+    """Refuse non-positive values of the parameters `names` of `obj` (a ModelError naming the
+    muscle `name`, the parameter and its value)."""
+    for p in names:
+        v = getattr(obj, p)
+        if concrete(v) and not bool(jnp.all(v > 0.0)):
+            raise ModelError(f"muscle {name!r}: {p} must be positive, got {float(jnp.min(v))}; "
+                             "give a positive value.")
+
+
+def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
+                max_contraction_velocity, compliant_tendon, name):
+    """Set (and check) the parameters every model of the family has, in its `__init__`."""
+    obj.max_isometric_force = _leaf(max_isometric_force)
+    obj.optimal_fiber_length = _leaf(optimal_fiber_length)
+    obj.tendon_slack_length = _leaf(tendon_slack_length)
+    obj.pennation_angle_at_optimal = _leaf(pennation_angle_at_optimal)
+    obj.max_contraction_velocity = _leaf(max_contraction_velocity)
+    obj.compliant_tendon = bool(compliant_tendon)
+    positive_parameters(obj, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
+                              "max_contraction_velocity"), name)
+
+
+def _leaf(x):
+    """A parameter as a float array leaf (keeps an existing floating dtype, e.g. float32)."""
+    if hasattr(x, "dtype") and jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating):
+        return jnp.asarray(x)
+    return jnp.asarray(x, dtype=float)
+
+
+class AbstractMusculotendonModel(eqx.Module):
+    """A Hill-type musculotendon force model (Zajac 1989): force from activation ``a``,
+    musculotendon length ``l_MT`` and lengthening speed ``v_MT``.
+
+    With fibre length ``l``, optimal length ``l_o``, the constant thickness
+    ``h = l_o sin(alpha_o)`` gives the pennation ``sin(phi) = h / l`` and the fibre length along
+    the tendon ``l cos(phi) = sqrt(l^2 - h^2)``; the tendon length is
+    ``l_T = l_MT - l cos(phi)``. The fibre force is
+    ``F_M = F_max (a f_L(l/l_o) f_V(v/(v_max l_o)) + f_PE(l/l_o) + beta v/(v_max l_o))``.
+
+    - Rigid tendon (`compliant_tendon` False): ``l_T = l_s`` (the tendon slack length),
+      ``v = v_MT cos(phi)``, tendon force ``F_M cos(phi)``.
+    - Compliant tendon: ``l`` solves the equilibrium ``F_M cos(phi) = F_max f_T(l_T/l_s)``,
+      the fibre velocity during that solve being the model's (see each final class), and the
+      tendon force is ``F_max f_T``.
+
+    Every numeric parameter is an array leaf: `jax.grad` and `jax.vmap` reach all of them.
+    Call the model (``model(a, l_MT, v_MT)``) for a [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces];
+    [`jaxmb.muscle_forces`][jaxmb.muscle_forces] evaluates all the muscles of a model at once.
+    """
+
+    max_isometric_force: eqx.AbstractVar[Float[Array, ""]]
+    optimal_fiber_length: eqx.AbstractVar[Float[Array, ""]]
+    tendon_slack_length: eqx.AbstractVar[Float[Array, ""]]
+    pennation_angle_at_optimal: eqx.AbstractVar[Float[Array, ""]]
+    max_contraction_velocity: eqx.AbstractVar[Float[Array, ""]]
+    compliant_tendon: eqx.AbstractVar[bool]
+
+    # -- what each model supplies ------------------------------------------------------------
+    @abc.abstractmethod
+    def _activation(self, a):
+        """The activation that scales the active force (e.g. clamped to a minimum)."""
+
+    @abc.abstractmethod
+    def _fiber_multipliers(self, a, l_norm, v_norm):
+        """(f_L, f_PE, f_V, damping) at normalised fibre length and velocity; ``a`` as returned
+        by ``_activation``; damping is the non-conservative passive force / F_max."""
+
+    @abc.abstractmethod
+    def _tendon_multiplier(self, lt_norm):
+        """Normalised tendon force at normalised tendon length."""
+
+    @abc.abstractmethod
+    def _tendon_length_at_five(self):
+        """The normalised tendon length at which the tendon force is 5 F_max (the equilibrium's
+        bracket: OpenSim's De Groote model bounds the normalised tendon force by [0, 5])."""
+
+    @abc.abstractmethod
+    def _minimum_fiber_length_along_tendon(self):
+        """The smallest fibre length along the tendon the model allows (m)."""
+
+    @abc.abstractmethod
+    def _equilibrium_fiber_velocity(self, a, l, l_mt, v_mt):
+        """The fibre velocity (m/s) the compliant equilibrium uses at fibre length ``l``."""
+
+    # -- geometry (constant-thickness pennation, OpenSim's MuscleFixedWidthPennationModel) ---
+    def fiber_width(self) -> Float[Array, ""]:
+        """The constant thickness ``h = l_o sin(alpha_o)`` (m)."""
+        return self.optimal_fiber_length * jnp.sin(self.pennation_angle_at_optimal)
+
+    def _geometry(self, x):
+        """Fibre length, cos and sin of pennation from the fibre length along the tendon ``x``."""
+        h = self.fiber_width()
+        l = sqrt0(x * x + h * h)
+        return l, safe_div(x, l), safe_div(h, l)
+
+    def _fiber_force(self, a, l, cos_phi, v):
+        lo, vmax = self.optimal_fiber_length, self.max_contraction_velocity
+        fl, fpe, fv, damping = self._fiber_multipliers(a, l / lo, v / (vmax * lo))
+        active = self.max_isometric_force * a * fl * fv
+        passive = self.max_isometric_force * (fpe + damping)
+        return active, passive, (fl, fpe, fv)
+
+    def _residual(self, x, a, l_mt, v_mt):
+        """Fibre force along the tendon minus tendon force (N) at fibre length along tendon x."""
+        l, cos_phi, _ = self._geometry(x)
+        v = self._equilibrium_fiber_velocity(a, l, l_mt, v_mt)
+        active, passive, _ = self._fiber_force(a, l, cos_phi, v)
+        tendon = self.max_isometric_force * self._tendon_multiplier((l_mt - x) / self.tendon_slack_length)
+        return (active + passive) * cos_phi - tendon
+
+    def _equilibrium_x(self, a, l_mt, v_mt):
+        """Fibre length along the tendon at equilibrium, differentiable by the implicit-function
+        theorem (see the module docstring)."""
+        lo = jnp.maximum(jnp.maximum(self._minimum_fiber_length_along_tendon(), 1e-4 * self.optimal_fiber_length),
+                         l_mt - self.tendon_slack_length * self._tendon_length_at_five())
+        hi = jnp.maximum(l_mt - self.tendon_slack_length, lo)
+        args = jax.lax.stop_gradient((self, a, l_mt, v_mt))
+
+        def res(x):
+            m, a_, l_, v_ = args
+            return m._residual(x, a_, l_, v_)
+
+        def step(_, carry):
+            x, lo_, hi_ = carry
+            r, dr = jax.jvp(res, (x,), (jnp.ones_like(x),))
+            lo_ = jnp.where(r < 0.0, x, lo_)
+            hi_ = jnp.where(r < 0.0, hi_, x)
+            newton = x - safe_div(r, dr)
+            ok = (dr > 0.0) & (newton >= lo_) & (newton <= hi_)
+            return jnp.where(ok, newton, 0.5 * (lo_ + hi_)), lo_, hi_
+
+        lo_s, hi_s = jax.lax.stop_gradient((lo, hi))
+        x0 = 0.5 * (lo_s + hi_s)
+        x, _, _ = jax.lax.fori_loop(0, _NEWTON_ITERATIONS, step, (x0, lo_s, hi_s))
+        x = jax.lax.stop_gradient(x)
+        # One more Newton step, differentiable: its derivative is -(dr/dx)^-1 dr/dtheta.
+        r = self._residual(x, a, l_mt, v_mt)
+        dr = jax.lax.stop_gradient(jax.jvp(res, (x,), (jnp.ones_like(x),))[1])
+        step = safe_div(r, dr)
+        # Where the bracket closed on a jump of the residual instead of a root (a model whose
+        # fibre velocity switches, e.g. Thelen's at a slack tendon), no Newton step is taken.
+        converged = jax.lax.stop_gradient(jnp.abs(step) <= 1e-6 * self.optimal_fiber_length)
+        at_bound = jax.lax.stop_gradient(res(lo_s) >= 0.0) | (hi_s <= lo_s)
+        return jnp.where(at_bound, lo, jnp.where(converged, x - step, x))
+
+    # -- the public evaluation ---------------------------------------------------------------
+    def __call__(self, activation: Float[ArrayLike, ""], length: Float[ArrayLike, ""],
+                 lengthening_speed: Float[ArrayLike, ""]) -> MusculotendonForces:
+        """The musculotendon state at one (activation, l_MT (m), v_MT (m/s)); scalars (use
+        `jax.vmap` for batches). Returns a [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces]."""
+        a_in = _leaf(activation)
+        l_mt, v_mt = _leaf(length), _leaf(lengthening_speed)
+        a = self._activation(a_in)
+        if self.compliant_tendon:
+            x = self._equilibrium_x(a, l_mt, v_mt)
+            l, cos_phi, sin_phi = self._geometry(x)
+            v = self._equilibrium_fiber_velocity(a, l, l_mt, v_mt)
+            lt = l_mt - x
+            tendon = self.max_isometric_force * self._tendon_multiplier(lt / self.tendon_slack_length)
+        else:
+            x = jnp.maximum(l_mt - self.tendon_slack_length, self._minimum_fiber_length_along_tendon())
+            l, cos_phi, sin_phi = self._geometry(x)
+            v = v_mt * cos_phi
+            lt = jnp.broadcast_to(self.tendon_slack_length, jnp.shape(x))
+            tendon = None
+        active, passive, (fl, fpe, fv) = self._fiber_force(a, l, cos_phi, v)
+        along = (active + passive) * cos_phi
+        if tendon is None:
+            tendon = along
+        phi = jnp.arcsin(jnp.clip(sin_phi, 0.0, 1.0 - 1e-15))
+        return MusculotendonForces(
+            fiber_length=l, pennation_angle=phi, fiber_velocity=v, tendon_length=lt,
+            active_fiber_force=active, passive_fiber_force=passive, fiber_force_along_tendon=along,
+            tendon_force=tendon, active_force_length=fl, passive_force_length=fpe, force_velocity=fv,
+            equilibrium_residual=along - tendon)
+
+    def tendon_force(self, activation: Float[ArrayLike, ""], length: Float[ArrayLike, ""],
+                     lengthening_speed: Float[ArrayLike, ""]) -> Float[Array, ""]:
+        """The tendon force (N) at one (activation, l_MT (m), v_MT (m/s)): the force the
+        musculotendon unit applies along its path."""
+        return self(activation, length, lengthening_speed).tendon_force
