@@ -15,3 +15,4 @@ from ._storage import MotionData as MotionData
 from ._storage import read_storage as read_storage
 from ._storage import rotational_coordinates as rotational_coordinates
 from ._storage import write_storage as write_storage
+from ._external_loads import read_external_loads as read_external_loads
