@@ -192,17 +192,19 @@ def _solve(model, specs, q, qd, qdd, samples):
     return jax.vmap(one)(q, qd, qdd, samples)
 
 
-def inverse_dynamics_motion(model: Model, time, q, *, lowpass_hz: float | None = None,
+def inverse_dynamics_motion(model: Model, time: Float[np.ndarray, " n"], q: Float[Array | np.ndarray, "n nq"], *,
+                            lowpass_hz: float | None = None,
                             time_range: tuple[float, float] | None = None,
                             external_loads=()) -> MotionInverseDynamics:
     """Generalized forces over a whole motion, as OpenSim's Inverse Dynamics tool.
 
-    At every frame ``τ = M(q) q'' + bias(q, q') - G(q) - Q_loads(q) - Σ (J_pᵀ F + J_ωᵀ τ_ext)``
+    At every frame ``τ = M(q) q'' + N(q, q') q' - G(q) - Q_loads(q) - Σ (J_pᵀ F + J_ωᵀ τ_ext)``
     (Ehsani 2016, Eq. 46; Delp et al. 2007): the model's gravity and its loads
     (`model.loads`, e.g. springs) are included, muscles excluded (they are not loads;
     OpenSim's tool excludes ``Muscles`` likewise), external forces subtracted. ``q, q', q''``
     come from the samples as in OpenSim 4.6: optional low-pass filter with padding, then
-    interpolating quintic GCV splines (Woltring 1986); see `jaxmb._signal`. The frames
+    interpolating quintic GCV splines (Woltring 1986), built once from the times as
+    linear maps of the samples. The frames
     are batched with `vmap`; the result is differentiable with respect to `q` and the
     model's parameters.
 

@@ -39,6 +39,9 @@ from ._functions._gcvspl import gcvspline_interpolation_operators
 __all__ = ["lowpass_iir", "pad_reflect", "opensim_coordinate_operators"]
 
 _EPS = np.finfo(float).eps  # SimTK::Eps, OpenSim's test of a uniform time step
+# The operators are dense (frames x samples): beyond this many samples (after padding
+# and resampling) they would take gigabytes.
+_MAX_SAMPLES = 6000
 
 
 def pad_reflect(x: np.ndarray, n_pad: int) -> np.ndarray:
@@ -122,6 +125,9 @@ def _operators(time: tuple, lowpass_hz, time_range):
     building them is the costly part of a repeated call on one motion)."""
     time = np.array(time)
     n = time.size
+    if n > _MAX_SAMPLES // (1 if lowpass_hz is None else 2):
+        raise ValueError(f"a motion of {n} frames: jaxmb's spline operators are dense and handle at most "
+                         f"{_MAX_SAMPLES} samples (after the filter's padding); split the motion.")
     if n < 6:
         raise ValueError(f"a motion of {n} frames: OpenSim's quintic splines need at least 6.")
     if not np.all(np.diff(time) > 0):
@@ -148,6 +154,10 @@ def _operators(time: tuple, lowpass_hz, time_range):
                     x += dt
                 else:
                     break
+                if len(steps) > _MAX_SAMPLES:
+                    raise ValueError(f"resampling the padded motion at its smallest time step ({dt:g} s) gives "
+                                     f"more than {_MAX_SAMPLES} samples; remove near-repeated times, or filter "
+                                     "shorter pieces of the motion.")
             grid = np.array(steps)
             (resample,) = gcvspline_interpolation_operators(padded_t, 3, grid, orders=(0,))
             to_grid = resample @ to_grid

@@ -73,6 +73,13 @@ def test_filtered_frames_are_opensims(arm26):
     assert w0.shape == (121, 121)
 
 
+def test_too_long_or_too_short_motions_are_refused():
+    with pytest.raises(ValueError, match=r"a motion of 7000 frames: .* at most 6000 samples .*split the motion"):
+        opensim_coordinate_operators(np.arange(7000.0) * 0.01)
+    with pytest.raises(ValueError, match=r"a motion of 5 frames: OpenSim's quintic splines need at least 6"):
+        opensim_coordinate_operators(np.arange(5.0))
+
+
 # ---- against OpenSim 4.6's InverseDynamicsTool ----
 
 
