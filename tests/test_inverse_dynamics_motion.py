@@ -3,6 +3,7 @@ pipeline (padding, low-pass filter, GCV quintic splines), external loads, the co
 line, against OpenSim 4.6 and independent routes."""
 
 import math
+import os
 import pathlib
 
 import jax
@@ -209,9 +210,8 @@ def test_command_refuses_a_bad_motion(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_gait2392_with_ground_reactions_equals_opensim(request):
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("gait2392 compiles for about a minute: run with -m slow")
+@pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"), reason="gait2392 compiles for about a minute; set JAXMB_SLOW=1")
+def test_gait2392_with_ground_reactions_equals_opensim():
     model = mb.load_osim(DATA / "subject01_simbody.osim")
     motion = mb.io.read_storage(DATA / "subject01_walk1_ik.mot")
     q = mb.io.coordinates_from_motion(model, motion)
@@ -222,3 +222,19 @@ def test_gait2392_with_ground_reactions_equals_opensim(request):
     np.testing.assert_allclose(np.asarray(result.time), ref.time, rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.asarray(result.forces), _by_name(model, ref), rtol=0, atol=1e-8)
     assert math.isclose(float(np.max(np.abs(ref.values))), 132.0, rel_tol=0.05)
+
+
+def test_setup_file_naming_a_missing_file(tmp_path, capsys):
+    setup = tmp_path / "Setup_InverseDynamics.xml"
+    setup.write_text("""<?xml version="1.0" encoding="UTF-8"?>
+<OpenSimDocument Version="40000">
+  <InverseDynamicsTool name="t">
+    <model_file>arm26.osim</model_file>
+    <coordinates_file>missing.mot</coordinates_file>
+  </InverseDynamicsTool>
+</OpenSimDocument>
+""")
+    (tmp_path / "arm26.osim").write_bytes((DATA / "arm26.osim").read_bytes())
+    assert main(["inverse-dynamics", "--setup", str(setup), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "Setup_InverseDynamics.xml:5: file 'missing.mot' not found" in err and "relative to its folder" in err
