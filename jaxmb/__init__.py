@@ -62,6 +62,9 @@ from ._loads import BodyTorque as BodyTorque
 from ._loads import LinearSpring as LinearSpring
 from ._loads import PointForce as PointForce
 from ._model import Body as Body
+from ._motion import ExternalForce as ExternalForce
+from ._motion import inverse_dynamics_motion as inverse_dynamics_motion
+from ._motion import MotionInverseDynamics as MotionInverseDynamics
 from ._model import Joint as Joint
 from ._model import Model as Model
 from ._model import prismatic as prismatic

@@ -15,7 +15,7 @@ MAX_LINES = 650
 LAYERS = (
     ("jaxmb._errors", "jaxmb._typing", "jaxmb._results", "jaxmb._checks", "jaxmb._solvers"),
     ("jaxmb._spatial", "jaxmb._safe"),
-    ("jaxmb._functions",),
+    ("jaxmb._functions", "jaxmb._signal"),
     ("jaxmb._loop_closure", "jaxmb._loop_solve"),
     ("jaxmb._model", "jaxmb._builder"),
     ("jaxmb._kinematics",),
@@ -23,7 +23,7 @@ LAYERS = (
     ("jaxmb._rigid_body",),
     ("jaxmb._dynamics", "jaxmb.matrix_calculus"),
     ("jaxmb._loops", "jaxmb._muscles", "jaxmb.constraints"),
-    ("jaxmb._simulate", "jaxmb._control", "jaxmb.control"),
+    ("jaxmb._simulate", "jaxmb._control", "jaxmb.control", "jaxmb._motion"),
     ("jaxmb.io",),
     ("jaxmb.models",),
     ("jaxmb.cli",),

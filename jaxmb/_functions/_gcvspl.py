@@ -128,10 +128,13 @@ def gcvspline_basis_pieces(x: np.ndarray, m: int) -> np.ndarray:
     pieces = np.zeros((n, n + 1, 2 * m))
     for j in range(n):
         a, b, side, scale = _basis_knots(j, n, m)
-        if scale is None:
+        interior = scale is None
+        if interior:
             scale = x[b] - x[a]
         for k in range(-1, n):
             if side == "left" and k >= b:  # zero at and after the last knot
+                continue
+            if interior and k < a:  # a 2m-th divided difference of a polynomial of degree 2m-1
                 continue
             if side == "right" and k < a:  # zero before the first knot
                 continue
@@ -277,3 +280,43 @@ def gcvspline_fit(x, y, half_order: int, error_variance: float = 0.0) -> tuple[n
     f(final)
     c = f.c
     return c, np.einsum("j,jkr->kr", c, pieces)
+
+
+def gcvspline_interpolation_operators(x, half_order: int, xq, orders=(0, 1, 2)) -> list[np.ndarray]:
+    """Linear maps from data ``y`` (n,) to the derivatives at ``xq`` of OpenSim's
+    ``GCVSpline`` with error variance 0 (the default) through ``(x, y)``.
+
+    With error variance 0 GCVSPL's criterion is the mean squared residual, which its
+    search drives to the lower clip of the smoothing parameter, ``p el = 1e-15``
+    (module docstring), whatever ``y``: the spline then is ``s = N (B + p E)⁻¹ y``
+    for that ``p``, linear in ``y``. This returns ``W_d = N⁽ᵈ⁾(xq) (B + p E)⁻¹``
+    (len(xq), n) for each ``d`` in `orders` (``d < 2m``), so that
+    ``s⁽ᵈ⁾(xq) = W_d y`` for any data, differentiably.
+
+    Raises ``ValueError`` for fewer than ``2 * half_order`` points or non-increasing ``x``.
+    """
+    x = np.asarray(x, dtype=float)
+    xq = np.atleast_1d(np.asarray(xq, dtype=float))
+    m = int(half_order)
+    n = x.size
+    if m < 1 or n < 2 * m:
+        raise ValueError(f"a spline of half order {m} needs at least {2 * m} points, got {n}")
+    if not np.all(np.diff(x) > 0):
+        raise ValueError("x must be strictly increasing")
+    pieces = gcvspline_basis_pieces(x, m)
+    bmat = pieces[:, 1:, 0].T.copy()
+    emat = _penalty_matrix(x, m)
+    el = float(np.sum(np.abs(emat))) / float(np.sum(np.abs(bmat)))
+    inverse = np.linalg.inv(bmat + (_EPS / el) * emat)
+    # GCVSPL's right-continuous intervals: k = -1 below x_0 (origin x_0), n - 1 from x_{n-1} on.
+    k = np.searchsorted(x, xq, side="right") - 1
+    tau = xq - x[np.maximum(k, 0)]
+    local = pieces[:, k + 1, :]  # (n, len(xq), 2m)
+    out = []
+    for d in orders:
+        powers = np.arange(2 * m)
+        coef = np.where(powers >= d, [math.perm(int(r), d) if r >= d else 0 for r in powers], 0.0)
+        tau_pow = np.where(powers >= d, tau[:, None] ** np.maximum(powers - d, 0), 0.0)  # (len(xq), 2m)
+        basis = np.einsum("jqr,qr->qj", local, coef * tau_pow)  # N_j^(d)(xq)
+        out.append(basis @ inverse)
+    return out

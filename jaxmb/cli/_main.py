@@ -77,7 +77,7 @@ def _int_at_least(lowest: int, highest: int | None = None):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``jaxmb`` argument parser (subcommands ``simulate``, ``moment-arms``, ``info``)."""
+    """The ``jaxmb`` argument parser (subcommands ``simulate``, ``moment-arms``, ``inverse-dynamics``, ``info``)."""
     parser = _Parser(prog="jaxmb", description="jaxmb: differentiable multibody dynamics in JAX.")
     parser.add_argument("--version", action="version", version=f"jaxmb {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     ma.add_argument("--out", default="results", help="output folder (default ./results)")
     ma.add_argument("--n", type=_int_at_least(2, 100_000), default=181, help="number of sweep points (default 181)")
 
+    from ._inverse_dynamics import add_parser as add_inverse_dynamics
+
+    add_inverse_dynamics(sub, [jitted], non_negative_float)
+
     info = sub.add_parser("info", parents=[common],
                           help="what a model holds: coordinates, bodies, muscles, wrap objects, what was skipped")
     info.add_argument("model", help=f"path to an OpenSim .osim file, or a built-in model ({', '.join(BUILT_IN_MODELS)})")
@@ -150,6 +154,10 @@ def _dispatch(args) -> int:
         from ._simulate import simulate
 
         return simulate(args)
+    if args.command == "inverse-dynamics":
+        from ._inverse_dynamics import inverse_dynamics
+
+        return inverse_dynamics(args)
     from ._moment_arms import moment_arms
 
     return moment_arms(args)

@@ -1,0 +1,87 @@
+"""OpenSim tool setup files: the ``InverseDynamicsTool`` setup, as OpenSim reads it.
+
+Paths inside a setup file are relative to the setup file's folder (OpenSim changes
+to that folder while it runs a tool), or to its ``<input_directory>`` where one is given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+from ._xml import XmlReader
+
+__all__ = ["InverseDynamicsSetup", "read_inverse_dynamics_setup"]
+
+_ID_TAGS = {"results_directory", "input_directory", "model_file", "time_range", "forces_to_exclude",
+            "external_loads_file", "coordinates_file", "coordinates_in_degrees",
+            "lowpass_cutoff_frequency_for_coordinates", "output_gen_force_file",
+            "joints_to_report_body_forces", "output_body_forces_file"}
+
+
+@dataclasses.dataclass(frozen=True)
+class InverseDynamicsSetup:
+    """What jaxmb takes from an ``InverseDynamicsTool`` setup file (paths made absolute)."""
+
+    model_file: str
+    coordinates_file: str
+    external_loads_file: str | None
+    lowpass_hz: float | None
+    time_range: tuple[float, float] | None
+    forces_to_exclude: tuple[str, ...]
+    output_gen_force_file: str
+    results_directory: str
+
+
+def read_inverse_dynamics_setup(path: str | os.PathLike) -> InverseDynamicsSetup:
+    """Read an OpenSim ``InverseDynamicsTool`` setup file; a
+    [`jaxmb.ModelError`][jaxmb.ModelError] names ``file:line`` for a missing model or
+    coordinates file and for settings jaxmb does not support."""
+    xml = XmlReader.parse(path)
+    root = xml.root
+    tool = root if root.tag == "InverseDynamicsTool" else xml.child(root, "InverseDynamicsTool")
+    xml.check_children(tool, _ID_TAGS, "<InverseDynamicsTool>")
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    inputs = xml.text(tool, "input_directory", "")
+    base = os.path.join(folder, inputs) if inputs else folder
+
+    def file(tag, required):
+        name = xml.text(tool, tag, "")
+        if not name or name == "Unassigned":
+            if required:
+                xml.fail(tool, f"<{tag}> is empty; name the file (relative to {base}).")
+            return None
+        full = os.path.normpath(os.path.join(base, name))
+        if not os.path.isfile(full):
+            xml.fail(xml.child(tool, tag), f"file {name!r} not found (looked for {full}); paths in a setup file "
+                                           "are relative to its folder.", owner=tool)
+        return full
+
+    joints = xml.text(tool, "joints_to_report_body_forces", "")
+    if joints:
+        xml.fail(xml.child(tool, "joints_to_report_body_forces"), "jaxmb does not report joint body forces; "
+                 "leave <joints_to_report_body_forces> empty.", owner=tool)
+    cutoff = xml.number(tool, "lowpass_cutoff_frequency_for_coordinates", -1.0)
+    time_range = _time_range(xml, tool)
+    excluded = tuple(xml.text(tool, "forces_to_exclude", "Muscles").split())
+    return InverseDynamicsSetup(
+        model_file=file("model_file", True), coordinates_file=file("coordinates_file", True),
+        external_loads_file=file("external_loads_file", False),
+        lowpass_hz=None if cutoff < 0 else float(cutoff), time_range=time_range, forces_to_exclude=excluded,
+        output_gen_force_file=xml.text(tool, "output_gen_force_file", "") or "inverse_dynamics.sto",
+        results_directory=os.path.join(folder, xml.text(tool, "results_directory", "") or "."))
+
+
+def _time_range(xml: XmlReader, tool) -> tuple[float, float] | None:
+    """``<time_range>`` (two numbers; ``inf`` allowed), or None where absent or unbounded."""
+    text = xml.text(tool, "time_range", "")
+    if not text:
+        return None
+    try:
+        lo, hi = (float(v) for v in text.split())
+    except ValueError:
+        xml.fail(xml.child(tool, "time_range"), f"expected two numbers (start end), got {text!r}.", owner=tool)
+    if math.isinf(lo) and math.isinf(hi):
+        return None
+    return (lo, hi)
