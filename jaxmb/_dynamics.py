@@ -557,7 +557,9 @@ def _mass_matrix_and_forces(model: Model, q, qd):
 
 
 def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursive") -> Float[Array, " nq"]:
-    """``q'' = M⁻¹ (tau + Q_ext - bias)``; the solve uses M as a positive-definite operator."""
+    """``q'' = M⁻¹ (tau + Q_ext - bias)``; the solve uses M as a positive-definite operator.
+    ``Q_ext`` holds the model's loads and its `forces` (actuators at zero control: drive
+    them through `tau` with [`jaxmb.actuator_forces`][jaxmb.actuator_forces])."""
     q = coordinate_vector(model, q, "forward_dynamics", "q")
     qd = coordinate_vector(model, qd, "forward_dynamics", "qd", dtype=q.dtype)
     tau = jnp.zeros_like(q) if tau is None else coordinate_vector(model, tau, "forward_dynamics", "tau", dtype=q.dtype)
@@ -569,6 +571,8 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
         if model.loads:
             rhs = rhs + generalized_forces(model, q)
         m = mass_matrix(model, q, method=method)
+    for force in model.forces:  # the ForceSet's elements (jaxmb.AbstractForce), actuators at zero control
+        rhs = rhs + force.generalized_force(model, q, qd)
     if m.shape == (1, 1):
         # One coordinate (a crank, a driven mechanism): the solve is a division, not
         # three LAPACK calls per right-hand side.
