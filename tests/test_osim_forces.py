@@ -1,0 +1,102 @@
+"""The ForceSet's non-muscle elements read from .osim files: OpenSim 4.6's generalized
+forces (tests/data/opensim/opensim_forces_reference.py) and the importer's errors."""
+
+import pathlib
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb as mb
+from tests.assertions import assert_tree_allclose
+
+DATA = pathlib.Path(__file__).parent / "data" / "opensim"
+MODEL_FILE = DATA / "forces_model.osim"
+REF = np.load(DATA / "forces_reference.npz")
+
+
+def test_forces_match_opensim():
+    """Each element's Q at three states against OpenSim 4.6's inverse dynamics with only that
+    element applied (actuators at OpenSim's overridden actuation = optimal_force · u)."""
+    model = mb.io.load_osim(MODEL_FILE)
+    assert model.coordinate_names == tuple(REF["coordinate_names"])
+    assert tuple(f.name for f in model.forces) == tuple(REF["force_names"])
+    assert mb.actuator_names(model) == tuple(REF["actuator_names"])
+    kinds = [type(f).__name__ for f in model.forces]
+    assert kinds == ["CoordinateActuator", "PointActuator", "PointActuator", "TorqueActuator",
+                     "CoordinateLimitForce", "CoordinateLimitForce", "PointToPointSpring", "BushingForce",
+                     "Ligament", "ExpressionBasedCoordinateForce"]
+    acts = list(REF["actuator_names"])
+
+    @jax.jit
+    def each(q, qd, u):
+        return jnp.stack([f.generalized_force(model, q, qd, u[acts.index(f.name)] if f.name in acts else None)
+                          for f in model.forces])
+
+    for n in range(len(REF["q"])):
+        got = each(jnp.asarray(REF["q"][n]), jnp.asarray(REF["qd"][n]), jnp.asarray(REF["u"][n]))
+        for k, name in enumerate(REF["force_names"]):
+            ref = REF["Q"][n, k]
+            assert np.max(np.abs(ref)) > 1e-2, name  # every element acts at every state
+            assert_tree_allclose(got[k], ref, rtol=0, atol=1e-10 * np.max(np.abs(ref)), what=f"{name}, state {n}")
+
+
+def _broken(tmp_path, old, new, count=1):
+    text = MODEL_FILE.read_text()
+    assert text.count(old) >= count, old
+    path = tmp_path / "broken.osim"
+    path.write_text(text.replace(old, new, count))
+    return path
+
+
+def _line_of(path, needle):
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize("old, new, element, message", [
+    ("<expression>-3*q^2-0.5*qdot+sin(q)/(1+exp(-q))</expression>", "<expression>q*foo(qdot)</expression>",
+     "<ExpressionBasedCoordinateForce name='expression_q0'>", r"unknown name 'foo'"),
+    ("<coordinate>r2</coordinate>", "<coordinate>nope</coordinate>", "<CoordinateActuator name='reserve_r2'>",
+     r"coordinate 'nope' is not a coordinate of the model"),
+    ("<socket_body2>/bodyset/b3</socket_body2>", "<socket_body2>/bodyset/b9</socket_body2>",
+     "<PointToPointSpring name='spring'>", r"<socket_body2> '/bodyset/b9' is not a body of the model"),
+    ("<socket_frame2>/bodyset/b3/f3</socket_frame2>", "<socket_frame2>/bodyset/b3/f9</socket_frame2>",
+     "<socket_frame2>", r"frame '/bodyset/b3/f9' .* does not exist"),
+    ("<transition>5</transition>", "<transition>0</transition>", "<CoordinateLimitForce name='limit_r1'>",
+     r"transition 0.0 must be positive"),
+    ('<SimmSpline name="force_length_curve">', '<SimmSpline name="something_else">', "<Ligament name='ligament'>",
+     r"has no force_length_curve"),
+    ("<resting_length>0.5</resting_length>", "<resting_length>-0.5</resting_length>",
+     "<Ligament name='ligament'>", r"resting_length -0.5 must be positive"),
+])
+def test_broken_force_elements_are_named_with_file_and_line(tmp_path, old, new, element, message):
+    path = _broken(tmp_path, old, new)
+    tag = element[1:].split()[0].rstrip(">")
+    name = element.split("'")[1] if "'" in element else None
+    line = _line_of(path, f'<{tag} name="{name}"' if name else new.split(">")[0])
+    with pytest.raises(mb.ModelError) as info:
+        mb.io.load_osim(path)
+    text = str(info.value)
+    assert text.startswith(f"{element} at {path}:"), text
+    assert f"{path}:{line}" in text, text
+    assert __import__("re").search(message, text), text
+
+
+def test_unknown_force_types_are_named_in_a_warning(tmp_path):
+    path = _broken(tmp_path, "</objects>\n\t\t\t<groups />\n\t\t</ForceSet>",
+                   '<SpringGeneralizedForce name="sgf"><coordinate>q0</coordinate></SpringGeneralizedForce>'
+                   "</objects>\n\t\t\t<groups />\n\t\t</ForceSet>")
+    with pytest.warns(UserWarning, match=r"skipped 1: 1 SpringGeneralizedForce \(sgf\)"):
+        model = mb.io.load_osim(path)
+    assert len(model.forces) == 10
+
+
+def test_disabled_elements_are_not_applied(tmp_path):
+    path = _broken(tmp_path, '<ExpressionBasedCoordinateForce name="expression_q0">',
+                   '<ExpressionBasedCoordinateForce name="expression_q0"><appliesForce>false</appliesForce>')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = mb.io.load_osim(path)
+    assert "expression_q0" not in [f.name for f in model.forces]
