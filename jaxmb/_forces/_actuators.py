@@ -11,8 +11,8 @@ from .._kinematics import body_transforms
 from .._model import GROUND, _f
 from .._safe import unit
 from .._typing import RealLike
-from ._base import (_violated, AbstractActuator, _actuator_params, check_body, check_coordinate_force, coordinate_terms, translation,
-                    wrench_generalized_force)
+from ._base import (AbstractActuator, _actuator_params, _violated, check_body, check_coordinate_force,
+                    coordinate_terms, translation, wrench_generalized_force)
 
 
 class CoordinateActuator(AbstractActuator):

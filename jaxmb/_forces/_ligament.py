@@ -9,7 +9,7 @@ from .._functions import AbstractJointFunction
 from .._model import Model, _f
 from .._muscles import Muscle, muscle_lengths_and_moment_arms
 from .._typing import RealLike
-from ._base import _violated, AbstractForce
+from ._base import AbstractForce, _violated
 
 
 class Ligament(AbstractForce):

@@ -13,7 +13,8 @@ from .._model import _f
 from .._safe import norm
 from .._spatial import body_fixed_xyz, body_fixed_xyz_angles, homogeneous
 from .._typing import RealLike
-from ._base import _violated, AbstractForce, check_body, check_coordinate_force, coordinate_terms, frame_poses, translation
+from ._base import (AbstractForce, _violated, check_body, check_coordinate_force, coordinate_terms, frame_poses,
+                    translation)
 
 
 def _step_up(x, x0, x1):

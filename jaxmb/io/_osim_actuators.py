@@ -174,8 +174,8 @@ class _ForceReader:
                             "name=\"force_length_curve\">) jaxmb can read; supported functions: "
                             f"{SUPPORTED_FUNCTIONS}.")
         fl = parse_function(curve, Coordinate(0), self.xml)
-        path = _parse_muscle(self.xml, el, self.functions, self.model.body_names, _wrap_objects(self.xml, self.model_el),
-                             _coordinate_ranges(self.xml, self.model_el))
+        path = _parse_muscle(self.xml, el, self.functions, self.model.body_names,
+                             _wrap_objects(self.xml, self.model_el), _coordinate_ranges(self.xml, self.model_el))
         return Ligament(name, path, fl, float(self.r.floats(el, "resting_length", 1)[0]),
                         float(self.r.floats(el, "pcsa_force", 1)[0]))
 
