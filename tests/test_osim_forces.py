@@ -100,3 +100,31 @@ def test_disabled_elements_are_not_applied(tmp_path):
         warnings.simplefilter("error")
         model = mb.io.load_osim(path)
     assert "expression_q0" not in [f.name for f in model.forces]
+
+
+@pytest.mark.parametrize("frames", ["opensim3", "own_frames"])
+def test_bushing_frame_forms_read_the_same_frames(tmp_path, frames):
+    """The 3.x ``body_1``/``location_body_1``/``orientation_body_1`` form and offset frames in the
+    bushing's own ``<frames>`` (socket paths relative to the bushing) give the frames that the
+    body components of forces_model.osim give."""
+    sockets = "<socket_frame1>/bodyset/b1/f1</socket_frame1>"
+    text = MODEL_FILE.read_text()
+    start = text.index(sockets)
+    end = text.index("</socket_frame2>") + len("</socket_frame2>")
+    if frames == "opensim3":
+        new = ("<body_1>b1</body_1><location_body_1>0.1 0 0.05</location_body_1>"
+               "<orientation_body_1>0.1 0.2 0.3</orientation_body_1><body_2>b3</body_2>"
+               "<location_body_2>0 0.2 0</location_body_2><orientation_body_2>-0.2 0.1 0.4</orientation_body_2>")
+    else:
+        new = ("<socket_frame1>b1_offset</socket_frame1><socket_frame2>b3_offset</socket_frame2><frames>"
+               '<PhysicalOffsetFrame name="b1_offset"><socket_parent>/bodyset/b1</socket_parent>'
+               "<translation>0.1 0 0.05</translation><orientation>0.1 0.2 0.3</orientation></PhysicalOffsetFrame>"
+               '<PhysicalOffsetFrame name="b3_offset"><socket_parent>/bodyset/b3</socket_parent>'
+               "<translation>0 0.2 0</translation><orientation>-0.2 0.1 0.4</orientation></PhysicalOffsetFrame>"
+               "</frames>")
+    path = tmp_path / "bushing.osim"
+    path.write_text(text[:start] + new + text[end:])
+    ours = {f.name: f for f in mb.io.load_osim(path).forces}["bushing"]
+    ref = {f.name: f for f in mb.io.load_osim(MODEL_FILE).forces}["bushing"]
+    assert (ours.body1, ours.body2) == (ref.body1, ref.body2) == ("b1", "b3")
+    assert_tree_allclose((ours.frame1, ours.frame2), (ref.frame1, ref.frame2), rtol=1e-15, atol=1e-16)
