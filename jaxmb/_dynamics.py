@@ -218,10 +218,11 @@ def _mass_matrix_and_forces(model: Model, q, qd):
 
 
 def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursive") -> Float[Array, " nq"]:
-    """``q'' = M⁻¹ (tau + Q_ext - bias)``; the solve uses M as a positive-definite operator."""
+    """``q'' = M⁻¹ (tau + Q_ext - bias)``, Q_ext: loads and `model.forces` (actuators at u = 0); M positive definite."""
     q = coordinate_vector(model, q, "forward_dynamics", "q")
     qd = coordinate_vector(model, qd, "forward_dynamics", "qd", dtype=q.dtype)
     tau = jnp.zeros_like(q) if tau is None else coordinate_vector(model, tau, "forward_dynamics", "tau", dtype=q.dtype)
+    tau = sum((force.generalized_force(model, q, qd) for force in model.forces), tau)  # jaxmb.AbstractForce, u = 0
     if method == "recursive":
         m, forces = _mass_matrix_and_forces(model, q, qd)
         rhs = tau + forces
@@ -231,8 +232,7 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
             rhs = rhs + generalized_forces(model, q)
         m = mass_matrix(model, q, method=method)
     if m.shape == (1, 1):
-        # One coordinate (a crank, a driven mechanism): the solve is a division, not
-        # three LAPACK calls per right-hand side.
+        # One coordinate (a crank): the solve is a division, not three LAPACK calls per right-hand side.
         return rhs / m[0, 0]
     operator = lx.MatrixLinearOperator(m, lx.positive_semidefinite_tag)
     # M is symmetric positive definite by construction (validated masses and inertias),

@@ -304,6 +304,10 @@ class Model(eqx.Module):
     - `loads`: applied loads that are part of the model (e.g. the spring of Cesari et al. (2001)).
     - `q_default`, `q_lower`, `q_upper`: default value and range of each coordinate.
     - `muscles`: musculotendon paths (see the muscles module), may be empty.
+    - `forces`: the ForceSet's other elements (actuators, springs, limit forces,
+      ligaments: the [`jaxmb.AbstractForce`][jaxmb.AbstractForce] family, a layer above), may be empty;
+      [`jaxmb.force_set_forces`][jaxmb.force_set_forces] sums their generalized forces and
+      [`jaxmb.forward_dynamics`][jaxmb.forward_dynamics] adds them (actuators at zero control).
 
     ``loops`` (static, derived from the joints) lists, per loop closure, the joints
     whose functions are its dependent variables (:class:`~jaxmb.ImplicitJointFunction`
@@ -323,6 +327,7 @@ class Model(eqx.Module):
     q_lower: Float[Array, " nq"]
     q_upper: Float[Array, " nq"]
     muscles: tuple
+    forces: tuple  # of jaxmb.AbstractForce (defined a layer above, in _forces)
     coordinate_names: tuple[str, ...] = eqx.field(static=True)
     parents: tuple[int, ...] = eqx.field(static=True)
     order: tuple[int, ...] = eqx.field(static=True)
@@ -332,7 +337,8 @@ class Model(eqx.Module):
     def __init__(self, bodies: Sequence[Body], joints: Sequence[Joint], coordinate_names: Sequence[str],
                  gravity: RealLike = (0.0, -9.81, 0.0), loads: Sequence = (),
                  q_default: RealLike | None = None, q_lower: RealLike | None = None,
-                 q_upper: RealLike | None = None, muscles: Sequence = (), name: str = "model"):
+                 q_upper: RealLike | None = None, muscles: Sequence = (), name: str = "model",
+                 forces: Sequence = ()):
         self.name = str(name)
         self.coordinate_names = tuple(str(c) for c in coordinate_names)
         nq = len(self.coordinate_names)
@@ -409,9 +415,12 @@ class Model(eqx.Module):
         self.q_lower = _f(jnp.full(nq, -jnp.inf) if q_lower is None else q_lower, (nq,))
         self.q_upper = _f(jnp.full(nq, jnp.inf) if q_upper is None else q_upper, (nq,))
         self.muscles = tuple(muscles)
+        self.forces = tuple(forces)
         self.loops = _loop_groups(self.joints)
         _check_ranges(self)
         _check_regular(self)
+        for force in self.forces:  # names its bodies and coordinates against this model
+            force.check_model(self)
 
     # -- static topology ---------------------------------------------------
     @property

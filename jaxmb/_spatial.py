@@ -210,3 +210,14 @@ def spatial_inertia(mass: Float[Array, "*batch"], com: Float[Array, "*batch 3"],
     top = jnp.concatenate([inertia + m * (c @ ct), m * c], axis=-1)
     bottom = jnp.concatenate([m * ct, m * eye], axis=-1)
     return jnp.concatenate([top, bottom], axis=-2)
+
+
+def body_fixed_xyz_angles(rotation: Float[Array, "3 3"]) -> Float[Array, "3"]:
+    """The angles ``(a0, a1, a2)`` with ``rotation = Rx(a0) Ry(a1) Rz(a2)``: the inverse of
+    :func:`body_fixed_xyz` for ``|a1| < π/2``, as Simbody's
+    ``Rotation::convertRotationToBodyFixedXYZ`` computes them (Sherman et al. (2011)):
+    ``a1 = atan2(R02, c)`` with ``c = √((R00² + R01² + R12² + R22²)/2) = cos a1``,
+    ``a0 = atan2(-R12, R22)``, ``a2 = atan2(-R01, R00)``."""
+    r = rotation
+    c = jnp.sqrt(0.5 * (r[0, 0] ** 2 + r[0, 1] ** 2 + r[1, 2] ** 2 + r[2, 2] ** 2))
+    return jnp.stack([jnp.arctan2(-r[1, 2], r[2, 2]), jnp.arctan2(r[0, 2], c), jnp.arctan2(-r[0, 1], r[0, 0])])

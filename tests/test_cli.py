@@ -170,7 +170,9 @@ def test_info_of_arm26_lists_coordinates_bodies_muscles_wraps_and_skipped_forces
     text = ARM26.read_text().replace(
         '<ForceSet name="forceset">\n\t\t\t<objects>',
         '<ForceSet name="forceset">\n\t\t\t<objects>\n<CoordinateActuator name="shoulder_motor">'
-        '<coordinate>r_shoulder_elev</coordinate></CoordinateActuator>', 1)
+        '<coordinate>r_shoulder_elev</coordinate></CoordinateActuator>'
+        '<SpringGeneralizedForce name="shoulder_spring"><coordinate>r_shoulder_elev</coordinate>'
+        '</SpringGeneralizedForce>', 1)
     model = tmp_path / "arm26_actuated.osim"
     model.write_text(text)
     assert main(["info", str(model)]) == 0
@@ -179,7 +181,9 @@ def test_info_of_arm26_lists_coordinates_bodies_muscles_wraps_and_skipped_forces
     assert "r_humerus  " in out and "1.86457 kg" in out
     assert "muscles: 6" in out and "BIClong" in out and "Thelen2003Muscle" in out
     assert "TRIlonghh (WrapEllipsoid on r_humerus)" in out
-    assert "CoordinateActuator (shoulder_motor)" in out
+    assert "other forces: 1 (actuators in control order: shoulder_motor)" in out
+    assert "shoulder_motor  CoordinateActuator on r_shoulder_elev" in out
+    assert "SpringGeneralizedForce (shoulder_spring)" in out  # skipped, and said so
 
 
 @pytest.mark.skipif(not GAIT.exists(), reason="gait2354_simbody.osim not shipped")

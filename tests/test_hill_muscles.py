@@ -295,7 +295,7 @@ def test_import_builds_the_force_model(tmp_path):
     text = _TEMPLATE.replace("<tendon_slack_length>0.2</tendon_slack_length>",
                              "<tendon_slack_length>0.2</tendon_slack_length><FmaxTendonStrain>0.05</FmaxTendonStrain>"
                              "<Af>0.3</Af><activation_time_constant>0.02</activation_time_constant>")
-    model = mb.io.load_osim(_write(tmp_path, text))
+    model = mb.load_osim(_write(tmp_path, text))
     fm = model.muscles[0].force_model
     assert isinstance(fm, mb.Thelen2003Muscle) and fm.compliant_tendon
     assert float(fm.tendon_strain_at_one) == 0.05 and float(fm.af) == 0.3 and float(fm.flen) == 1.4
@@ -304,7 +304,7 @@ def test_import_builds_the_force_model(tmp_path):
     dg = text.replace("Thelen2003Muscle", "DeGrooteFregly2016Muscle").replace(
         "<FmaxTendonStrain>0.05</FmaxTendonStrain><Af>0.3</Af>",
         "<ignore_tendon_compliance>true</ignore_tendon_compliance><fiber_damping>0.01</fiber_damping>")
-    fm = mb.io.load_osim(_write(tmp_path, dg, "d.osim")).muscles[0].force_model
+    fm = mb.load_osim(_write(tmp_path, dg, "d.osim")).muscles[0].force_model
     assert isinstance(fm, mb.DeGrooteFregly2016Muscle) and not fm.compliant_tendon
     assert float(fm.fiber_damping) == 0.01
 
@@ -329,6 +329,6 @@ def test_bad_muscle_parameters_name_the_muscle_and_line(tmp_path, edit, match):
         text = text.replace(old, new, 1)
     path = _write(tmp_path, text)
     with pytest.raises(mb.ModelError, match=match) as exc:
-        mb.io.load_osim(path)
+        mb.load_osim(path)
     msg = str(exc.value)
     assert "muscle 'flexor'" in msg.lower() and f"{path}:" in msg, msg

@@ -23,6 +23,7 @@ LAYERS = (
     ("jaxmb._rigid_body",),
     ("jaxmb._dynamics", "jaxmb.matrix_calculus"),
     ("jaxmb._loops", "jaxmb._muscles", "jaxmb.constraints"),
+    ("jaxmb._forces",),
     ("jaxmb._simulate", "jaxmb._control", "jaxmb.control", "jaxmb._motion"),
     ("jaxmb.io",),
     ("jaxmb.models",),

@@ -78,13 +78,18 @@ def test_parity_arm26():
     assert r_err.max() < TOL_R
 
 
-def test_mobl_arms_loads_with_muscles_and_reports_skipped_forces(shared_dir):
+def test_mobl_arms_loads_with_muscles_ligaments_and_limit_forces(shared_dir):
     path = pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim"
     if not path.exists():
         pytest.skip(f"{path} is absent")
-    with pytest.warns(UserWarning, match=r"skipped 18: 4 Ligament .*14 CoordinateLimitForce"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         model = mb.load_osim(path)
+    assert not any("skipped" in str(w.message) for w in caught)  # every ForceSet element is read
     assert len(model.muscles) == 50
+    kinds = [type(f).__name__ for f in model.forces]
+    assert kinds == ["Ligament"] * 4 + ["CoordinateLimitForce"] * 14
+    assert [f.name for f in model.forces[:4]] == ["s_glenohum", "m_glenohum", "i_glenohum", "coracohum"]
     from jaxmb.io._osim import read_ligaments
     ligs = read_ligaments(path)
     assert [m.name for m in ligs] == ["s_glenohum", "m_glenohum", "i_glenohum", "coracohum"]

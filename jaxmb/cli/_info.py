@@ -1,7 +1,7 @@
 """``jaxmb info MODEL``: what a model holds, as jaxmb reads it.
 
 Coordinates with their units and ranges, the coordinates the importer eliminated,
-bodies and their masses, muscles, wrap objects and what the importer skipped.
+bodies and their masses, muscles, wrap objects, the other forces and what the importer skipped.
 """
 
 from __future__ import annotations
@@ -95,6 +95,20 @@ def _wraps(model) -> list[str]:
     return lines
 
 
+def _forces(model) -> list[str]:
+    from .._forces import actuator_names
+
+    if not model.forces:
+        return ["other forces: none"]
+    width = max(len(f.name) for f in model.forces)
+    lines = [f"other forces: {len(model.forces)} (actuators in control order: "
+             f"{', '.join(actuator_names(model)) or 'none'})"]
+    # The class name is for display only.
+    lines += [f"  {f.name:<{width}}  {type(f).__name__}" + (f" on {f.coordinate}" if hasattr(f, "coordinate") else "")
+              for f in model.forces]
+    return lines
+
+
 def describe(model, source: str, eliminated=(), notes=None) -> str:
     """The text ``jaxmb info`` prints for `model` (read from `source`)."""
     from ..io._report import coordinate_units
@@ -108,7 +122,7 @@ def describe(model, source: str, eliminated=(), notes=None) -> str:
         lines.append(f"coordinates eliminated from q: {len(eliminated)}")
         lines += [f"  {name}  {kind}" + (" (a function of q)" if kind == "dependent" else " (held at its default)")
                   for name, kind in eliminated]
-    lines += _bodies(model) + _muscles(model) + _wraps(model)
+    lines += _bodies(model) + _muscles(model) + _wraps(model) + _forces(model)
     if notes is not None:
         lines.append(f"skipped or noted by the importer: {len(notes) or 'nothing'}")
         lines += [f"  - {note}" for note in notes]

@@ -53,6 +53,7 @@ from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from .._model import Model
 from .._muscles import Muscle
+from ._osim_actuators import parse_force_elements
 from ._osim_forces import parse_muscles, parse_paths
 from ._osim_frames import _VISUAL
 from ._osim_joints import _JointReader
@@ -140,7 +141,8 @@ def load_osim(path: str | os.PathLike) -> Model:
     a joint places its child at ``X_G,child = X_G,parent · X_PF · X_FM(q) · X_CM⁻¹``
     (CustomJoint, PinJoint, SliderJoint, Universal, Gimbal, Ball, Free, Planar
     and Weld joints), in SI units (m, kg, kg m², rad).
-    The ForceSet's muscles become `model.muscles`.
+    The ForceSet's muscles become `model.muscles`, its actuators, springs, limit forces,
+    bushings and ligaments `model.forces` (see `jaxmb.io._osim_actuators`).
 
     **Arguments:**
 
@@ -252,10 +254,11 @@ class _Importer(_JointReader):
             raise ModelError(f"{self.where(model_el)}: {exc}") from None
         # Muscles index bodies in the model's (parents-first) order, known only now.
         muscles = self.muscles(model_el, functions, model.body_names)
-        if muscles:
+        forces = parse_force_elements(self, model_el, functions, model) if self.read_muscles else ()
+        if muscles or forces:
             model = Model(model.bodies, model.joints, model.coordinate_names, gravity=model.gravity,
                           q_default=model.q_default, q_lower=model.q_lower, q_upper=model.q_upper,
-                          muscles=muscles, name=model.name)
+                          muscles=muscles, name=model.name, forces=forces)
         coordinates = tuple(
             OsimCoordinate(c.name, c.joint, c.default, c.range, c.locked, c.clamped,
                            kinds[c.name], functions[c.name]) for c in coords)

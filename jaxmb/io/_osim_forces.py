@@ -11,21 +11,18 @@ Muscle classes read: Thelen2003Muscle, Millard2012EquilibriumMuscle,
 Millard2012AccelerationMuscle, DeGrooteFregly2016Muscle, Schutte1993Muscle_Deprecated,
 Delp1990Muscle_Deprecated, RigidTendonMuscle, McKibbenActuator is not a muscle.
 
+The ForceSet's other elements of ``FORCE_ELEMENTS`` (CoordinateActuator, PointActuator,
+TorqueActuator, CoordinateLimitForce, Ligament, PointToPointSpring, BushingForce,
+ExpressionBasedCoordinateForce) are read by `jaxmb.io._osim_actuators` into
+``model.forces``. A Ligament is not a muscle, so it is not in ``model.muscles``
+(``model.muscle_names`` stays OpenSim's ``getMuscles()`` list); `parse_paths` also reads
+its path alone.
+
 Other forces are not read. Every one of them is listed by name in one
 ``UserWarning`` per file ("skipped N forces: ..."), never dropped silently:
 
-* ``Ligament`` (a passive force along a ``GeometryPath``, e.g. MoBL-ARMS's
-  glenohumeral and coracohumeral ligaments): not a muscle, so it is not in
-  ``model.muscles`` (``model.muscle_names`` stays OpenSim's ``getMuscles()``
-  list). Its path is read by `jaxmb.io._osim.read_ligaments` (with
-  `parse_paths`), which
-  return [`jaxmb.Muscle`][jaxmb.Muscle] objects (``kind="Ligament"``) whose length and
-  moment arms jaxmb computes like a muscle's (put them in a model with
-  ``eqx.tree_at(lambda m: m.muscles, model, ligaments)``).
-* Forces that act on coordinates or bodies and have no path (listed in
-  ``SKIPPED_FORCES``): CoordinateLimitForce, CoordinateActuator, PointActuator,
-  TorqueActuator, ExpressionBasedCoordinateForce, SpringGeneralizedForce,
-  ActivationCoordinateActuator, BodyActuator, PointToPointActuator.
+* Forces without a jaxmb counterpart yet (listed in ``SKIPPED_FORCES``):
+  SpringGeneralizedForce, ActivationCoordinateActuator, BodyActuator, PointToPointActuator.
 * Path forces without muscle parameters (``PATH_FORCES``): PathSpring,
   ClutchedPathSpring, PathActuator; readable with `parse_paths`.
 
@@ -55,12 +52,12 @@ MUSCLE_TYPES = (
     "DeGrooteFregly2016Muscle", "Schutte1993Muscle_Deprecated", "Delp1990Muscle_Deprecated",
     "Thelen2003Muscle_Deprecated", "RigidTendonMuscle", "Muscle",
 )
-SKIPPED_FORCES = (
-    "CoordinateLimitForce", "CoordinateActuator", "PointActuator", "TorqueActuator",
-    "ExpressionBasedCoordinateForce", "SpringGeneralizedForce", "ActivationCoordinateActuator",
-    "BodyActuator", "PointToPointActuator",
+FORCE_ELEMENTS = (  # read by jaxmb.io._osim_actuators into model.forces
+    "CoordinateActuator", "PointActuator", "TorqueActuator", "CoordinateLimitForce", "Ligament",
+    "PointToPointSpring", "BushingForce", "ExpressionBasedCoordinateForce",
 )
-PATH_FORCES = ("Ligament", "PathSpring", "ClutchedPathSpring", "PathActuator")
+SKIPPED_FORCES = ("SpringGeneralizedForce", "ActivationCoordinateActuator", "BodyActuator", "PointToPointActuator")
+PATH_FORCES = ("PathSpring", "ClutchedPathSpring", "PathActuator")
 _PARAMS = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
            "pennation_angle_at_optimal", "max_contraction_velocity")
 
@@ -194,6 +191,8 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
     ranges = _coordinate_ranges(xml, model_el)
     muscles, skipped = [], {}
     for f in xml.set_objects(forceset):
+        if f.tag in FORCE_ELEMENTS:
+            continue
         if f.tag in SKIPPED_FORCES or f.tag in PATH_FORCES:
             skipped.setdefault(f.tag, []).append(f.get("name", ""))
             continue
@@ -203,8 +202,7 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
         muscles.append(_parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges))
     if skipped:
         parts = [f"{len(v)} {k} ({', '.join(v)})" for k, v in skipped.items()]
-        hint = (" Ligament paths: jaxmb.io._osim.read_ligaments(path)."
-                if "Ligament" in skipped else "")
+        hint = ""
         warnings.warn(f"{xml.path}: the ForceSet's non-muscle forces are not part of the model; skipped "
                       f"{sum(len(v) for v in skipped.values())}: " + "; ".join(parts) + "." + hint, stacklevel=4)
     return tuple(muscles)
@@ -213,7 +211,7 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
 def parse_paths(xml: XmlReader, model_el: ET.Element, coordinate_functions: dict[str, AbstractJointFunction],
                 body_names: tuple[str, ...], tags=PATH_FORCES) -> tuple[Muscle, ...]:
     """The ``GeometryPath`` of every ForceSet element whose tag is in `tags` (default:
-    Ligament, PathSpring, ClutchedPathSpring, PathActuator), as [`jaxmb.Muscle`][jaxmb.Muscle]
+    PathSpring, ClutchedPathSpring, PathActuator; e.g. ``("Ligament",)``), as [`jaxmb.Muscle`][jaxmb.Muscle]
     objects with ``kind`` = the tag and default Hill parameters."""
     model_el = _model_element(xml, model_el)
     forceset = _first(xml, model_el, "ForceSet")

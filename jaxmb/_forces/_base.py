@@ -1,0 +1,222 @@
+"""The ForceSet's non-muscle elements: generalized forces ``Q(q, q', u)`` (nq,).
+
+An element of OpenSim's ForceSet (Delp et al. (2007); Seth et al. (2018)) that is not a
+muscle maps the state ``(q, q')`` and, for an actuator, its control ``u`` to a
+generalized force ``Q`` by its virtual power: ``Q_k`` is the element's power for a unit
+rate of coordinate k. Elements are final classes of the abstract family
+[`jaxmb.AbstractForce`][jaxmb.AbstractForce]; a model holds them in ``model.forces``,
+[`jaxmb.force_set_forces`][jaxmb.force_set_forces] sums them and
+[`jaxmb.forward_dynamics`][jaxmb.forward_dynamics] adds them to ``tau``.
+"""
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._checks import _is_concrete
+from .._errors import ModelError
+from .._kinematics import body_transforms
+from .._model import GROUND, Model, _f
+from .._spatial import vee
+from .._typing import RealLike
+
+
+class AbstractForce(eqx.Module):
+    """A force element of a model's ForceSet: ``Q = generalized_force(model, q, q', u)``.
+
+    Subclass it for new elements: implement `generalized_force` and `check_model`
+    (which names the bodies and coordinates the element reads, at model build time).
+    Actuators subclass [`jaxmb.AbstractActuator`][jaxmb.AbstractActuator].
+    """
+
+    name: eqx.AbstractVar[str]
+
+    @abc.abstractmethod
+    def generalized_force(self, model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"],
+                          control: Float[Array, ""] | None = None) -> Float[Array, " nq"]:
+        """``Q`` (nq,) of this element at ``(q, q')``; `control` is an actuator's control
+        (ignored by passive elements; ``None`` is zero)."""
+
+    @abc.abstractmethod
+    def check_model(self, model: Model) -> None:
+        """Raise [`jaxmb.ModelError`][jaxmb.ModelError] if `model` lacks a body or coordinate this element names."""
+
+
+class AbstractActuator(AbstractForce):
+    """An actuator: its force (N) or torque (N m) is ``optimal_force · u`` for the control ``u``.
+
+    `min_control` and `max_control` are the control's bounds (OpenSim's properties of the
+    same names): they bound an optimisation's controls (static optimization, reserves
+    and residuals); like OpenSim's ``computeActuation``, the force itself does not clip ``u``.
+    """
+
+    optimal_force: eqx.AbstractVar[Float[Array, ""]]
+    min_control: eqx.AbstractVar[Float[Array, ""]]
+    max_control: eqx.AbstractVar[Float[Array, ""]]
+
+    def actuation(self, control) -> Float[Array, ""]:
+        """The actuator's force or torque ``optimal_force · u``."""
+        u = jnp.zeros((), self.optimal_force.dtype) if control is None else jnp.asarray(control)
+        return self.optimal_force * u
+
+
+def _violated(condition) -> bool:
+    """Whether a build-time check fails (skipped for traced values: built under jit or vmap)."""
+    return _is_concrete(condition) and not bool(condition)
+
+
+def _actuator_params(name, optimal_force, min_control, max_control):
+    optimal_force, lo, hi = _f(optimal_force), _f(min_control), _f(max_control)
+    if _violated(lo <= hi):
+        raise ModelError(f"Actuator {name!r}: min_control {float(lo)} exceeds max_control {float(hi)}.")
+    return optimal_force, lo, hi
+
+
+def check_body(owner: AbstractForce, model: Model, body: str) -> None:
+    if body != GROUND and body not in model.body_names:
+        raise ModelError(f"{type(owner).__name__} {owner.name!r} names body {body!r}, which model "
+                         f"{model.name!r} does not have; bodies: {(GROUND,) + model.body_names}.")
+
+
+def check_coordinate(owner: AbstractForce, model: Model, coordinate: str) -> None:
+    if coordinate not in model.coordinate_names:
+        raise ModelError(f"{type(owner).__name__} {owner.name!r} acts on coordinate {coordinate!r}, which is "
+                         f"not an independent coordinate of model {model.name!r}: "
+                         f"{model.coordinate_names}.")
+
+
+def coordinate_terms(force, model: Model, q, qd):
+    """``(x, x', ∇x)`` of the coordinate a coordinate force acts on: the model's independent
+    coordinate named `force.coordinate`, or, where `force.function` is given, that joint
+    function of ``q`` (an OpenSim coordinate that is coupled to others or locked)."""
+    if force.function is None:
+        k = model.coordinate_index(force.coordinate)
+        return q[k], qd[k], jnp.zeros(model.nq, q.dtype).at[k].set(1.0)
+    x, xd = jax.jvp(force.function, (q,), (qd,))
+    return x, xd, jax.grad(force.function)(q)
+
+
+def check_coordinate_force(force, model: Model) -> None:
+    if force.function is None:
+        check_coordinate(force, model, force.coordinate)
+    elif any(not 0 <= k < model.nq for k in force.function.coordinate_indices()):
+        raise ModelError(f"{type(force).__name__} {force.name!r}: the function of its coordinate "
+                         f"{force.coordinate!r} reads coordinates {force.function.coordinate_indices()}, but "
+                         f"model {model.name!r} has {model.nq}.")
+
+
+def frame_poses(model: Model, q, frames) -> list:
+    """Ground poses (4x4) of `frames`, each ``(body, pose in the body (4, 4))``."""
+    poses = body_transforms(model, q)
+    out = []
+    for body, offset in frames:
+        offset = offset.astype(poses.dtype)
+        out.append(offset if body == GROUND else poses[model.body_index(body)] @ offset)
+    return out
+
+
+def wrench_generalized_force(model: Model, q, frames, wrenches) -> Float[Array, " nq"]:
+    """``Q = Σ_i J_iᵀ w_i`` for wrenches ``w_i = (n_i, f_i)`` (moment N m, force N, both in
+    ground axes) applied at the origins of `frames`: the gradient over ``q'`` of their
+    virtual power ``P = Σ n_i · ω_i + f_i · v_i`` (linear in ``q'``, so one reverse pass)."""
+    q = jnp.asarray(q)
+
+    def power(u):
+        pose, rate = jax.jvp(lambda x: frame_poses(model, x, frames), (q,), (u,))
+        total = jnp.zeros((), q.dtype)
+        for t, dt, (n, f) in zip(pose, rate, wrenches):
+            total = total + jnp.dot(n, vee(dt[:3, :3] @ t[:3, :3].T)) + jnp.dot(f, dt[:3, 3])
+        return total
+
+    return jax.grad(power)(jnp.zeros_like(q))
+
+
+def translation(point) -> Float[Array, "4 4"]:
+    """The pose (4x4) of a frame at `point` (3,) with its body's axes."""
+    return jnp.eye(4, dtype=point.dtype).at[:3, 3].set(point)
+
+
+def actuators(model: Model) -> tuple:
+    return tuple(f for f in model.forces if isinstance(f, AbstractActuator))
+
+
+def actuator_names(model: Model) -> tuple[str, ...]:
+    """The names of the model's actuators, in the order of the controls vector ``u`` of
+    [`jaxmb.force_set_forces`][jaxmb.force_set_forces] and [`jaxmb.actuator_forces`][jaxmb.actuator_forces].
+
+    **Arguments:**
+
+    - `model`: a model (its ``forces``).
+
+    **Returns:**
+
+    A tuple of names (the [`jaxmb.AbstractActuator`][jaxmb.AbstractActuator] elements of ``model.forces``, in order).
+    """
+    return tuple(a.name for a in actuators(model))
+
+
+def _controls(model: Model, controls, dtype):
+    n = len(actuators(model))
+    if controls is None:
+        return jnp.zeros(n, dtype)
+    controls = jnp.asarray(controls, dtype)
+    if controls.shape != (n,):
+        raise ValueError(f"controls must have shape ({n},), one per actuator of model {model.name!r} "
+                         f"({actuator_names(model)}), got shape {controls.shape}.")
+    return controls
+
+
+def _sum(model: Model, q, qd, controls, elements) -> Float[Array, " nq"]:
+    q = jnp.asarray(q)
+    qd = jnp.asarray(qd, q.dtype)
+    u = _controls(model, controls, q.dtype)
+    total = jnp.zeros(model.nq, q.dtype)
+    k = 0
+    for force in elements:
+        if isinstance(force, AbstractActuator):
+            total = total + force.generalized_force(model, q, qd, u[k])
+            k += 1
+        else:
+            total = total + force.generalized_force(model, q, qd)
+    return total
+
+
+def force_set_forces(model: Model, q: RealLike, qd: RealLike,
+                     controls: RealLike | None = None) -> Float[Array, " nq"]:
+    """``Q(q, q', u) = Σ_e Q_e``: the generalized force of every element of ``model.forces``
+    (by virtual power, ``Q_k`` the elements' power for a unit rate of coordinate k;
+    Kane and Levinson (1985), ch. 4).
+
+    **Arguments:**
+
+    - `model`: a model whose ``forces`` hold the ForceSet's elements.
+    - `q`, `qd`: `(nq,)` coordinates (rad or m) and their rates (rad/s or m/s).
+    - `controls`: `(n_actuators,)` actuator controls in the order of
+      [`jaxmb.actuator_names`][jaxmb.actuator_names]; ``None`` is zero (passive elements only).
+
+    **Returns:**
+
+    `(nq,)` generalized forces (N m or N), to add to ``tau`` in ``M q'' + bias = tau + Q``.
+    """
+    return _sum(model, q, qd, controls, model.forces)
+
+
+def actuator_forces(model: Model, q: RealLike, qd: RealLike, controls: RealLike) -> Float[Array, " nq"]:
+    """``Q_act(q, u) = Σ_a Q_a``: the generalized force of the model's actuators alone (the
+    passive elements are in [`jaxmb.forward_dynamics`][jaxmb.forward_dynamics] already): pass it as
+    `simulate`'s `tau` to drive the actuators, e.g. ``tau=lambda t, q, qd: actuator_forces(model, q, qd, u(t))``.
+
+    **Arguments:**
+
+    - `model`: a model with actuators in its ``forces``.
+    - `q`, `qd`: `(nq,)` coordinates and rates.
+    - `controls`: `(n_actuators,)` controls in the order of [`jaxmb.actuator_names`][jaxmb.actuator_names].
+
+    **Returns:**
+
+    `(nq,)` generalized forces (N m or N).
+    """
+    return _sum(model, q, qd, controls, actuators(model))

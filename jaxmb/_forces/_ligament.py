@@ -1,0 +1,78 @@
+"""OpenSim's Ligament: a passive tension along a ``GeometryPath`` (the muscles' path code)."""
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._errors import ModelError
+from .._functions import AbstractJointFunction
+from .._model import Model, _f
+from .._muscles import Muscle, muscle_lengths_and_moment_arms
+from .._typing import RealLike
+from ._base import AbstractForce, _violated
+
+
+class Ligament(AbstractForce):
+    """A ligament (OpenSim's Ligament): tension ``T = F_pcsa · f(L/L_r)`` for ``L > L_r`` and 0
+    otherwise, along its path of length ``L(q)``; ``Q = R T`` with the path's moment arms
+    ``R = -∂L/∂q`` ([`jaxmb.moment_arms`][jaxmb.moment_arms], Ehsani (2016), Eq. 195).
+
+    OpenSim applies the tension as point forces along the path's straight segments and
+    wraps, which is ``R T`` for paths of fixed and conditional points and wraps; for a
+    ``MovingPathPoint`` it omits the point's own motion (see the OpenSim-parity page).
+
+    **Arguments:**
+
+    - `name`: the ligament's name.
+    - `path`: its path, a [`jaxmb.Muscle`][jaxmb.Muscle] (points and wraps; the Hill parameters are unused).
+    - `force_length_curve`: ``f``, a joint function of coordinate 0 evaluated at
+      ``q = (L/L_r,)`` (e.g. an OpenSim ``SimmSpline``), dimensionless.
+    - `resting_length`: ``L_r`` (m), > 0.
+    - `pcsa_force`: ``F_pcsa`` (N), the force at ``f = 1``.
+    """
+
+    name: str = eqx.field(static=True)
+    path: Muscle
+    force_length_curve: AbstractJointFunction
+    resting_length: Float[Array, ""]
+    pcsa_force: Float[Array, ""]
+
+    def __init__(self, name: str, path: Muscle, force_length_curve: AbstractJointFunction,
+                 resting_length: RealLike, pcsa_force: RealLike):
+        self.name = str(name)
+        self.path, self.force_length_curve = path, force_length_curve
+        self.resting_length, self.pcsa_force = _f(resting_length), _f(pcsa_force)
+        if not isinstance(path, Muscle):
+            raise ModelError(f"Ligament {name!r}: path must be a jaxmb.Muscle (its path points), got "
+                             f"{type(path).__name__}.")
+        if _violated(self.resting_length > 0):
+            raise ModelError(f"Ligament {name!r}: resting_length {float(self.resting_length)} must be positive.")
+        if force_length_curve.coordinate_indices() not in ((), (0,)):
+            raise ModelError(f"Ligament {name!r}: the force-length curve must be a function of coordinate 0 "
+                             f"(the normalised length), it reads {force_length_curve.coordinate_indices()}.")
+
+    def _one_path_model(self, model: Model) -> Model:
+        return eqx.tree_at(lambda m: m.muscles, model, (self.path,))
+
+    def check_model(self, model):
+        bodies = ("ground",) + model.body_names
+        for p in self.path.points:
+            if p.body not in bodies:
+                raise ModelError(f"Ligament {self.name!r}: a path point is on body {p.body!r}, which model "
+                                 f"{model.name!r} does not have; bodies: {bodies}.")
+
+    def length_and_moment_arms(self, model: Model, q) -> tuple[Float[Array, ""], Float[Array, " nq"]]:
+        """``(L(q), R(q))``: the path's length (m) and moment arms ``-∂L/∂q`` (m or 1)."""
+        length, arms = muscle_lengths_and_moment_arms(self._one_path_model(model), q)
+        return length[0], arms[:, 0]
+
+    def tension(self, length) -> Float[Array, ""]:
+        """``T(L)`` (N)."""
+        x = length / self.resting_length
+        taut = x > 1.0
+        value = self.force_length_curve(jnp.where(taut, x, 1.0)[None])
+        return jnp.where(taut, self.pcsa_force * value, 0.0)
+
+    def generalized_force(self, model, q, qd, control=None):
+        length, arms = self.length_and_moment_arms(model, q)
+        return arms * self.tension(length).astype(q.dtype)
