@@ -228,8 +228,18 @@ def write_storage(path: str | os.PathLike, motion: MotionData) -> None:
 
 
 def rotational_coordinates(model: Model) -> tuple[bool, ...]:
-    """Per coordinate of `model`: ``True`` where it is rotational (rad), ``False`` where
-    translational (m): rotational where some revolute joint is a function of it alone."""
+    """Which coordinates are rotational: those that some revolute joint is a function of
+    alone (OpenSim's motion files give them in degrees when ``inDegrees=yes``).
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+
+    **Returns:**
+
+    A tuple of `model.nq` booleans in coordinate order: ``True`` for a rotational
+    coordinate (rad), ``False`` for a translational one (m).
+    """
     rotational = [False] * model.nq
     for joint in model.joints:
         idx = tuple(joint.function.coordinate_indices())
