@@ -108,7 +108,21 @@ def _check_method(method):
 
 
 def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> Float[Array, "nq nq"]:
-    """Generalized mass matrix ``M(q)`` (Ehsani 2016, Eq. 145 and 189), kg m² / kg."""
+    """Generalized mass matrix ``M(q) = Σ_i J_iᵀ I_i J_i`` (Ehsani 2016, Eq. 145 and 189).
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+    - `method`: ``"recursive"`` (default: `jaxmb._rigid_body`'s pass), ``"autodiff"``
+      (Lagrangian by `jax.jacfwd`) or ``"matrix_calculus"`` (Ehsani's Kronecker-product
+      formulas); three independent routes to the same values.
+
+    **Returns:**
+
+    `(nq, nq)`, symmetric positive definite: kg m² between rotational coordinates, kg
+    between translational ones, kg m between the two.
+    """
     _check_method(method)
     q = coordinate_vector(model, q, "mass_matrix", "q")
     if method == "recursive":
@@ -122,7 +136,21 @@ def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> F
 
 
 def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -> Float[Array, " nq"]:
-    """Generalized gravity force ``G(q)`` (Ehsani 2016, Eq. 187 and 197), right-hand-side sign."""
+    """Generalized gravity force ``G(q) = Σ_i J_{c,i}ᵀ m_i g`` (Ehsani 2016, Eq. 187 and 197),
+    with the right-hand-side sign of ``M q'' + N q' = G + tau``.
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+    - `method`: ``"recursive"`` (default: `jaxmb._rigid_body`'s pass), ``"autodiff"``
+      (Lagrangian by `jax.jacfwd`) or ``"matrix_calculus"`` (Ehsani's Kronecker-product
+      formulas); three independent routes to the same values.
+
+    **Returns:**
+
+    `(nq,)`, N m (rotational) or N (translational).
+    """
     _check_method(method)
     q = coordinate_vector(model, q, "gravity_forces", "q")
     if method == "recursive":
@@ -135,7 +163,22 @@ def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -
 
 
 def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[Array, " nq"]:
-    """Coriolis and centrifugal term ``N(q, q') q'`` (Ehsani 2016, Eq. 147 corrected, 190)."""
+    """Coriolis and centrifugal term ``N(q, q') q'`` (Ehsani 2016, Eq. 147 as corrected on the
+    errata page, Eq. 190).
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+    - `qd`: their rates q' (nq,), rad/s or m/s.
+    - `method`: ``"recursive"`` (default: `jaxmb._rigid_body`'s pass), ``"autodiff"``
+      (Lagrangian by `jax.jacfwd`) or ``"matrix_calculus"`` (Ehsani's Kronecker-product
+      formulas); three independent routes to the same values.
+
+    **Returns:**
+
+    `(nq,)`, N m or N.
+    """
     _check_method(method)
     q = coordinate_vector(model, q, "velocity_forces", "q")
     qd = coordinate_vector(model, qd, "velocity_forces", "qd", dtype=q.dtype)
@@ -149,7 +192,22 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
 
 
 def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[Array, " nq"]:
-    """``bias(q, q') = N(q, q') q' - G(q)``, so that ``M q'' + bias = tau`` (API convention)."""
+    """``bias(q, q') = N(q, q') q' - G(q)``, so that ``M q'' + bias = tau`` (the API convention;
+    Ehsani 2016, Eq. 198).
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+    - `qd`: their rates q' (nq,), rad/s or m/s.
+    - `method`: ``"recursive"`` (default: `jaxmb._rigid_body`'s pass), ``"autodiff"``
+      (Lagrangian by `jax.jacfwd`) or ``"matrix_calculus"`` (Ehsani's Kronecker-product
+      formulas); three independent routes to the same values.
+
+    **Returns:**
+
+    `(nq,)`, N m or N.
+    """
     _check_method(method)
     q = coordinate_vector(model, q, "bias_forces", "q")
     qd = coordinate_vector(model, qd, "bias_forces", "qd", dtype=q.dtype)
@@ -159,10 +217,19 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
 
 
 def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
-    """Generalized force ``Q = Σ_loads Q_load(q)`` of applied loads (Cesari et al. (2001)'s T_ext = -Q);
-    e.g. ``J_pᵀ F`` for a :class:`PointForce`, ``J_ωᵀ τ`` for a :class:`BodyTorque`.
+    """Generalized force ``Q = Σ_loads Q_load(q)`` of applied loads (Cesari et al. (2001)'s
+    ``T_ext = -Q``): ``J_pᵀ F`` for a `PointForce`, ``J_ωᵀ τ`` for a `BodyTorque`, by virtual
+    power.
 
-    `loads` defaults to the model's own loads; pass a sequence of loads for others.
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+    - `loads`: a sequence of `jaxmb.AbstractLoad`; default: the model's own loads.
+
+    **Returns:**
+
+    `(nq,)`, N m or N.
     """
     q = coordinate_vector(model, q, "generalized_forces", "q")
     loads = model.loads if loads is None else tuple(loads)
@@ -218,7 +285,24 @@ def _mass_matrix_and_forces(model: Model, q, qd):
 
 
 def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursive") -> Float[Array, " nq"]:
-    """``q'' = M⁻¹ (tau + Q_ext - bias)``, Q_ext: loads and `model.forces` (actuators at u = 0); M positive definite."""
+    """Accelerations ``q'' = M⁻¹ (tau + Q - bias)`` (Ehsani 2016, Eq. 198 solved for ``q''``),
+    with ``Q`` the model's loads and `model.forces` (actuators at zero control); ``M`` is
+    factorised as a positive-definite operator (Cholesky).
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+    - `qd`: their rates q' (nq,), rad/s or m/s.
+    - `tau`: generalized forces at the coordinates (nq,), N m or N; default zero.
+    - `method`: ``"recursive"`` (default: `jaxmb._rigid_body`'s pass), ``"autodiff"``
+      (Lagrangian by `jax.jacfwd`) or ``"matrix_calculus"`` (Ehsani's Kronecker-product
+      formulas); three independent routes to the same values.
+
+    **Returns:**
+
+    `(nq,)`, rad/s² or m/s².
+    """
     q = coordinate_vector(model, q, "forward_dynamics", "q")
     qd = coordinate_vector(model, qd, "forward_dynamics", "qd", dtype=q.dtype)
     tau = jnp.zeros_like(q) if tau is None else coordinate_vector(model, tau, "forward_dynamics", "tau", dtype=q.dtype)
@@ -259,8 +343,25 @@ class InverseDynamicsTerms(eqx.Module):
 
 
 def inverse_dynamics_terms(model: Model, q, qd, qdd, *, loads=None, method: Method = "recursive") -> InverseDynamicsTerms:
-    """Inverse dynamics, decomposed (Cesari et al. 2001, Eq. 24-44). Works on single states;
-    use :func:`inverse_dynamics_series` for time series."""
+    """Inverse dynamics decomposed as Cesari et al. (2001), Eq. 24:
+    ``tau = M q'' + N q' - G - Q_ext`` term by term. Works on single states; use
+    `inverse_dynamics_series` for time series.
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+    - `qd`: their rates q' (nq,), rad/s or m/s.
+    - `qdd`: their accelerations q'' (nq,), rad/s² or m/s².
+    - `loads`: the loads of ``Q_ext``; default: the model's own.
+    - `method`: ``"recursive"`` (default: `jaxmb._rigid_body`'s pass), ``"autodiff"``
+      (Lagrangian by `jax.jacfwd`) or ``"matrix_calculus"`` (Ehsani's Kronecker-product
+      formulas); three independent routes to the same values.
+
+    **Returns:**
+
+    An `InverseDynamicsTerms` of `(nq,)` arrays, N m or N.
+    """
     q = coordinate_vector(model, q, "inverse_dynamics_terms", "q")
     qd = coordinate_vector(model, qd, "inverse_dynamics_terms", "qd", dtype=q.dtype)
     qdd = coordinate_vector(model, qdd, "inverse_dynamics_terms", "qdd", dtype=q.dtype)
@@ -272,7 +373,24 @@ def inverse_dynamics_terms(model: Model, q, qd, qdd, *, loads=None, method: Meth
 
 
 def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") -> Float[Array, " nq"]:
-    """Generalized force ``tau = M q'' + bias - Q_ext`` that produces ``q''``."""
+    """Generalized force ``tau = M q'' + bias - Q_ext`` that produces ``q''`` (Ehsani 2016,
+    Eq. 198); the recursive route evaluates it in one pass with ``f'' = J q'' + q'ᵀ H q'``
+    (the recursive Newton-Euler algorithm projected on ``q``).
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+    - `qd`: their rates q' (nq,), rad/s or m/s.
+    - `qdd`: their accelerations q'' (nq,), rad/s² or m/s².
+    - `method`: ``"recursive"`` (default: `jaxmb._rigid_body`'s pass), ``"autodiff"``
+      (Lagrangian by `jax.jacfwd`) or ``"matrix_calculus"`` (Ehsani's Kronecker-product
+      formulas); three independent routes to the same values.
+
+    **Returns:**
+
+    `(nq,)`, N m or N.
+    """
     q = coordinate_vector(model, q, "inverse_dynamics", "q")
     qd = coordinate_vector(model, qd, "inverse_dynamics", "qd", dtype=q.dtype)
     qdd = coordinate_vector(model, qdd, "inverse_dynamics", "qdd", dtype=q.dtype)
@@ -286,12 +404,39 @@ def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") 
 
 
 def inverse_dynamics_series(model: Model, q, qd, qdd, *, loads=None, method: Method = "recursive") -> InverseDynamicsTerms:
-    """:func:`inverse_dynamics_terms` over time series ``q, q', q''`` of shape (T, nq)."""
+    """`inverse_dynamics_terms` over time series (Cesari et al. 2001, Eq. 24), vectorised
+    with `jax.vmap`.
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`, `qd`, `qdd`: (T, nq) coordinates, rates and accelerations (SI, rad).
+    - `loads`: the loads of ``Q_ext``; default: the model's own.
+    - `method`: ``"recursive"`` (default: `jaxmb._rigid_body`'s pass), ``"autodiff"``
+      (Lagrangian by `jax.jacfwd`) or ``"matrix_calculus"`` (Ehsani's Kronecker-product
+      formulas); three independent routes to the same values.
+
+    **Returns:**
+
+    An `InverseDynamicsTerms` of `(T, nq)` arrays, N m or N.
+    """
     return jax.vmap(lambda a, b, c: inverse_dynamics_terms(model, a, b, c, loads=loads, method=method))(q, qd, qdd)
 
 
 def kinetic_energy(model: Model, q, qd) -> Float[Array, ""]:
-    """``T = Σ ½ m |v_c|² + ½ ωᵀ I ω`` from body velocities (not from M), J."""
+    """Kinetic energy ``T = Σ_i ½ m_i |v_{c,i}|² + ½ ω_iᵀ I_i ω_i`` from body velocities (not
+    from ``M``: an independent check of ``T = ½ q'ᵀ M q'``).
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+    - `qd`: their rates q' (nq,), rad/s or m/s.
+
+    **Returns:**
+
+    A scalar, J.
+    """
     q = coordinate_vector(model, q, "kinetic_energy", "q")
     qd = coordinate_vector(model, qd, "kinetic_energy", "qd", dtype=q.dtype)
     vc = jax.jvp(lambda x: _com_positions(model, x), (q,), (qd,))[1]
@@ -304,7 +449,18 @@ def kinetic_energy(model: Model, q, qd) -> Float[Array, ""]:
 
 
 def potential_energy(model: Model, q) -> Float[Array, ""]:
-    """Gravitational potential ``V = -Σ m g · r_c`` (zero at the ground origin), J."""
+    """Gravitational potential ``V = -Σ_i m_i g · r_{c,i}`` (zero at the ground origin), so that
+    ``G = -∂V/∂q``.
+
+    **Arguments:**
+
+    - `model`: the `jaxmb.Model`.
+    - `q`: the coordinates (nq,), rad or m, in the order of `model.coordinate_names`.
+
+    **Returns:**
+
+    A scalar, J.
+    """
     q = coordinate_vector(model, q, "potential_energy", "q")
     masses = jnp.stack([b.mass for b in model.bodies]).astype(q.dtype)
     return -jnp.sum(masses * (_com_positions(model, q) @ model.gravity.astype(q.dtype)))

@@ -132,27 +132,6 @@ def docstring_problems():
     return problems
 
 
-# Pending: jaxmb/_dynamics.py is being restructured, and its docstrings rewritten with it
-# (issue 34, item 8). Every other public function must document its arguments; remove a
-# name from here once its docstring has an **Arguments:** section.
-PENDING_DYNAMICS = {
-    "jaxmb.bias_forces", "jaxmb.forward_dynamics", "jaxmb.generalized_forces", "jaxmb.gravity_forces",
-    "jaxmb.inverse_dynamics", "jaxmb.inverse_dynamics_series", "jaxmb.inverse_dynamics_terms",
-    "jaxmb.kinetic_energy", "jaxmb.mass_matrix", "jaxmb.potential_energy", "jaxmb.velocity_forces",
-}
-
-
 def test_public_functions_document_their_arguments():
-    problems = [p for p in docstring_problems() if p.split(":")[0] not in PENDING_DYNAMICS]
+    problems = docstring_problems()
     assert not problems, "\n".join(problems)
-
-
-def test_pending_docstrings_are_only_those_of_the_dynamics_module():
-    """The exemption list shrinks, never grows: only functions of jaxmb._dynamics, and
-    only those still lacking their section (a stale entry would hide a regression)."""
-    objects = dict(public_objects())
-    outside = [n for n in PENDING_DYNAMICS if getattr(objects.get(n), "__module__", None) != "jaxmb._dynamics"]
-    assert not outside, f"exempt names outside jaxmb._dynamics: {outside}"
-    open_problems = {p.split(":")[0] for p in docstring_problems()}
-    stale = sorted(PENDING_DYNAMICS - open_problems)
-    assert not stale, f"these now document their arguments; remove them from PENDING_DYNAMICS: {stale}"
