@@ -376,6 +376,13 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     (save_ts, t_end), (states, end) = sol.ts, sol.ys
     t_end = t_end[0]
     codes = _loop_codes_at(check, end[0]) if check.names else {}
+    if codes:
+        # The step-end check stopped the run; solved again at the end state, a loop right
+        # at its singular configuration may converge this time (under vmap its Newton
+        # iterations run as long as the slowest member's). The run still failed there.
+        stopped = (sol.result == diffrax.RESULTS.event_occurred) & jnp.all(
+            jnp.stack([c == SUCCESS for c in codes.values()]))
+        codes = {k: jnp.where(stopped, _NOT_CONVERGED, c).astype(c.dtype) for k, c in codes.items()}
     states, end = layout.unravel(states), layout.unravel(end[0])
     result = _diagnose(model, warm, sol.result, _loop_result(codes), end)
     result = RESULTS.where(start == RESULTS.successful, result, start)

@@ -204,16 +204,16 @@ def test_info_of_a_built_in_model(capsys):
 
 @pytest.mark.skipif(not GAIT.exists(), reason="gait2354_simbody.osim not shipped")
 def test_moment_arms_of_gait2354_with_units_in_the_csv_header(tmp_path, capsys):
-    # With an actuator the importer skips, whose warning comes as one line.
+    # With a force the importer skips, whose warning comes as one line.
     model = tmp_path / "gait2354_actuated.osim"
     model.write_text(GAIT.read_text().replace(
         '<ForceSet name="forceset">\n\t\t\t<objects>',
-        '<ForceSet name="forceset">\n\t\t\t<objects>\n<CoordinateActuator name="knee_motor">'
-        '<coordinate>knee_angle_r</coordinate></CoordinateActuator>', 1))
+        '<ForceSet name="forceset">\n\t\t\t<objects>\n<SpringGeneralizedForce name="knee_spring">'
+        '<coordinate>knee_angle_r</coordinate></SpringGeneralizedForce>', 1))
     assert main(["moment-arms", str(model), "--coordinate", "knee_angle_r", "--out", str(tmp_path), "--n", "7",
                  "--compile-cache", "none"]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith("jaxmb: warning: ") and "CoordinateActuator (knee_motor)" in err[0]
+    assert len(err) == 1 and err[0].startswith("jaxmb: warning: ") and "SpringGeneralizedForce (knee_spring)" in err[0]
     lines = (tmp_path / "moment_arms_knee_angle_r.csv").read_text().splitlines()
     header = lines[0].split(",")
     assert header[0] == "knee_angle_r [rad]" and len(header) == 55

@@ -21,8 +21,8 @@ def _groups(model):
     return list(groups.values())
 
 
-def muscle_states(model, activations: Float[ArrayLike, "n_muscles"], lengths: Float[ArrayLike, "n_muscles"],
-                  lengthening_speeds: Float[ArrayLike, "n_muscles"]) -> MusculotendonForces:
+def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
+                  lengthening_speeds: ArrayLike) -> MusculotendonForces:
     """The full musculotendon state of every muscle of `model`: fibre length, pennation, fibre
     velocity, active and passive fibre force, tendon force (Thelen 2003; De Groote et al. 2016),
     vectorised as [`jaxmb.muscle_forces`][jaxmb.muscle_forces] is.
@@ -51,8 +51,8 @@ def muscle_states(model, activations: Float[ArrayLike, "n_muscles"], lengths: Fl
     return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[inverse], *parts)
 
 
-def muscle_forces(model, activations: Float[ArrayLike, "n_muscles"], lengths: Float[ArrayLike, "n_muscles"],
-                  lengthening_speeds: Float[ArrayLike, "n_muscles"]) -> Float[Array, "n_muscles"]:
+def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
+                  lengthening_speeds: ArrayLike) -> Float[Array, "n_muscles"]:
     """The tendon force of every muscle of `model`, each by its own force model
     (`Muscle.force_model`; Thelen 2003, De Groote et al. 2016), vectorised over the muscles that
     share a model class (one `jax.vmap` per class, parameters stacked as arrays).

@@ -18,11 +18,13 @@ knee of gait2392, whose translations are splines of the knee angle, is rotationa
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 import difflib
 import math
 import os
 
 import numpy as np
+import numpy.typing as npt
 
 from .._errors import ModelError
 from .._model import Model
@@ -45,9 +47,10 @@ class MotionData:
     - `source`: the file it was read from, if any.
     """
 
-    time: np.ndarray
-    labels: tuple[str, ...]
-    values: np.ndarray
+    # Annotated as what the constructor accepts; stored as float NumPy arrays and a tuple.
+    time: npt.ArrayLike
+    labels: Sequence[str]
+    values: npt.ArrayLike
     in_degrees: bool = False
     name: str = ""
     source: str | None = None
