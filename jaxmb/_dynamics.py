@@ -2,13 +2,10 @@
 
 Three independent routes compute ``M``, the velocity term ``N q'`` and ``G``:
 
-* ``"recursive"`` (default, fast): one pass over the tree gives every body's spatial
-  Jacobian in ``q``, velocity and acceleration, and from them ``M = Σ J_iᵀ I_i J_i``
-  and ``F = Σ J_iᵀ (I_i a_i + v_i ×* I_i v_i)``: Featherstone's composite-rigid-body
-  and recursive Newton-Euler algorithms fused and projected on ``q`` through
-  ``J = ∂f/∂q`` and the velocity-product term ``q'ᵀ H q'`` (`jaxmb._rigid_body`).
-  Every public call of this route (mass matrix, bias, gravity, velocity term,
-  forward and inverse dynamics) evaluates that one pass.
+* ``"recursive"`` (default, fast): Featherstone's composite-rigid-body and
+  recursive Newton-Euler algorithms on the joint variables ``f``, mapped to ``q``
+  with ``J = ∂f/∂q`` and the velocity-product term ``q'ᵀ H q'``:
+  ``M_q = Jᵀ M_f J`` and ``bias_q = Jᵀ RNEA(f, J q', q'ᵀ H q')``.
 * ``"autodiff"``: Jacobians of body centre-of-mass positions and angular
   velocities by ``jax.jacfwd`` give ``M = Σ m J_vᵀ J_v + J_ωᵀ I J_ω``; the
   velocity term comes from the Lagrangian, ``N q' = ∂(M q')/∂q · q' - ∂T/∂q``.
@@ -39,12 +36,13 @@ from ._kinematics import (
     body_transforms_from_joints,
     body_transforms,
     joint_gradients,
+    joint_rates,
     joint_values,
 )
 from ._kinematics import _ground_frame, _joint_rates_and_gradients
 from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
 from ._model import Model
-from ._rigid_body import recursive_terms
+from ._rigid_body import _joint_space_crba, _joint_space_rnea, _projected_terms, _projects
 
 Method = Literal["recursive", "autodiff", "matrix_calculus"]
 
@@ -91,17 +89,6 @@ def _autodiff_velocity_term(model: Model, q, qd):
 # ---------------------------------------------------------------------------
 
 
-def _recursive(model: Model, q, qd, qdd):
-    """:func:`~jaxmb._rigid_body.recursive_terms` at ``(q, q')``, with ``f''`` the
-    velocity-product part ``q'ᵀ H q'`` (``qdd`` None: ``F`` is the bias) or the full
-    joint acceleration ``J q'' + q'ᵀ H q'`` (``F`` is the inverse dynamics)."""
-    f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
-    if qdd is not None:
-        fdd = fdd + jac @ qdd
-    m, forces, _ = recursive_terms(model, f, fd, fdd, jac)
-    return m, forces
-
-
 def _check_method(method):
     if method not in ("recursive", "autodiff", "matrix_calculus"):
         raise ValueError(f"method must be 'recursive', 'autodiff' or 'matrix_calculus', got {method!r}.")
@@ -126,8 +113,8 @@ def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> F
     _check_method(method)
     q = coordinate_vector(model, q, "mass_matrix", "q")
     if method == "recursive":
-        zero = jnp.zeros_like(q)
-        return _recursive(model, q, zero, None)[0]
+        jac = joint_gradients(model, q)
+        return jac.T @ _joint_space_crba(model, joint_values(model, q)) @ jac
     if method == "autodiff":
         return _autodiff_mass_matrix(model, q)
     from . import matrix_calculus
@@ -154,7 +141,9 @@ def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -
     _check_method(method)
     q = coordinate_vector(model, q, "gravity_forces", "q")
     if method == "recursive":
-        return -_recursive(model, q, jnp.zeros_like(q), None)[1]
+        f = joint_values(model, q)
+        zero = jnp.zeros_like(f)
+        return -joint_gradients(model, q).T @ _joint_space_rnea(model, f, zero, zero)
     if method == "autodiff":
         return _autodiff_gravity(model, q)
     from . import matrix_calculus
@@ -183,7 +172,8 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
     q = coordinate_vector(model, q, "velocity_forces", "q")
     qd = coordinate_vector(model, qd, "velocity_forces", "qd", dtype=q.dtype)
     if method == "recursive":
-        return _recursive(model, q, qd, None)[1] + gravity_forces(model, q)
+        f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
+        return jac.T @ _joint_space_rnea(model, f, fd, fdd, gravity_on=False)
     if method == "autodiff":
         return _autodiff_velocity_term(model, q, qd)
     from . import matrix_calculus
@@ -212,7 +202,8 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
     q = coordinate_vector(model, q, "bias_forces", "q")
     qd = coordinate_vector(model, qd, "bias_forces", "qd", dtype=q.dtype)
     if method == "recursive":
-        return _recursive(model, q, qd, None)[1]
+        f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
+        return jac.T @ _joint_space_rnea(model, f, fd, fdd)
     return velocity_forces(model, q, qd, method=method) - gravity_forces(model, q, method=method)
 
 
@@ -277,7 +268,12 @@ def _mass_matrix_and_forces(model: Model, q, qd):
     evaluation of the joint functions ``(f, J, q'ᵀHq')`` (implicit joint functions
     solve their loops once per state)."""
     f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
-    m, bias, projected = recursive_terms(model, f, fd, fdd, jac)
+    projected = None
+    if _projects(model):
+        m, bias, projected = _projected_terms(model, f, fd, fdd, jac)
+    else:
+        m = jac.T @ _joint_space_crba(model, f) @ jac
+        bias = jac.T @ _joint_space_rnea(model, f, fd, fdd)
     forces = -bias
     if model.loads:
         forces = forces + _applied_forces(model, q, model.loads, f, jac, projected)
@@ -395,7 +391,8 @@ def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") 
     qd = coordinate_vector(model, qd, "inverse_dynamics", "qd", dtype=q.dtype)
     qdd = coordinate_vector(model, qdd, "inverse_dynamics", "qdd", dtype=q.dtype)
     if method == "recursive":
-        tau = _recursive(model, q, qd, qdd)[1]
+        f, fd, fdd = joint_rates(model, q, qd, qdd)
+        tau = joint_gradients(model, q).T @ _joint_space_rnea(model, f, fd, fdd)
     else:
         tau = mass_matrix(model, q, method=method) @ qdd + bias_forces(model, q, qd, method=method)
     if model.loads:

@@ -1,172 +1,354 @@
-"""The recursive rigid-body algorithm: the mass matrix and generalized forces in the
-minimal coordinates ``q`` from one pass over the tree.
+"""The recursive rigid-body algorithms behind `method="recursive"`: the joint-space
+composite-rigid-body (CRBA) and recursive Newton-Euler (RNEA) algorithms (Featherstone
+2008), and the projected forward pass that gives ``M_q`` and ``bias_q`` directly in ``q``
+(Ehsani 2016, Eq. 145 in spatial form), in its level-wise and unrolled forms. Which form a
+model takes is a static choice (`_projects`, `_unrolls`); `jaxmb._dynamics` calls them."""
 
-Every body's spatial Jacobian in ``q`` (body coordinates, 6 x nq) follows the tree
-(Featherstone 2008, Sec. 4.2; Ehsani 2016, Eq. 145 in spatial form),
-
-    J_i = X_i J_parent(i) + S_i ∇f_i,
-
-and so do its velocity ``v_i = X_i v_parent + S_i f'_i`` and its acceleration
-``a_i = X_i a_parent + S_i f''_i + v_i × S_i f'_i`` (the Newton-Euler forward pass,
-gravity entering as the base acceleration). Then
-
-    M(q) = Σ_i J_iᵀ I_i J_i,        F(q, q', f'') = Σ_i J_iᵀ (I_i a_i + v_i ×* I_i v_i),
-
-with ``I_i`` the body's spatial inertia about its origin. With ``f'' = q'ᵀ H q'`` (the
-velocity-product part of the joint accelerations) ``F`` is the bias ``N q' - G`` of
-``M q'' + bias = tau``; with the full ``f'' = J q'' + q'ᵀ H q'`` it is the inverse
-dynamics ``tau``. This is the composite-rigid-body algorithm and the recursive
-Newton-Euler algorithm fused and projected on ``q``: the joint-space matrices
-``M_f`` (n_joints²) never exist, which is what makes closed chains embedded in one
-crank angle and OpenSim joints with coupled axes cheap.
-
-Layout: a body carries the columns ``(v, a, J[:, pattern])`` where the pattern is the
-set of coordinates its Jacobian can depend on (those of the joint functions on its
-path); the other columns are zero by construction, so a tree costs what its sparsity
-does. The six spatial components are separate arrays over those columns and all
-arithmetic is elementwise: XLA's CPU compiler fuses such a pass into a few kernels,
-where 6x6 products and (n, 6, k) stacks would run as many small ones.
-"""
-
-import functools
-
-import numpy as np
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._kinematics import _local_frames, motion_subspaces
+from ._kinematics import _local_frames, _stack_rows, joint_transforms, motion_subspaces, tree_levels
 from ._model import Model
+from ._spatial import skew, small_matmul, small_matvec
 
 
-def coordinate_pattern(model: Model) -> tuple[tuple[int, ...], ...]:
-    """Per body, the coordinates its Jacobian in ``q`` can depend on: those of the joint
-    functions on its path (:meth:`~jaxmb.AbstractJointFunction.coordinate_indices`),
-    sorted. A joint-space tree (``f = q``) has one per joint along the path; a closed
-    chain embedded in one crank angle has that one everywhere."""
+# ---------------------------------------------------------------------------
+# Spatial algebra in body coordinates, motion vectors (ω, v), forces (n, f).
+# ---------------------------------------------------------------------------
+
+
+def _spatial_inertia(body) -> Float[Array, "6 6"]:
+    """Spatial inertia about the body origin: [[I_c + m c̃ c̃ᵀ, m c̃], [m c̃ᵀ, m 1]]."""
+    m = body.mass
+    c = skew(body.com)
+    top = jnp.concatenate([body.inertia + m * c @ c.T, m * c], axis=1)
+    bot = jnp.concatenate([m * c.T, m * jnp.eye(3, dtype=c.dtype)], axis=1)
+    return jnp.concatenate([top, bot], axis=0)
+
+
+def _motion_to_child(a4) -> Float[Array, "6 6"]:
+    """Motion-vector transform from parent to child coordinates (``a4``: child in parent)."""
+    r, p = a4[:3, :3], a4[:3, 3]
+    z = jnp.zeros((3, 3), dtype=r.dtype)
+    top = jnp.concatenate([r.T, z], axis=1)
+    bot = jnp.concatenate([-r.T @ skew(p), r.T], axis=1)
+    return jnp.concatenate([top, bot], axis=0)
+
+
+def _cross_motion(v, w):
+    return jnp.concatenate([jnp.cross(v[:3], w[:3]), jnp.cross(v[:3], w[3:]) + jnp.cross(v[3:], w[:3])])
+
+
+def _cross_force(v, f):
+    return jnp.concatenate([jnp.cross(v[:3], f[:3]) + jnp.cross(v[3:], f[3:]), jnp.cross(v[:3], f[3:])])
+
+
+def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, " nj"]:
+    """Recursive Newton-Euler in the joint variables: ``M_f f'' + c_f(f, f') - G_f``."""
+    local = joint_transforms(model, f)
+    dtype = local.dtype
+    xs = [_motion_to_child(local[i]) for i in range(model.n_bodies)]
+    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
+    g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
+    a0 = jnp.concatenate([jnp.zeros(3, dtype), -g])
+    v0 = jnp.zeros(6, dtype)
+    n = model.n_bodies
+    vel, acc, forces = [None] * n, [None] * n, [None] * n
+    for i in model.order:
+        p = model.parents[i]
+        vp = v0 if p < 0 else vel[p]
+        ap = a0 if p < 0 else acc[p]
+        s = subspaces[i]
+        vj = s * fd[i]
+        v = xs[i] @ vp + vj
+        a = xs[i] @ ap + s * fdd[i] + _cross_motion(v, vj)
+        inertia = _spatial_inertia(model.bodies[i]).astype(dtype)
+        vel[i], acc[i] = v, a
+        forces[i] = inertia @ a + _cross_force(v, inertia @ v)
+    tau = [None] * n
+    for i in reversed(model.order):
+        tau[i] = subspaces[i] @ forces[i]
+        p = model.parents[i]
+        if p >= 0:
+            forces[p] = forces[p] + xs[i].T @ forces[i]
+    return jnp.stack(tau)
+
+
+def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj"]:
+    """Composite-rigid-body algorithm: the joint-space mass matrix ``M_f``."""
+    local = joint_transforms(model, f)
+    dtype = local.dtype
+    n = model.n_bodies
+    xs = [_motion_to_child(local[i]) for i in range(n)]
+    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
+    composite = [_spatial_inertia(b).astype(dtype) for b in model.bodies]
+    for i in reversed(model.order):
+        p = model.parents[i]
+        if p >= 0:
+            composite[p] = composite[p] + xs[i].T @ composite[i] @ xs[i]
+    # Entries are collected and stacked once: per-entry `.at[].set` would copy the
+    # whole matrix n² times (and per batch element under vmap).
+    zero = jnp.zeros((), dtype=dtype)
+    rows = [[zero] * n for _ in range(n)]
+    for i in range(n):
+        force = composite[i] @ subspaces[i]
+        rows[i][i] = subspaces[i] @ force
+        j = i
+        while model.parents[j] >= 0:
+            force = xs[j].T @ force
+            j = model.parents[j]
+            rows[i][j] = rows[j][i] = subspaces[j] @ force
+    return jnp.stack([jnp.stack(r) for r in rows])
+
+
+def _to_child(rot, trans, m):
+    """Motion vectors ``m`` (..., 6, k) from parent to child coordinates for child frames
+    (R, p) (..., 3, 3), (..., 3): ``(Rᵀ ω, Rᵀ (v + ω × p))``, i.e.
+    ``_motion_to_child(A4) @ m`` without forming 6x6 matrices."""
+    rt = jnp.swapaxes(rot, -1, -2)
+    w, v = m[..., :3, :], m[..., 3:, :]
+    return jnp.concatenate([small_matmul(rt, w), small_matmul(rt, v + jnp.cross(w, trans[..., :, None], axis=-2))],
+                           axis=-2)
+
+
+def _body_arrays(model: Model, dtype):
+    mass = jnp.stack([b.mass for b in model.bodies]).astype(dtype)
+    com = jnp.stack([b.com for b in model.bodies]).astype(dtype)
+    inertia = jnp.stack([b.inertia for b in model.bodies]).astype(dtype)
+    return mass, com, inertia
+
+
+def _apply_inertia(mass, com, inertia, m):
+    """Spatial inertias about the body origins times motion vectors (n, 6, k):
+    ``(I_c ω + c × m v_c, m v_c)`` with the centre-of-mass velocity ``v_c = v + ω × c``."""
+    c = com[:, :, None]
+    w, v = m[:, :3, :], m[:, 3:, :]
+    lin = mass[:, None, None] * (v + jnp.cross(w, c, axis=1))
+    return jnp.concatenate([small_matmul(inertia, w) + jnp.cross(c, lin, axis=1), lin], axis=1)
+
+
+def _coordinate_pattern(model: Model) -> tuple[tuple[int, ...], ...]:
+    """Per body, the coordinates its Jacobian in q can depend on: those of the joint
+    functions on its path (:meth:`~jaxmb.AbstractJointFunction.coordinate_indices`).
+    A joint-space tree (f = q) has one per joint along the path; a closed chain
+    embedded in one crank angle has that one everywhere."""
     own = [set(j.function.coordinate_indices()) for j in model.joints]
     return tuple(tuple(sorted(set().union(own[i], *(own[a] for a in model.ancestors(i)))))
                  for i in range(model.n_bodies))
 
 
-def _cross(a, b):
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+def _unrolls(model: Model) -> bool:
+    """Static choice of `_projected_terms_unrolled` over `_projected_terms_by_level`:
+    at most 12 bodies, and the sum over bodies of (coordinates in the body's Jacobian)²
+    at most 30 (the size of the unrolled ``M = Σ JᵀIJ``). Past that size the unrolled
+    sums outgrow the few kernels XLA fuses them into, and the traced graph (so compile
+    time) grows; measurements in docs/dev/performance.md."""
+    return model.n_bodies <= 12 and sum(len(c) ** 2 for c in _coordinate_pattern(model)) <= 30
 
 
-def _add(a, b):
-    return tuple(x + y for x, y in zip(a, b))
+def _projected_terms(model: Model, f, fd, fdd, jac):
+    """``(M_q, bias_q, (J_bodies, R, p))`` by one forward pass over the tree:
+    :func:`_projected_terms_unrolled` for small models (:func:`_unrolls`),
+    :func:`_projected_terms_by_level` otherwise. The two compute the same sums."""
+    if _unrolls(model):
+        return _unrolled_with_level_wise_derivatives(model, f, fd, fdd, jac)
+    return _projected_terms_by_level(model, f, fd, fdd, jac)
 
 
-def _take(x: Array, columns: tuple[int, ...]) -> Array:
-    """``x[..., columns]`` by a static slice when the columns are a range."""
-    lo = columns[0] if columns else 0
-    if columns == tuple(range(lo, lo + len(columns))):
-        return x[..., lo:lo + len(columns)]
-    return x[..., np.asarray(columns)]
+def _unrolled_with_level_wise_derivatives(model: Model, f, fd, fdd, jac):
+    """:func:`_projected_terms_unrolled`'s values, with the derivatives of
+    :func:`_projected_terms_by_level` (a ``jax.custom_jvp``; reverse mode transposes it).
+
+    Why: the two compute the same sums, but XLA fuses the unrolled scalar form into a
+    few kernels only as it stands; differentiated (a batch of tangents per scalar) it
+    becomes slow to run and to compile (implicit solvers' Newton Jacobians, reverse
+    mode through a simulation; docs/dev/performance.md). The values, and so explicit
+    solvers, are those of the unrolled pass."""
+    params, static = eqx.partition(model, eqx.is_array)
+
+    @jax.custom_jvp
+    def terms(params, f, fd, fdd, jac):
+        return _projected_terms_unrolled(eqx.combine(params, static), f, fd, fdd, jac)
+
+    @terms.defjvp
+    def _terms_jvp(primals, tangents):
+        return jax.jvp(lambda p, *rest: _projected_terms_by_level(eqx.combine(p, static), *rest), primals, tangents)
+
+    return terms(params, f, fd, fdd, jac)
 
 
-def _spread(x: Array, positions: tuple[int, ...], size: int) -> Array:
-    """``y`` of length `size` with ``y[positions] = x`` and zeros elsewhere; a pad when the
-    positions are a leading range (as along a chain), a static scatter otherwise."""
-    if positions == tuple(range(len(positions))):
-        return x if len(positions) == size else jnp.pad(x, [(0, size - len(positions))] + [(0, 0)] * (x.ndim - 1))
-    return jnp.zeros((size,) + x.shape[1:], x.dtype).at[np.asarray(positions)].set(x)
+def _projected_terms_by_level(model: Model, f, fd, fdd, jac):
+    """``(M_q, bias_q, (J_bodies, R, p))`` by one forward pass over the tree (no
+    joint-space matrices); ``J_bodies`` (n_bodies, 6, nq) are the bodies' spatial
+    Jacobians in q (body coordinates) and ``(R, p)`` the joints' local frames, both
+    reused for the loads.
 
-
-def _embed(block: Array, columns: tuple[int, ...], nq: int) -> Array:
-    """A (c, c) block on the coordinates `columns` as an (nq, nq) matrix."""
-    lo = columns[0]
-    if columns == tuple(range(lo, lo + len(columns))):
-        return jnp.pad(block, ((lo, nq - lo - len(columns)),) * 2)
-    idx = np.asarray(columns)
-    return jnp.zeros((nq, nq), block.dtype).at[idx[:, None], idx[None, :]].set(block)
-
-
-def _embed_vector(x: Array, columns: tuple[int, ...], nq: int) -> Array:
-    lo = columns[0]
-    if columns == tuple(range(lo, lo + len(columns))):
-        return jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(lo, nq - lo - len(columns))])
-    return jnp.zeros(x.shape[:-1] + (nq,), x.dtype).at[..., np.asarray(columns)].set(x)
-
-
-def _inertia_times(mass, com, inertia, m):
-    """Spatial inertia about the body origin times ``(ω, v)``: ``(I_c ω + c × l, l)`` with
-    ``l = m (v + ω × c)``, for 6-tuples of arrays over columns."""
-    w, v = m[:3], m[3:]
-    lin = tuple(mass * x for x in _add(v, _cross(w, com)))
-    ang = tuple(inertia[a][0] * w[0] + inertia[a][1] * w[1] + inertia[a][2] * w[2] for a in range(3))
-    return _add(ang, _cross(com, lin)) + lin
-
-
-def recursive_terms(model: Model, f: Float[Array, " nj"], fd: Float[Array, " nj"], fdd: Float[Array, " nj"],
-                    jac: Float[Array, "nj nq"]):
-    """``(M, F, (J_bodies, R, p))`` for joint values ``f``, rates ``f'``, accelerations
-    ``f''`` and the joint Jacobian ``J = ∂f/∂q`` (module docstring).
-
-    **Returns:** ``M`` (nq, nq) in kg m² (rotational) / kg; ``F`` (nq,) in N m / N; the
-    bodies' spatial Jacobians in ``q`` (n_bodies, 6, nq; body coordinates) and the
-    joints' local frames ``(R, p)`` (n_joints, 3, 3), (n_joints, 3), which applied
-    loads reuse.
+    Each body's spatial Jacobian in ``q`` (body coordinates, 6 x nq) follows the
+    tree, ``J_i = X_i J_parent + S_i ∇f_i``, and so do its velocity ``v_i`` and its
+    velocity-product acceleration ``a_i`` (Newton-Euler forward pass with
+    ``f'' = q'ᵀ H q'``, gravity as a base acceleration); then
+    ``M_q = Σ J_iᵀ I_i J_i`` (Ehsani 2016, Eq. 145 in spatial form) and
+    ``bias_q = Σ J_iᵀ (I_i a_i + v_i ×* I_i v_i)``. The pass runs level by level
+    of the tree, vectorised over the bodies of a level, with v, a and J as the
+    columns of one (6, 2 + nq) array per body. For few coordinates and many joint
+    variables (closed chains, OpenSim joints with coupled axes) this is cheaper
+    than the joint-space CRBA.
     """
     rot, trans = _local_frames(model, f)
     dtype = rot.dtype
     nq = jac.shape[1]
     n = model.n_bodies
-    s = motion_subspaces(model, dtype)
-    minus_g = -model.gravity.astype(dtype)
-    patterns = coordinate_pattern(model)
-    # Per body: v and a as six scalars each, J[:, pattern] as six arrays over the
-    # pattern's columns (scalars keep the velocity pass free of pads and scatters).
-    vel: list = [None] * n
-    acc: list = [None] * n
-    jcols: list = [None] * n
-    for i in model.order:
-        cols = patterns[i]
-        si = tuple(s[i, k] for k in range(6))
-        grad = _take(jac[i], cols)
-        own = tuple(x * grad for x in si)
-        vj = tuple(x * fd[i] for x in si)
-        aj = tuple(x * fdd[i] for x in si)
-        r = tuple(tuple(rot[i, a, b] for b in range(3)) for a in range(3))
-        parent = model.parents[i]
-        if parent < 0:
-            # At rest on the ground with gravity as the base acceleration: (0, -Rᵀ g);
-            # v × v_J vanishes since v = v_J.
-            down = tuple(sum(r[a][k] * minus_g[a] for a in range(3)) for k in range(3))
-            vel[i], acc[i], jcols[i] = vj, aj[:3] + _add(aj[3:], down), own
-            continue
-        p = tuple(trans[i, a] for a in range(3))
-
-        def to_child(m, r=r, p=p):
-            w, lin = m[:3], _add(m[3:], _cross(m[:3], p))
-            return (tuple(r[0][k] * w[0] + r[1][k] * w[1] + r[2][k] * w[2] for k in range(3))
-                    + tuple(r[0][k] * lin[0] + r[1][k] * lin[1] + r[2][k] * lin[2] for k in range(3)))
-
-        v = _add(to_child(vel[parent]), vj)
-        # The velocity-product acceleration v × v_J.
-        prod = _cross(v[:3], vj[:3]) + _add(_cross(v[:3], vj[3:]), _cross(v[3:], vj[:3]))
-        vel[i], acc[i] = v, _add(_add(to_child(acc[parent]), aj), prod)
-        positions = tuple(cols.index(c) for c in patterns[parent])
-        jcols[i] = tuple(_spread(x, positions, len(cols)) + o for x, o in zip(to_child(jcols[parent]), own))
-    mass_sums: dict = {}
-    force_sums: dict = {}
-    for i, body in enumerate(model.bodies):
-        inertia = body.inertia.astype(dtype)
-        apply = functools.partial(_inertia_times, body.mass.astype(dtype), tuple(body.com.astype(dtype)[k] for k in range(3)),
-                                  tuple(tuple(inertia[a, b] for b in range(3)) for a in range(3)))
-        v, iv = vel[i], apply(vel[i])
-        force = _add(apply(acc[i]), _add(_cross(v[:3], iv[:3]), _cross(v[3:], iv[3:])) + _cross(v[:3], iv[3:]))
-        jb = jcols[i]
-        ijb = apply(jb)
-        m_i = sum(a[:, None] * b[None, :] for a, b in zip(jb, ijb))
-        f_i = sum(a * y for a, y in zip(jb, force))
-        key = patterns[i]
-        if key in mass_sums:
-            mass_sums[key], force_sums[key] = mass_sums[key] + m_i, force_sums[key] + f_i
+    s = motion_subspaces(model, dtype)  # (n, 6)
+    g = model.gravity.astype(dtype)
+    vj = s * fd[:, None]
+    own = jnp.concatenate([vj[:, :, None], (s * fdd[:, None])[:, :, None], s[:, :, None] * jac[:, None, :]],
+                          axis=2)  # joint's own contribution to (v, a, J)
+    # Level by level; bodies are kept as a list and gathered by static slices (a
+    # gather/scatter per level is slow under vmap on CPU).
+    per_body = [None] * n
+    for level, (idx, par) in enumerate(tree_levels(model)):
+        if level == 0:
+            # The root is at rest, with gravity as its base acceleration (0, -g): in the
+            # child frames that is (0, -Rᵀ g) in the acceleration column, nothing else
+            # needs transforming, and the velocity-product term v × v_J vanishes (v = v_J).
+            down = -small_matvec(jnp.swapaxes(_stack_rows(rot, idx), 1, 2), g)
+            block = _stack_rows(own, idx) + jnp.pad(down[:, :, None], ((0, 0), (3, 0), (1, nq)))
         else:
-            mass_sums[key], force_sums[key] = m_i, f_i
-    zero_m, zero_f = jnp.zeros((nq, nq), dtype), jnp.zeros(nq, dtype)
-    mass = sum((_embed(b, k, nq) for k, b in mass_sums.items() if k), zero_m)
-    forces = sum((_embed_vector(b, k, nq) for k, b in force_sums.items() if k), zero_f)
-    jacobians = jnp.stack([_embed_vector(jnp.stack(jcols[i]), patterns[i], nq)
-                           if patterns[i] else jnp.zeros((6, nq), dtype) for i in range(n)])
-    return mass, forces, (jacobians, rot, trans)
+            c = _to_child(_stack_rows(rot, idx), _stack_rows(trans, idx), _stack_rows(per_body, par)) + _stack_rows(own, idx)
+            acc = c[:, :, 1] + _cross_motion_batch(c[:, :, 0], _stack_rows(vj, idx))
+            block = jnp.concatenate([c[:, :, :1], acc[:, :, None], c[:, :, 2:]], axis=2)
+        for k, i in enumerate(idx):
+            per_body[i] = block[k]
+    cols = jnp.stack(per_body)
+    inert = _apply_inertia(*_body_arrays(model, dtype), cols)  # I v, I a, I J
+    v = cols[:, :, 0]
+    force = inert[:, :, 1] + _cross_force_batch(v, inert[:, :, 0])
+    jb = cols[:, :, 2:]
+    # Written as products and sums (not einsum's dot) so that XLA fuses them.
+    mass = jnp.sum(jb[:, :, :, None] * inert[:, :, None, 2:], axis=(0, 1))
+    bias = jnp.sum(jb * force[:, :, None], axis=(0, 1))
+    return mass, bias, (jb, rot, trans)
+
+
+# Three-vectors as tuples of scalars, for the unrolled pass.
+def _t_add(a, b):
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def _t_scale(a, c):
+    return tuple(x * c for x in a)
+
+
+def _t_cross(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _t_dot(a, b):
+    return sum(x * y for x, y in zip(a, b))
+
+
+def _t_transpose_times(r, v):
+    """``Rᵀ v`` for ``R`` as rows of scalars."""
+    return tuple(r[0][i] * v[0] + r[1][i] * v[1] + r[2][i] * v[2] for i in range(3))
+
+
+def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
+    """:func:`_projected_terms_by_level`'s sums with every body, column and spatial
+    component a scalar of the trace: the same recursion, ``J_i = X_i J_parent +
+    S_i ∇f_i`` with ``v_i`` and ``a_i`` alongside, then ``M_q = Σ J_iᵀ I_i J_i`` and
+    ``bias_q = Σ J_iᵀ (I_i a_i + v_i ×* I_i v_i)`` (Ehsani 2016, Eq. 145 in spatial form),
+    written out component by component. A body carries the Jacobian columns of the
+    coordinates in its pattern only (:func:`_coordinate_pattern`); the others are zero
+    by construction, so a joint-space tree costs what its sparsity does.
+
+    Why: XLA's CPU compiler fuses a graph of scalar arithmetic into a few kernels,
+    while the level-wise form's (n, 6, k) arrays, their slices and concatenations, run
+    as some twenty; at a few coordinates the kernels, not the flops, are the cost
+    (docs/engine.md, "Cost on CPU"). Under vmap every scalar becomes one elementwise
+    array over the batch, which fuses as well. Used for small models (:func:`_unrolls`)."""
+    rot, trans = _local_frames(model, f)
+    dtype = rot.dtype
+    nq = jac.shape[1]
+    zero = jnp.zeros((), dtype)
+    s = motion_subspaces(model, dtype)
+    minus_g = tuple(-model.gravity.astype(dtype)[k] for k in range(3))
+    # Per body: v, a and the Jacobian's columns {coordinate: column} for the coordinates
+    # of its pattern only (its own joint's and its parent's; the others are zero by
+    # construction), each a 6-tuple (ω, v) in body axes.
+    cols: list = [None] * model.n_bodies
+    for level, (idx, par) in enumerate(tree_levels(model)):
+        for i, parent in zip(idx.tolist(), par.tolist()):
+            si = tuple(s[i, k] for k in range(6))
+            r = tuple(tuple(rot[i, a, b] for b in range(3)) for a in range(3))
+            p = tuple(trans[i, a] for a in range(3))
+            vj = _t_scale(si, fd[i])
+            acc = _t_scale(si, fdd[i])
+            own = {c: _t_scale(si, jac[i, c]) for c in model.joints[i].function.coordinate_indices()}
+            if level == 0:
+                # At rest on the ground, gravity as the base acceleration (see the level-wise form).
+                cols[i] = (vj, _t_add(acc, (zero,) * 3 + _t_transpose_times(r, minus_g)), own)
+                continue
+
+            def to_child(m, r=r, p=p):
+                return _t_transpose_times(r, m[:3]) + _t_transpose_times(r, _t_add(m[3:], _t_cross(m[:3], p)))
+
+            pv, pa, pj = cols[parent]
+            v = _t_add(to_child(pv), vj)
+            w, lin = v[:3], v[3:]
+            acc = _t_add(_t_add(to_child(pa), acc),
+                         _t_cross(w, vj[:3]) + _t_add(_t_cross(w, vj[3:]), _t_cross(lin, vj[:3])))
+            jcols = {c: to_child(pj[c]) for c in pj}
+            for c, col in own.items():
+                jcols[c] = _t_add(jcols[c], col) if c in jcols else col
+            cols[i] = (v, acc, jcols)
+    mass = [[zero] * nq for _ in range(nq)]
+    bias = [zero] * nq
+    for i, body in enumerate(model.bodies):
+        m_i = body.mass.astype(dtype)
+        c = tuple(body.com.astype(dtype)[k] for k in range(3))
+        inertia = body.inertia.astype(dtype)
+
+        def inertia_times(m, m_i=m_i, c=c, inertia=inertia):
+            """Spatial inertia about the body origin times ``(ω, v)``: ``(I_c ω + c × f, f)``,
+            ``f = m (v + ω × c)``."""
+            w, v = m[:3], m[3:]
+            lin = _t_scale(_t_add(v, _t_cross(w, c)), m_i)
+            ang = tuple(_t_dot((inertia[a, 0], inertia[a, 1], inertia[a, 2]), w) for a in range(3))
+            return _t_add(ang, _t_cross(c, lin)) + lin
+
+        v, acc, jcols = cols[i]
+        iv = inertia_times(v)
+        force = _t_add(inertia_times(acc),
+                       _t_add(_t_cross(v[:3], iv[:3]), _t_cross(v[3:], iv[3:])) + _t_cross(v[:3], iv[3:]))
+        ij = {b: inertia_times(col) for b, col in jcols.items()}
+        for a, col in jcols.items():
+            bias[a] = bias[a] + _t_dot(col, force)
+            for b in jcols:
+                mass[a][b] = mass[a][b] + _t_dot(col, ij[b])
+    jb = jnp.stack([jnp.stack([jnp.stack([cols[i][2][c][k] if c in cols[i][2] else zero for c in range(nq)])
+                               for k in range(6)]) for i in range(model.n_bodies)])
+    return jnp.stack([jnp.stack(row) for row in mass]), jnp.stack(bias), (jb, rot, trans)
+
+
+def _cross_motion_batch(v, w):
+    return jnp.concatenate([jnp.cross(v[:, :3], w[:, :3]),
+                            jnp.cross(v[:, :3], w[:, 3:]) + jnp.cross(v[:, 3:], w[:, :3])], axis=1)
+
+
+def _cross_force_batch(v, f):
+    return jnp.concatenate([jnp.cross(v[:, :3], f[:, :3]) + jnp.cross(v[:, 3:], f[:, 3:]),
+                            jnp.cross(v[:, :3], f[:, 3:])], axis=1)
+
+
+def _projects(model: Model) -> bool:
+    """Static choice of the recursive route: the projected forward pass when q is much
+    smaller than f (closed chains, coupled joints) or small (nq <= 8), joint-space
+    CRBA/RNEA otherwise. Measured on CPU (float64, one state per call): the projected
+    pass is cheaper for every model size tried (planar chains of 2, 7 and 20 links,
+    the three-link arm, Andrews' open tree: 1.3-4x), because it runs level by level
+    vectorised over bodies while CRBA/RNEA loop over joints; under vmap its
+    O(n nq) columns per body cost more for long chains (20 links: 3.3x slower, 7
+    links and fewer: faster)."""
+    return model.nq <= 8 or 2 * model.nq <= model.n_bodies

@@ -239,48 +239,87 @@ def test_unknown_method_is_rejected():
         mass_matrix(MODELS["double_pendulum"], jnp.zeros(2), method="magic")
 
 
-# -- the recursive pass: its sparsity and the bodies' Jacobians the loads read ---------
+# -- the projected (level-parallel) route and joint-space loads -------------------
 
-from jaxmb import _rigid_body  # noqa: E402  (private: the recursive pass's own outputs, checked)
+from jaxmb import _rigid_body as _dyn  # noqa: E402  (private: the projected pass's two forms, compared)
 
 
-@jax.jit
-def _recursive_pass(model, q, qd):
+@functools.partial(jax.jit, static_argnames="unroll")
+def _projected_and_crba(model, q, qd, unroll):
     f, fd, fdd = mb.joint_rates(model, q, qd)
-    return _rigid_body.recursive_terms(model, f, fd, fdd, mb.joint_gradients(model, q))
+    jac = mb.joint_gradients(model, q)
+    by_level = _dyn._projected_terms_by_level(model, f, fd, fdd, jac)
+    unrolled = _dyn._projected_terms_unrolled(model, f, fd, fdd, jac) if unroll else None
+    m_c = jac.T @ _dyn._joint_space_crba(model, f) @ jac
+    b_c = jac.T @ _dyn._joint_space_rnea(model, f, fd, fdd)
+    return by_level, unrolled, m_c, b_c
 
 
 @pytest.mark.parametrize("name", list(MODELS) + ["andrews_squeezer"])
-def test_recursive_pass_body_jacobians(name):
-    """The bodies' spatial Jacobians in q that the pass carries (J_i = X_i J_parent +
-    S_i ∇f_i, body coordinates) equal the derivatives of the bodies' angular velocity
-    (ω = R_iᵀ ω_ground) and of the origin's velocity (R_iᵀ ṗ_i) with respect to q' by
-    autodiff; and with f'' = q'ᵀHq' its force is the bias of the public API."""
+def test_projected_route_equals_joint_space_crba_and_rnea(name):
+    """M_q = Σ J_iᵀ I_i J_i and bias_q = Σ J_iᵀ(I a + v ×* I v), by one forward pass over
+    the tree, equal Jᵀ M_f J and Jᵀ RNEA(f, f', q'ᵀHq') (the route forward_dynamics
+    takes for nq much smaller than the number of bodies), in both of its forms: level by
+    level on arrays, and unrolled into scalars (the form small models use), which also
+    agree on the bodies' Jacobians that the loads read."""
     if name == "andrews_squeezer":
         model = mb.models.andrews_squeezer()
         q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
     else:
         model = MODELS[name]
         q, qd, _ = random_state(model, 3)
-    mass, force, (jacobians, _, _) = _recursive_pass(model, q, qd)
-    rot = mb.body_transforms(model, q)[:, :3, :3]
-    angular = jnp.einsum("bji,bjk->bik", rot, mb.angular_jacobians(model, q))
-    origin = jax.jacfwd(lambda x: mb.body_transforms(model, x)[:, :3, 3])(q)  # (nb, 3, nq)
-    linear = jnp.einsum("bji,bjk->bik", rot, origin)
-    assert_tree_allclose(jacobians, jnp.concatenate([angular, linear], axis=1), rtol=1e-12, atol=1e-12)
-    assert_tree_allclose(mass, mb.mass_matrix(model, q, method="autodiff"), rtol=1e-12, normwise=True)
-    assert_tree_allclose(force, mb.bias_forces(model, q, qd, method="autodiff"), rtol=1e-10, normwise=True)
+    # The unrolled form on models up to one coordinate past where it is used (its
+    # compile time grows fast with nq: a minute for the 11-coordinate ball_and_free).
+    by_level, unrolled, m_c, b_c = _projected_and_crba(model, q, qd, unroll=model.nq <= 4)
+    for m_p, b_p, _ in (by_level,) if unrolled is None else (by_level, unrolled):
+        assert_tree_allclose((m_p, b_p), (m_c, b_c), rtol=1e-12, normwise=True)
+    if unrolled is not None:
+        assert_tree_allclose(unrolled[2][0], by_level[2][0], rtol=1e-12, normwise=True)
 
 
-def test_coordinate_patterns():
-    """Each body carries only the Jacobian columns of the coordinates on its path: one
-    column everywhere for a closed chain embedded in its crank angle, a growing prefix
-    along a chain, depth-limited sets in the DAE's open tree."""
+def test_small_models_take_the_unrolled_pass():
+    """The static choice between the two forms of the projected pass (few coordinates
+    and bodies: unrolled), on the models it was measured on."""
     andrews = mb.models.andrews_squeezer()
-    assert _rigid_body.coordinate_pattern(andrews) == ((0,),) * 7
+    assert _dyn._coordinate_pattern(andrews) == ((0,),) * 7  # every angle a function of the crank's
     tree = mb.constraints.dae_vector_field(andrews).tree
-    assert sorted(map(len, _rigid_body.coordinate_pattern(tree))) == [1, 1, 1, 1, 2, 2, 2]
-    assert _rigid_body.coordinate_pattern(mb.models.planar_chain(4)) == ((0,), (0, 1), (0, 1, 2), (0, 1, 2, 3))
+    assert sorted(map(len, _dyn._coordinate_pattern(tree))) == [1, 1, 1, 1, 2, 2, 2]  # f = q, depth 2
+    assert _dyn._coordinate_pattern(mb.models.planar_chain(4)) == ((0,), (0, 1), (0, 1, 2), (0, 1, 2, 3))
+    for model in (andrews, tree, mb.models.three_link_arm(), mb.models.planar_chain(4)):
+        assert _dyn._unrolls(model)
+    assert not _dyn._unrolls(mb.models.planar_chain(5)) and not _dyn._unrolls(mb.models.planar_chain(7))
+
+
+@pytest.mark.parametrize("name", ["three_link_arm", "andrews_squeezer"])
+def test_unrolled_pass_differentiates_as_itself(name, monkeypatch):
+    """Small models evaluate the unrolled pass but take its derivatives from the level-wise
+    one (a custom JVP, so that jacfwd in implicit solvers and reverse mode stay fast).
+    Those derivatives equal the unrolled pass's own: forward (the Jacobian of q'' in
+    (q, q')) and reverse (the gradient of q'' with respect to the model's parameters)."""
+    model = getattr(mb.models, name)()
+    assert _dyn._unrolls(model)
+    if name == "andrews_squeezer":
+        q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
+    else:
+        q, qd = jnp.asarray([0.3, -0.7, 1.1]), jnp.asarray([0.5, 2.0, -1.5])
+    params, static = eqx.partition(model, eqx.is_array)
+    tau = jnp.linspace(0.5, 1.5, model.nq)
+
+    def derivatives():
+        # The library's function, not this file's jitted one, whose cached trace would
+        # keep the first derivatives.
+        qdd = lambda p, x, xd: mb.forward_dynamics(eqx.combine(p, static), x, xd, tau)  # noqa: E731
+        jac = jax.jit(jax.jacfwd(qdd, argnums=(1, 2)))(params, q, qd)
+        grad = jax.jit(jax.grad(lambda p: jnp.sum(qdd(p, q, qd) ** 2)))(params)
+        return jac, grad
+
+    level_wise = derivatives()
+    monkeypatch.setattr(_dyn, "_unrolled_with_level_wise_derivatives", _dyn._projected_terms_unrolled)
+    own = derivatives()
+    leaves = jax.tree.leaves(level_wise)
+    assert any(float(jnp.max(jnp.abs(x))) > 0.0 for x in leaves)
+    for a, b in zip(leaves, jax.tree.leaves(own)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * max(1.0, float(jnp.max(jnp.abs(b)))))
 
 
 def _loads_by_jacobians(model, q):
