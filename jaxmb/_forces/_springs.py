@@ -127,7 +127,7 @@ class PointToPointSpring(AbstractForce):
 
     def generalized_force(self, model, q, qd, control=None):
         length, pullback = jax.vjp(lambda x: self.length(model, x), q)
-        return -pullback(self.stiffness.astype(q.dtype) * (length - self.rest_length))[0]
+        return -pullback(self.stiffness.astype(q.dtype) * (length - self.rest_length.astype(q.dtype)))[0]
 
 
 class BushingForce(AbstractForce):
