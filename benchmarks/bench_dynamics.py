@@ -14,7 +14,7 @@ jaxmb and MJX: ``jax.jit`` of the call with the model as an argument, single and
 one call at a time from Python. Libraries not installed are skipped with a note
 (``pip install pin mujoco mujoco-mjx``).
 
-    python benchmarks/bench_dynamics.py [--quick] [--n 2,7,20] [--batch-sizes 1,512,4096]
+    python benchmarks/bench_dynamics.py [--quick] [--n 2,7,20] [--batch-sizes 1,512,8192]
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _jaxmb_fns(model):
 def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio", "mujoco"), rounds=None,
         min_time=None, out_dir=H.RESULTS):
     ns = ns or ((7,) if quick else (2, 7, 20))
-    batch_sizes = batch_sizes or ((1, 1024) if quick else (1, 64, 512, 4096))
+    batch_sizes = batch_sizes or ((1, 8192) if quick else (1, 64, 512, 8192))
     rounds = rounds or (3 if quick else 7)
     min_time = min_time or (0.02 if quick else 0.1)
     notes, found = [], {}
@@ -192,7 +192,7 @@ def headline(rows):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="n = 7, batches 1 and 1024, 3 rounds")
+    p.add_argument("--quick", action="store_true", help="n = 7, batches 1 and 8192, 3 rounds")
     p.add_argument("--n", help="comma-separated chain lengths")
     p.add_argument("--batch-sizes", help="comma-separated vmap batch sizes")
     p.add_argument("--libs", default="jaxmb,mjx,pinocchio,mujoco")

@@ -42,6 +42,7 @@ from ._kinematics import (
 from ._kinematics import _ground_frame, _joint_rates_and_gradients
 from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
 from ._model import Model
+from ._batching import batches_in_chunks
 from ._rigid_body import _joint_space_crba, _joint_space_rnea, _projected_terms, _projects
 
 Method = Literal["recursive", "autodiff", "matrix_calculus"]
@@ -111,7 +112,11 @@ def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> F
     between translational ones, kg m between the two.
     """
     _check_method(method)
-    q = coordinate_vector(model, q, "mass_matrix", "q")
+    return _mass_matrix(model, coordinate_vector(model, q, "mass_matrix", "q"), method=method)
+
+
+@batches_in_chunks
+def _mass_matrix(model: Model, q, *, method: Method):
     if method == "recursive":
         jac = joint_gradients(model, q)
         return jac.T @ _joint_space_crba(model, joint_values(model, q)) @ jac
@@ -201,6 +206,11 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
     _check_method(method)
     q = coordinate_vector(model, q, "bias_forces", "q")
     qd = coordinate_vector(model, qd, "bias_forces", "qd", dtype=q.dtype)
+    return _bias_forces(model, q, qd, method=method)
+
+
+@batches_in_chunks
+def _bias_forces(model: Model, q, qd, *, method: Method):
     if method == "recursive":
         f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
         return jac.T @ _joint_space_rnea(model, f, fd, fdd)
@@ -302,6 +312,11 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
     q = coordinate_vector(model, q, "forward_dynamics", "q")
     qd = coordinate_vector(model, qd, "forward_dynamics", "qd", dtype=q.dtype)
     tau = jnp.zeros_like(q) if tau is None else coordinate_vector(model, tau, "forward_dynamics", "tau", dtype=q.dtype)
+    return _forward_dynamics(model, q, qd, tau, method=method)
+
+
+@batches_in_chunks
+def _forward_dynamics(model: Model, q, qd, tau, *, method: Method):
     tau = sum((force.generalized_force(model, q, qd) for force in model.forces), tau)  # jaxmb.AbstractForce, u = 0
     if method == "recursive":
         m, forces = _mass_matrix_and_forces(model, q, qd)
@@ -390,6 +405,11 @@ def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") 
     q = coordinate_vector(model, q, "inverse_dynamics", "q")
     qd = coordinate_vector(model, qd, "inverse_dynamics", "qd", dtype=q.dtype)
     qdd = coordinate_vector(model, qdd, "inverse_dynamics", "qdd", dtype=q.dtype)
+    return _inverse_dynamics(model, q, qd, qdd, method=method)
+
+
+@batches_in_chunks
+def _inverse_dynamics(model: Model, q, qd, qdd, *, method: Method):
     if method == "recursive":
         f, fd, fdd = joint_rates(model, q, qd, qdd)
         tau = joint_gradients(model, q).T @ _joint_space_rnea(model, f, fd, fdd)

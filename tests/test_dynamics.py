@@ -354,3 +354,69 @@ def test_joint_space_loads_equal_jacobian_transpose_route():
         qd = jnp.ones_like(q) * 0.7
         bare = eqx.tree_at(lambda m: m.loads, model, ())
         assert_tree_allclose(forward_dynamics(model, q, qd), forward_dynamics(bare, q, qd, want), rtol=1e-11, normwise=True)
+
+
+# A batch larger than one chunk (jaxmb._batching.CHUNK = 128 states): a plain vmap runs
+# in chunks on CPU.
+_BATCH = 300
+
+
+def _batched_state(n, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(jnp.asarray(rng.uniform(-a, a, (batch, n))) for a in (np.pi, 2.0, 5.0))
+
+
+def test_a_plain_vmap_over_many_states_runs_in_chunks():
+    model = mb.models.planar_chain(2)
+    q, qd, tau = _batched_state(2, _BATCH)
+    calls = (
+        lambda q, qd, tau: mb.forward_dynamics(model, q, qd, tau),
+        lambda q, qd, tau: mb.inverse_dynamics(model, q, qd, tau),
+        lambda q, qd, tau: mb.mass_matrix(model, q),
+        lambda q, qd, tau: mb.bias_forces(model, q, qd),
+    )
+    for fn in calls:
+        # Chunked (a scan over chunks) past one chunk, a single vectorised pass below it.
+        assert "scan" in str(jax.make_jaxpr(jax.vmap(fn))(q, qd, tau))
+        assert "scan" not in str(jax.make_jaxpr(jax.vmap(fn))(q[:64], qd[:64], tau[:64]))
+    every = lambda *x: tuple(fn(*x) for fn in calls)  # noqa: E731
+    # Same values as state by state (lax.map without batch_size: one state per step).
+    assert_tree_allclose(jax.jit(jax.vmap(every))(q, qd, tau),
+                         jax.jit(lambda *x: jax.lax.map(lambda s: every(*s), x))(q, qd, tau),
+                         rtol=1e-12, atol=1e-12, normwise=True)
+
+
+def test_derivatives_of_a_chunked_batch_are_those_of_its_states():
+    model = mb.models.planar_chain(2)
+    q, qd, tau = _batched_state(2, _BATCH, seed=1)
+    fd = lambda model, s: mb.forward_dynamics(model, *s)  # noqa: E731
+
+    def every(model, s):
+        return (fd(model, s), mb.inverse_dynamics(model, *s), mb.mass_matrix(model, s[0]), mb.bias_forces(model, *s[:2]))
+
+    def total(model, q):
+        # The batch compiled on its own inside the derivative (as in `inverse_dynamics_motion`):
+        # the tangent rule's batch axes must agree with the values' (all first).
+        values = jax.jit(jax.vmap(lambda *x: every(model, x)))(q, qd, tau)
+        return sum(jnp.sum(v ** 2 * w) for v, w in zip(values, weights))
+
+    def total_state_by_state(model, q):
+        values = jax.lax.map(lambda s: every(model, s), (q, qd, tau))
+        return sum(jnp.sum(v ** 2 * w) for v, w in zip(values, weights))
+
+    # Weights that tell the batch axis from the others (a sum of squares would not).
+    shapes = jax.eval_shape(lambda: jax.vmap(lambda *x: every(model, x))(q, qd, tau))
+    weights = [jnp.asarray(np.random.default_rng(2).uniform(0.5, 1.5, s.shape)) for s in shapes]
+
+    # Reverse mode, with respect to the states (the model a constant of the batch), and
+    # with respect to the model's parameters and the states.
+    assert_tree_allclose(jax.grad(lambda q: total(model, q))(q), jax.grad(lambda q: total_state_by_state(model, q))(q),
+                         rtol=1e-11, normwise=True)
+    params, static = eqx.partition(model, eqx.is_array)
+    by_params = lambda f: jax.jit(jax.grad(lambda p, q: f(eqx.combine(p, static), q), argnums=(0, 1)))  # noqa: E731
+    assert_tree_allclose(by_params(total)(params, q), by_params(total_state_by_state)(params, q),
+                         rtol=1e-11, normwise=True)
+    # Forward mode under a batch of tangents (jacfwd: a vmap of jvps).
+    jac = jax.jit(jax.vmap(jax.jacfwd(lambda *s: fd(model, s))))(q, qd, tau)
+    jac_one = jax.jit(lambda *x: jax.lax.map(lambda s: jax.jacfwd(lambda *t: fd(model, t))(*s), x))(q, qd, tau)
+    assert_tree_allclose(jac, jac_one, rtol=1e-11, normwise=True)

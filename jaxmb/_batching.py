@@ -1,0 +1,98 @@
+"""Per-state functions whose batches run in cache-sized chunks.
+
+A per-state dynamics function under a plain `jax.vmap` over thousands of states
+becomes a sequence of XLA operations on whole-batch arrays; past a few hundred
+states those intermediates no longer fit the CPU's caches and every operation
+streams them from memory (planar_chain(7) forward dynamics: about 4x dearer per
+state at 8192 states than in chunks of 128; docs/dev/performance.md). The
+decorator below gives such a function a batching rule that maps `vmap`'s batch
+over chunks (`jax.lax.map` with ``batch_size``), so that users write a plain
+`jax.vmap` and get the chunked cost.
+
+Differentiation does not see the rule: the function is a `jax.custom_jvp` whose
+tangent rule is the plain function's, so forward and reverse mode (and their
+batches) are those of the undecorated function.
+"""
+
+import functools
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.custom_batching import custom_vmap
+
+# States per chunk on CPU: the best of 16-256 for planar_chain(7) and (20) forward
+# dynamics in float64 (docs/dev/performance.md); accelerators take the whole batch.
+CHUNK = 128
+
+
+def _batch_axis_first(x):
+    """`x` unchanged, as an operation whose batching rule puts the batch axis first.
+
+    Why: under `vmap` JAX takes a `custom_jvp` call's output batch axes from whichever
+    of its function and its tangent rule it traces first. Staged out by `jit`, that is
+    the function (the chunking rule: axis 0), and the tangent rule traced later for
+    `grad` must agree, while plain batching of its operations may leave the batch on
+    another axis (a transposed product). Concatenation's batching rule moves it to
+    the front; the empty operand costs nothing once compiled."""
+    flat = jnp.reshape(x, (-1,))
+    return jnp.reshape(jax.lax.concatenate([flat, jnp.zeros((0,), flat.dtype)], 0), x.shape)
+
+
+def _chunked(fn: Callable) -> Callable:
+    """`fn(*arrays)` (pytrees of arrays) with a batching rule that runs chunks of `CHUNK`."""
+    batched = custom_vmap(fn)
+
+    @batched.def_vmap
+    def _rule(axis_size, in_batched, *args):
+        leaves, treedef = jax.tree.flatten(args)
+        flags = jax.tree.leaves(in_batched)
+        mapped = [leaf for leaf, flag in zip(leaves, flags) if flag]
+
+        def one(xs):
+            it = iter(xs)
+            full = [next(it) if flag else leaf for leaf, flag in zip(leaves, flags)]
+            return fn(*jax.tree.unflatten(treedef, full))
+
+        if axis_size <= CHUNK or jax.default_backend() != "cpu":
+            out = jax.vmap(one)(mapped)
+        else:
+            out = jax.lax.map(one, mapped, batch_size=CHUNK)
+        return out, jax.tree.map(lambda _: True, out)
+
+    @jax.custom_jvp
+    def chunked(*args):
+        return batched(*args)
+
+    @chunked.defjvp
+    def _tangents(primals, tangents):
+        return jax.tree.map(_batch_axis_first, jax.jvp(fn, primals, tangents))
+
+    return chunked
+
+
+def batches_in_chunks(fn: Callable) -> Callable:
+    """Decorate ``fn(model, *arrays, **static)``: a `jax.vmap` over it runs in chunks of
+    `CHUNK` states on CPU. The model's arrays travel as arguments (a batching rule
+    cannot close over traced values); its static part and the keyword arguments
+    (static options such as ``method``) are closed over."""
+
+    @functools.wraps(fn)
+    def wrapper(model, *args, **static_kwargs):
+        params, static = eqx.partition(model, eqx.is_array)
+
+        def per_state(params, *arrays):
+            return fn(eqx.combine(params, static), *arrays, **static_kwargs)
+
+        # The arrays the function creates from constants (numpy tables, masks) are
+        # hoisted into arguments: `vmap` batches every operand of a `lax.cond` whose
+        # predicate is batched, and a batching rule must see those as arguments too.
+        consts, program = eqx.partition(eqx.filter_closure_convert(per_state, params, *args), eqx.is_array)
+
+        def call(consts, *arrays):
+            return eqx.combine(consts, program)(*arrays)
+
+        return _chunked(call)(consts, params, *args)
+
+    return wrapper
