@@ -3,8 +3,7 @@
 A per-state dynamics function under a plain `jax.vmap` over thousands of states
 becomes a sequence of XLA operations on whole-batch arrays; past a few hundred
 states those intermediates no longer fit the CPU's caches and every operation
-streams them from memory (planar_chain(7) forward dynamics: about 4x dearer per
-state at 8192 states than in chunks of 128; docs/dev/performance.md). The
+streams them from memory (measured in docs/dev/performance.md). The
 decorator below gives such a function a batching rule that maps `vmap`'s batch
 over chunks (`jax.lax.map` with ``batch_size``), so that users write a plain
 `jax.vmap` and get the chunked cost.
@@ -22,8 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-# States per chunk on CPU: the best of 16-256 for planar_chain(7) and (20) forward
-# dynamics in float64 (docs/dev/performance.md); accelerators take the whole batch.
+# States per chunk on CPU (chosen among 16-256 by measuring planar_chain(7) and (20)
+# forward dynamics in float64); accelerators take the whole batch.
 CHUNK = 128
 
 
