@@ -15,8 +15,12 @@ modeling and simulation of musculotendon dynamics. J Biomech Eng 135(2):021005 (
 construction, appendix); OpenSim's ``SegmentedQuinticBezierToolkit``.
 """
 
+import math
+
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._safe import safe_div
@@ -27,23 +31,34 @@ these monotone segments (x'(u) >= 5 c (x_C - x_0) > 0): 6 steps reach round-off 
 MoBL-ARMS's 50 muscles and OpenSim's defaults (tests/test_millard_muscle.py); 12 leave margin."""
 
 _ROOT_EPS = 1.4901161193847656e-08  # sqrt(SimTK::Eps)
-_BINOMIAL5 = (1.0, 5.0, 10.0, 10.0, 5.0, 1.0)
-_BINOMIAL4 = (1.0, 4.0, 6.0, 4.0, 1.0)
 
 
-def corner_control_points(x0, y0, dydx0, x1, y1, dydx1, curviness):
+def _monomial_matrix(n):
+    """M with ``B(u) = sum_k (M @ p)[k] u^k`` for the Bernstein form of degree `n`."""
+    m = np.zeros((n + 1, n + 1))
+    for i in range(n + 1):  # control point i: C(n,i) u^i (1-u)^(n-i)
+        for j in range(n - i + 1):
+            m[i + j, i] = math.comb(n, i) * math.comb(n - i, j) * (-1) ** j
+    return m
+
+
+_TO_MONOMIAL = _monomial_matrix(5)
+_TO_MONOMIAL_DU = (np.arange(1, 6)[:, None] * _TO_MONOMIAL[1:])  # coefficients of dB/du
+
+
+def corner_control_points(x0, y0, dydx0, x1, y1, dydx1, curviness, xp=jnp):
     """The 6 control points (x, y) of a quintic Bezier "corner" from (x0, y0) with slope dydx0
     to (x1, y1) with slope dydx1 (Millard et al. 2013, appendix; OpenSim's
     ``calcQuinticBezierCornerControlPoints``): the two tangent lines meet at (xC, yC); the inner
     control points are doubled at ``p0 + c (pC - p0)`` and ``p1 + c (pC - p1)``, ``c`` the
-    (already scaled) curviness. Returns ``(px, py)``, each ``(6,)``."""
-    parallel = jnp.abs(dydx0 - dydx1) <= _ROOT_EPS
-    xc = jnp.where(parallel, 0.5 * (x0 + x1),
-                   safe_div(y1 - y0 - x1 * dydx1 + x0 * dydx0, jnp.where(parallel, 1.0, dydx0 - dydx1)))
+    (already scaled) curviness. Returns ``(px, py)``, each ``(6,)``; `xp` is the array module
+    (NumPy for concrete parameters, `jax.numpy` to differentiate through the construction)."""
+    parallel = xp.abs(dydx0 - dydx1) <= _ROOT_EPS
+    xc = xp.where(parallel, 0.5 * (x0 + x1), (y1 - y0 - x1 * dydx1 + x0 * dydx0) / xp.where(parallel, 1.0, dydx0 - dydx1))
     yc = (xc - x1) * dydx1 + y1
     xm0, ym0 = x0 + curviness * (xc - x0), y0 + curviness * (yc - y0)
     xm1, ym1 = x1 + curviness * (xc - x1), y1 + curviness * (yc - y1)
-    return jnp.stack([x0, xm0, xm0, xm1, xm1, x1]), jnp.stack([y0, ym0, ym0, ym1, ym1, y1])
+    return xp.stack([x0, xm0, xm0, xm1, xm1, x1]), xp.stack([y0, ym0, ym0, ym1, ym1, y1])
 
 
 def corner_is_c_shaped(x0, y0, dydx0, x1, y1, dydx1) -> bool:
@@ -61,20 +76,23 @@ def corner_is_c_shaped(x0, y0, dydx0, x1, y1, dydx1) -> bool:
     return bool(c > a and c > b)
 
 
-def _bernstein(u, p, coefficients):
-    n = len(coefficients) - 1
-    w = 1.0 - u
-    return sum(c * w ** (n - k) * u ** k * p[..., k] for k, c in enumerate(coefficients))
+def _horner(u, coefficients):
+    c = jnp.unstack(coefficients, axis=-1)
+    out = c[-1]
+    for ck in c[-2::-1]:
+        out = out * u + ck
+    return out
 
 
 def bezier(u, p):
-    """Quintic Bezier polynomial with control points ``p`` (..., 6) at ``u``."""
-    return _bernstein(u, p, _BINOMIAL5)
+    """Quintic Bezier polynomial with control points ``p`` (..., 6) at ``u`` (monomial form,
+    Horner's rule, as OpenSim expands it)."""
+    return _horner(u, p @ _TO_MONOMIAL.T.astype(p.dtype))
 
 
 def bezier_du(u, p):
-    """``d bezier / du``: 5 times the quartic Bezier of the control point differences."""
-    return 5.0 * _bernstein(u, p[..., 1:] - p[..., :-1], _BINOMIAL4)
+    """``d bezier / du``."""
+    return _horner(u, p @ _TO_MONOMIAL_DU.T.astype(p.dtype))
 
 
 @jax.custom_jvp
@@ -114,8 +132,9 @@ def segmented_curve(x: Float[ArrayLike, "*b"], px: Float[Array, "n 6"], py: Floa
     ``(dy/du) / (dx/du)``. Differentiable (any order) in ``x`` and the control points."""
     x = jnp.asarray(x)
     xa, xb = px[0, 0], px[-1, 5]
-    xc = jnp.clip(x, xa, xb)
-    idx = jnp.clip(jnp.sum(xc[..., None] >= px[1:, 0], axis=-1), 0, px.shape[0] - 1)
+    xc = jnp.where(x < xa, xa, jnp.where(x > xb, xb, x))  # (not jnp.clip: its gradient is 1/2 at the ends)
+    starts = jnp.reshape(px[1:, 0], (1,) * xc.ndim + (px.shape[0] - 1,))
+    idx = jnp.clip(jnp.sum(xc[..., None] >= starts, axis=-1), 0, px.shape[0] - 1)
     pxi, pyi = px[idx], py[idx]
     u = bezier_parameter(xc, pxi)
     y = bezier(u, pyi)
@@ -123,3 +142,17 @@ def segmented_curve(x: Float[ArrayLike, "*b"], px: Float[Array, "n 6"], py: Floa
     below, above = x < xa, x > xb
     value = jnp.where(below, py[0, 0] + dydx0 * (x - xa), jnp.where(above, py[-1, 5] + dydx1 * (x - xb), y))
     return value, jnp.where(below, dydx0, jnp.where(above, dydx1, slope))
+
+
+class SegmentedQuinticCurve(eqx.Module):
+    """A segmented quintic Bezier curve ``y(x)`` as array leaves: control points `px`, `py`
+    ``(n, 6)`` and the slopes of its linear extrapolation below and above its domain. Calling it
+    gives ``(y, dy/dx)`` (`segmented_curve`)."""
+
+    px: Float[Array, "n 6"]
+    py: Float[Array, "n 6"]
+    slope_below: Float[Array, ""]
+    slope_above: Float[Array, ""]
+
+    def __call__(self, x):
+        return segmented_curve(x, self.px, self.py, self.slope_below, self.slope_above)

@@ -5,11 +5,12 @@ import math
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from .._safe import sqrt0
-from ._bezier import segmented_curve
+from ._bezier import SegmentedQuinticCurve
 from ._checks import concrete
 from ._millard_curves import (FIBER_DEFAULTS, TENDON_DEFAULTS, active_force_length_curve,
                               active_force_length_problems, fiber_force_length_curve, fiber_force_length_problems,
@@ -112,28 +113,10 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
     fiber_damping: Float[Array, ""]
     minimum_activation: Float[Array, ""]
     maximum_pennation_angle: Float[Array, ""]
-    active_min_norm_fiber_length: Float[Array, ""]
-    active_transition_norm_fiber_length: Float[Array, ""]
-    active_max_norm_fiber_length: Float[Array, ""]
-    active_shallow_ascending_slope: Float[Array, ""]
-    active_minimum_value: Float[Array, ""]
-    fv_concentric_slope_at_vmax: Float[Array, ""]
-    fv_concentric_slope_near_vmax: Float[Array, ""]
-    fv_isometric_slope: Float[Array, ""]
-    fv_eccentric_slope_at_vmax: Float[Array, ""]
-    fv_eccentric_slope_near_vmax: Float[Array, ""]
-    fv_max_eccentric_multiplier: Float[Array, ""]
-    fv_concentric_curviness: Float[Array, ""]
-    fv_eccentric_curviness: Float[Array, ""]
-    passive_strain_at_zero_force: Float[Array, ""]
-    passive_strain_at_one_norm_force: Float[Array, ""]
-    passive_stiffness_at_low_force: Float[Array, ""]
-    passive_stiffness_at_one_norm_force: Float[Array, ""]
-    passive_curviness: Float[Array, ""]
-    tendon_strain_at_one_norm_force: Float[Array, ""]
-    tendon_stiffness_at_one_norm_force: Float[Array, ""]
-    tendon_norm_force_at_toe_end: Float[Array, ""]
-    tendon_curviness: Float[Array, ""]
+    active_force_length: SegmentedQuinticCurve
+    force_velocity: SegmentedQuinticCurve
+    passive_force_length: SegmentedQuinticCurve
+    tendon_force_length: SegmentedQuinticCurve
     compliant_tendon: bool = eqx.field(static=True)
     damped: bool = eqx.field(static=True)
 
@@ -152,39 +135,59 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         self.fiber_damping = _leaf(fiber_damping)
         self.minimum_activation = _leaf(minimum_activation)
         self.maximum_pennation_angle = _leaf(maximum_pennation_angle)
-        for field, (_, _, default) in CURVE_PROPERTIES.items():
-            value = curve_parameters.get(field, default)
-            if value is not None:
-                setattr(self, field, _leaf(value))
-        self._fitted_defaults(curve_parameters, name)
+        p = {f: _leaf(curve_parameters.get(f, d)) for f, (_, _, d) in CURVE_PROPERTIES.items()
+             if curve_parameters.get(f, d) is not None}
+        self._fitted_defaults(p, name)
         if concrete(self.fiber_damping):
             self.damped = bool(float(self.fiber_damping) >= MIN_NONZERO_DAMPING)
         else:
             self.damped = True
-        self._check(name)
+        self._check(p, name)
+        # NumPy builds the control points of concrete parameters (fast at import); jax.numpy
+        # where they are traced, so that gradients reach the curve parameters
+        xp = np if all(concrete(v) for v in p.values()) else jnp
+        q = {f: (np.asarray(v, dtype=np.float64) if xp is np else v) for f, v in p.items()}
+        ylow, con_at, ecc_at = self._in_use(q["active_minimum_value"], q["fv_concentric_slope_at_vmax"],
+                                            q["fv_eccentric_slope_at_vmax"], q["fv_concentric_slope_near_vmax"],
+                                            q["fv_eccentric_slope_near_vmax"], xp.maximum)
+        built = (
+            active_force_length_curve(q["active_min_norm_fiber_length"], q["active_transition_norm_fiber_length"],
+                                      q["active_max_norm_fiber_length"], q["active_shallow_ascending_slope"], ylow,
+                                      xp=xp),
+            force_velocity_curve(con_at, q["fv_concentric_slope_near_vmax"], q["fv_isometric_slope"], ecc_at,
+                                 q["fv_eccentric_slope_near_vmax"], q["fv_max_eccentric_multiplier"],
+                                 q["fv_concentric_curviness"], q["fv_eccentric_curviness"], xp=xp),
+            fiber_force_length_curve(q["passive_strain_at_zero_force"], q["passive_strain_at_one_norm_force"],
+                                     q["passive_stiffness_at_low_force"], q["passive_stiffness_at_one_norm_force"],
+                                     q["passive_curviness"], xp=xp),
+            tendon_force_length_curve(q["tendon_strain_at_one_norm_force"], q["tendon_stiffness_at_one_norm_force"],
+                                      q["tendon_norm_force_at_toe_end"], q["tendon_curviness"], xp=xp))
+        dtype = self.optimal_fiber_length.dtype
+        (self.active_force_length, self.force_velocity, self.passive_force_length,
+         self.tendon_force_length) = (SegmentedQuinticCurve(*(jnp.asarray(a, dtype=dtype) for a in c)) for c in built)
 
-    def _fitted_defaults(self, given, name):
+    @staticmethod
+    def _fitted_defaults(p, name):
         """OpenSim's fitted passive and tendon curves where all their optional properties are absent."""
         for fields, defaults in (
                 (("passive_stiffness_at_low_force", "passive_stiffness_at_one_norm_force", "passive_curviness"),
-                 lambda: FIBER_DEFAULTS(self.passive_strain_at_zero_force, self.passive_strain_at_one_norm_force)),
+                 lambda: FIBER_DEFAULTS(p["passive_strain_at_zero_force"], p["passive_strain_at_one_norm_force"])),
                 (("tendon_stiffness_at_one_norm_force", "tendon_norm_force_at_toe_end", "tendon_curviness"),
-                 lambda: TENDON_DEFAULTS(self.tendon_strain_at_one_norm_force))):
-            present = [given.get(f) is not None for f in fields]
+                 lambda: TENDON_DEFAULTS(p["tendon_strain_at_one_norm_force"]))):
+            present = [f in p for f in fields]
             if all(present):
                 continue
             if any(present):
                 raise ModelError(f"muscle {name!r}: give all of {[CURVE_PROPERTIES[f][1] for f in fields]} of its "
                                  f"{CURVE_PROPERTIES[fields[0]][0]} or none of them (OpenSim's fitted curve).")
-            for f, v in zip(fields, defaults()):
-                setattr(self, f, _leaf(v) * jnp.ones_like(self.optimal_fiber_length))
+            p.update({f: _leaf(v) for f, v in zip(fields, defaults())})
 
-    def _check(self, name):
+    def _check(self, p, name):
         leaves = [self.pennation_angle_at_optimal, self.maximum_pennation_angle, self.fiber_damping,
-                  self.minimum_activation] + [getattr(self, f) for f in CURVE_PROPERTIES]
+                  self.minimum_activation] + list(p.values())
         if not all(concrete(x) for x in leaves) or any(jnp.ndim(x) for x in leaves):
-            return  # traced or stacked (e.g. under jax.vmap): checked where built
-        g = {f: float(getattr(self, f)) for f in CURVE_PROPERTIES}
+            return  # traced or stacked (e.g. under jax.vmap): not checked
+        g = {f: float(v) for f, v in p.items()}
         problems = []
         if not 0.0 <= float(self.pennation_angle_at_optimal) < math.pi / 2 - _SIGNIFICANT_REAL:
             problems.append(f"pennation_angle_at_optimal must be in [0, pi/2), got {float(self.pennation_angle_at_optimal)}")
@@ -199,7 +202,7 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
             problems.append(f"minimum_activation must be non-negative, got {float(self.minimum_activation)}")
         ylow, con_at, ecc_at = self._in_use(g["active_minimum_value"], g["fv_concentric_slope_at_vmax"],
                                             g["fv_eccentric_slope_at_vmax"], g["fv_concentric_slope_near_vmax"],
-                                            g["fv_eccentric_slope_near_vmax"], python=True)
+                                            g["fv_eccentric_slope_near_vmax"], max)
         problems += active_force_length_problems(g["active_min_norm_fiber_length"],
                                                  g["active_transition_norm_fiber_length"],
                                                  g["active_max_norm_fiber_length"], ylow,
@@ -217,41 +220,18 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
             raise ModelError(f"muscle {name!r}: " + "; ".join(problems) + " (OpenSim 4.6 refuses these too).")
 
     # -- curves, with OpenSim's parameter updates -------------------------------------------
-    def _in_use(self, ylow, con_at, ecc_at, con_near, ecc_near, python=False):
+    def _in_use(self, ylow, con_at, ecc_at, con_near, ecc_near, mx):
         """OpenSim's updates (``extendFinalizeFromProperties``) of the active curve's minimum and
-        the force-velocity slopes at vmax."""
-        mx = max if python else jnp.maximum
+        the force-velocity slopes at vmax (`mx`: the maximum of two numbers)."""
         if self.compliant_tendon and not self.damped:  # the classic model
             return mx(ylow, 0.1), mx(con_at, 0.5 * con_near), mx(ecc_at, 0.5 * ecc_near)
         return 0.0 * ylow, 0.0 * con_at, 0.0 * ecc_at
 
-    def _active_curve(self):
-        ylow, _, _ = self._in_use(self.active_minimum_value, 0.0, 0.0, 0.0, 0.0)
-        return active_force_length_curve(self.active_min_norm_fiber_length, self.active_transition_norm_fiber_length,
-                                         self.active_max_norm_fiber_length, self.active_shallow_ascending_slope, ylow)
-
-    def _velocity_curve(self):
-        _, con_at, ecc_at = self._in_use(0.0, self.fv_concentric_slope_at_vmax, self.fv_eccentric_slope_at_vmax,
-                                         self.fv_concentric_slope_near_vmax, self.fv_eccentric_slope_near_vmax)
-        return force_velocity_curve(con_at, self.fv_concentric_slope_near_vmax, self.fv_isometric_slope, ecc_at,
-                                    self.fv_eccentric_slope_near_vmax, self.fv_max_eccentric_multiplier,
-                                    self.fv_concentric_curviness, self.fv_eccentric_curviness)
-
-    def _passive_curve(self):
-        return fiber_force_length_curve(self.passive_strain_at_zero_force, self.passive_strain_at_one_norm_force,
-                                        self.passive_stiffness_at_low_force, self.passive_stiffness_at_one_norm_force,
-                                        self.passive_curviness)
-
-    def _tendon_curve(self):
-        return tendon_force_length_curve(self.tendon_strain_at_one_norm_force, self.tendon_stiffness_at_one_norm_force,
-                                         self.tendon_norm_force_at_toe_end, self.tendon_curviness)
-
-    def curves(self):
-        """The four curves, each ``(px, py, dydx0, dydx1)`` (control points ``(n, 6)`` and end
-        slopes) for [`segmented_curve`][jaxmb._muscles._bezier.segmented_curve], as OpenSim uses
-        them (after its parameter updates): active force-length, force-velocity, passive
-        force-length, tendon force-length."""
-        return self._active_curve(), self._velocity_curve(), self._passive_curve(), self._tendon_curve()
+    def curves(self) -> tuple[SegmentedQuinticCurve, ...]:
+        """The four curves as OpenSim uses them (after its parameter updates): active
+        force-length, force-velocity, passive force-length, tendon force-length; each called
+        on a normalised length or velocity gives ``(value, slope)``."""
+        return self.active_force_length, self.force_velocity, self.passive_force_length, self.tendon_force_length
 
     def _damping(self):
         return self.fiber_damping if self.damped else jnp.zeros_like(self.fiber_damping)
@@ -263,17 +243,17 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         return jnp.clip(a, lo, 1.0)
 
     def _fiber_multipliers(self, a, l_norm, v_norm):
-        fl, _ = segmented_curve(l_norm, *self._active_curve())
-        fpe, _ = segmented_curve(l_norm, *self._passive_curve())
-        fv, _ = segmented_curve(v_norm, *self._velocity_curve())
+        fl, _ = self.active_force_length(l_norm)
+        fpe, _ = self.passive_force_length(l_norm)
+        fv, _ = self.force_velocity(v_norm)
         return fl, fpe, fv, self._damping() * v_norm
 
     def _tendon_multiplier(self, lt_norm):
-        return segmented_curve(lt_norm, *self._tendon_curve())[0]
+        return self.tendon_force_length(lt_norm)[0]
 
     def _tendon_length_at_five(self):
-        # the tendon curve is linear, slope kIso, through (1 + e0, 1) beyond the toe
-        return 1.0 + self.tendon_strain_at_one_norm_force + 4.0 / self.tendon_stiffness_at_one_norm_force
+        t = self.tendon_force_length  # linear beyond the toe's end
+        return t.px[-1, 5] + (5.0 - t.py[-1, 5]) / t.slope_above
 
     def minimum_fiber_length(self) -> Float[Array, ""]:
         """OpenSim's shortest fibre (m): the largest of the active curve's start
@@ -283,7 +263,7 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         sin_max = jnp.sin(self.maximum_pennation_angle)
         pennated = jnp.where(self.maximum_pennation_angle > _SIGNIFICANT_REAL,
                              self.fiber_width() / jnp.where(sin_max > 0.0, sin_max, 1.0), 0.01 * lo)
-        return jnp.maximum(_SIGNIFICANT_REAL, jnp.maximum(self.active_min_norm_fiber_length * lo, pennated))
+        return jnp.maximum(_SIGNIFICANT_REAL, jnp.maximum(self.active_force_length.px[0, 0] * lo, pennated))
 
     def _minimum_fiber_length_along_tendon(self):
         lmin, h = self.minimum_fiber_length(), self.fiber_width()

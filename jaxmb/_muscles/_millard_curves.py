@@ -16,6 +16,7 @@ modeling and simulation of musculotendon dynamics. J Biomech Eng 135(2):021005; 
 import math
 
 import jax.numpy as jnp
+import numpy as np
 
 from ._bezier import corner_control_points, corner_is_c_shaped
 
@@ -27,9 +28,10 @@ def scale_curviness(curviness):
     return 0.1 + 0.8 * curviness
 
 
-def _stack(corners, curviness):
-    pts = [corner_control_points(*p0, *p1, c) for (p0, p1), c in zip(corners, curviness)]
-    return jnp.stack([p[0] for p in pts]), jnp.stack([p[1] for p in pts])
+def _stack(corners, curviness, xp):
+    pts = [corner_control_points(*(xp.asarray(v) for v in p0 + p1), c, xp=xp)
+           for (p0, p1), c in zip(corners, curviness)]
+    return xp.stack([p[0] for p in pts]), xp.stack([p[1] for p in pts])
 
 
 def _corner_problems(corners, what):
@@ -57,15 +59,15 @@ def _active_corners(x0, x1, x3, ylow, dydx):
 
 
 def active_force_length_curve(min_norm_active_fiber_length, transition_norm_fiber_length,
-                              max_norm_active_fiber_length, shallow_ascending_slope, minimum_value):
+                              max_norm_active_fiber_length, shallow_ascending_slope, minimum_value, xp=jnp):
     """Active force-length curve (Millard et al. 2013; OpenSim's ``ActiveForceLengthCurve``):
     five corners from ``(x0, ymin)`` through the steep and shallow ascending limbs to the plateau
     ``(1, 1)`` and down to ``(x3, ymin)``, curviness 1 (OpenSim fixes it); flat (``ymin``) beyond."""
     corners = _active_corners(min_norm_active_fiber_length, transition_norm_fiber_length,
                               max_norm_active_fiber_length, minimum_value, shallow_ascending_slope)
     c = scale_curviness(1.0)
-    px, py = _stack(corners, [c] * 5)
-    return px, py, jnp.zeros_like(px[0, 0]), jnp.zeros_like(px[0, 0])
+    px, py = _stack(corners, [c] * 5, xp)
+    return px, py, xp.zeros_like(px[0, 0]), xp.zeros_like(px[0, 0])
 
 
 def active_force_length_problems(x0, x1, x3, ylow, dydx):
@@ -96,7 +98,7 @@ def _velocity_corners(fmax_e, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e
 
 def force_velocity_curve(concentric_slope_at_vmax, concentric_slope_near_vmax, isometric_slope,
                          eccentric_slope_at_vmax, eccentric_slope_near_vmax, max_eccentric_velocity_force_multiplier,
-                         concentric_curviness, eccentric_curviness):
+                         concentric_curviness, eccentric_curviness, xp=jnp):
     """Force-velocity curve (Millard et al. 2013; OpenSim's ``ForceVelocityCurve``): four
     corners through ``(-1, 0)``, ``(-0.9, .)``, ``(0, 1)``, ``(0.9, .)``, ``(1, fmaxE)`` with the
     given slopes; linear beyond ``[-1, 1]`` with the slopes at vmax."""
@@ -104,8 +106,8 @@ def force_velocity_curve(concentric_slope_at_vmax, concentric_slope_near_vmax, i
                                 concentric_slope_near_vmax, isometric_slope, eccentric_slope_at_vmax,
                                 eccentric_slope_near_vmax)
     cc, ce = scale_curviness(concentric_curviness), scale_curviness(eccentric_curviness)
-    px, py = _stack(corners, [cc, cc, ce, ce])
-    return px, py, jnp.asarray(concentric_slope_at_vmax) * 1.0, jnp.asarray(eccentric_slope_at_vmax) * 1.0
+    px, py = _stack(corners, [cc, cc, ce, ce], xp)
+    return px, py, xp.asarray(concentric_slope_at_vmax) * 1.0, xp.asarray(eccentric_slope_at_vmax) * 1.0
 
 
 def force_velocity_problems(dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e, fmax_e, conc_curv, ecc_curv):
@@ -136,9 +138,9 @@ def force_velocity_problems(dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e, 
 # ---------------------------------------------------------------------------------------------
 # passive (fibre) force-length
 # ---------------------------------------------------------------------------------------------
-def _fiber_corners(e_zero, e_iso, k_low, k_iso):
+def _fiber_corners(e_zero, e_iso, k_low, k_iso, xp=np):
     x_zero, x_iso = 1.0 + e_zero, 1.0 + e_iso
-    delta = jnp.minimum(0.1 / k_iso, 0.1 * (x_iso - x_zero))
+    delta = xp.minimum(0.1 / k_iso, 0.1 * (x_iso - x_zero))
     x_low = x_zero + delta
     y_low = k_low * (x_low - (x_zero + 0.5 * delta))
     pts = [(x_zero, 0.0, 0.0), (x_low, y_low, k_low), (x_iso, 1.0, k_iso)]
@@ -146,15 +148,15 @@ def _fiber_corners(e_zero, e_iso, k_low, k_iso):
 
 
 def fiber_force_length_curve(strain_at_zero_force, strain_at_one_norm_force, stiffness_at_low_force,
-                             stiffness_at_one_norm_force, curviness):
+                             stiffness_at_one_norm_force, curviness, xp=jnp):
     """Passive fibre force-length curve (Millard et al. 2013; OpenSim's
     ``FiberForceLengthCurve``): zero up to ``1 + e0``, two corners to ``(1 + e1, 1)`` with slope
     ``kIso``; linear beyond."""
     corners = _fiber_corners(strain_at_zero_force, strain_at_one_norm_force, stiffness_at_low_force,
-                             stiffness_at_one_norm_force)
+                             stiffness_at_one_norm_force, xp)
     c = scale_curviness(curviness)
-    px, py = _stack(corners, [c, c])
-    return px, py, jnp.zeros_like(px[0, 0]), jnp.asarray(stiffness_at_one_norm_force) * 1.0
+    px, py = _stack(corners, [c, c], xp)
+    return px, py, xp.zeros_like(px[0, 0]), xp.asarray(stiffness_at_one_norm_force) * 1.0
 
 
 def fiber_force_length_problems(e_zero, e_iso, k_low, k_iso, curviness):
@@ -190,14 +192,14 @@ def _tendon_corners(e_iso, k_iso, f_toe):
 
 
 def tendon_force_length_curve(strain_at_one_norm_force, stiffness_at_one_norm_force, norm_force_at_toe_end,
-                              curviness):
+                              curviness, xp=jnp):
     """Tendon force-length curve (Millard et al. 2013; OpenSim's ``TendonForceLengthCurve``):
     zero for a slack tendon (``lt <= 1``), a toe of two corners up to ``norm_force_at_toe_end``,
     then linear with slope ``kIso`` through ``(1 + e0, 1)``."""
     corners = _tendon_corners(strain_at_one_norm_force, stiffness_at_one_norm_force, norm_force_at_toe_end)
     c = scale_curviness(curviness)
-    px, py = _stack(corners, [c, c])
-    return px, py, jnp.zeros_like(px[0, 0]), jnp.asarray(stiffness_at_one_norm_force) * 1.0
+    px, py = _stack(corners, [c, c], xp)
+    return px, py, xp.zeros_like(px[0, 0]), xp.asarray(stiffness_at_one_norm_force) * 1.0
 
 
 def tendon_force_length_problems(e_iso, k_iso, f_toe, curviness):
