@@ -61,8 +61,15 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
     ``F_M = F_max (a f_L f_V + f_PE + beta v/(v_max l_o))`` (Millard et al. 2013, Eq. 8, the
     damped model; ``beta`` = `fiber_damping`), pennated at constant thickness; the activation is
     clamped to ``[minimum_activation, 1]``, and the fibre to OpenSim's shortest length
-    ``max(l_min,fL l_o, h / sin(maximum_pennation_angle))``, where (fibre shortening further)
-    OpenSim sets the fibre forces and velocity to zero, as here.
+    ``max(min_norm_active_fiber_length l_o, h / sin(maximum_pennation_angle))``, where (fibre
+    shortening further) OpenSim sets the fibre forces and velocity to zero, as here.
+
+    The curve parameters are not stored: the constructor builds the curves' control points
+    once (fields `active_force_length`, `force_velocity`, `passive_force_length`,
+    `tendon_force_length`, array leaves; NumPy for concrete parameters, `jax.numpy` where they are
+    traced). `jax.grad` reaches the forces, lengths, angles, damping and control points; for the
+    derivative with respect to a curve parameter, construct the model inside the differentiated
+    function.
 
     OpenSim's parameter updates are applied where the curves are built: with a rigid tendon or
     the damped model (`fiber_damping` >= 0.001) the active curve's minimum is 0 and the
