@@ -325,13 +325,20 @@ _SLACK = "<tendon_slack_length>0.2</tendon_slack_length>"
 
 def test_import_reads_curve_properties(tmp_path):
     text = _TEMPLATE.replace(_SLACK, _SLACK + "<ignore_tendon_compliance>true</ignore_tendon_compliance>"
+                             + "<deactivation_time_constant>0.05</deactivation_time_constant>"
                              + _curve_xml("TendonForceLengthCurve", strain_at_one_norm_force=0.04,
                                           stiffness_at_one_norm_force=40, norm_force_at_toe_end=0.5, curviness=0.7)
                              + _curve_xml("ActiveForceLengthCurve", max_norm_active_fiber_length=1.7))
     p = tmp_path / "m.osim"
     p.write_text(text)
-    fm = mb.load_osim(p).muscles[0].force_model
+    muscle = mb.load_osim(p).muscles[0]
+    fm = muscle.force_model
     assert isinstance(fm, mb.Millard2012EquilibriumMuscle) and not fm.compliant_tendon
+    act = muscle.activation_dynamics  # OpenSim's Millard defaults: 0.01 s activation, 0.01 minimum
+    assert (float(act.activation_time_constant), float(act.deactivation_time_constant),
+            float(act.minimum_activation)) == (0.01, 0.05, 0.01)
+    p.write_text(text.replace(_SLACK, _SLACK + "<ignore_activation_dynamics>true</ignore_activation_dynamics>"))
+    assert mb.load_osim(p).muscles[0].activation_dynamics is None
     assert float(fm.tendon_force_length.slope_above) == 40.0
     assert float(fm.active_force_length.px[-1, 5]) == 1.7
 

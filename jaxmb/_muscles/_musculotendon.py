@@ -1,8 +1,8 @@
 """The family of Hill-type musculotendon force models: a contractile fibre in parallel with a
 passive element, pennated at constant thickness, in series with a rigid or compliant tendon.
 
-Each final model (`Thelen2003Muscle`, `DeGrooteFregly2016Muscle`) supplies its normalised
-curves; the geometry (OpenSim's ``MuscleFixedWidthPennationModel``), the rigid-tendon fibre
+Each final model (`Thelen2003Muscle`, `Millard2012EquilibriumMuscle`,
+`DeGrooteFregly2016Muscle`) supplies its normalised curves; the geometry (OpenSim's ``MuscleFixedWidthPennationModel``), the rigid-tendon fibre
 length and the compliant-tendon equilibrium are computed here, once for the whole family.
 
 The compliant-tendon equilibrium is a bracketed Newton iteration of fixed length on the fibre
