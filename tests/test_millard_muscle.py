@@ -352,6 +352,7 @@ def test_import_reads_curve_properties(tmp_path):
     (_curve_xml("TendonForceLengthCurve", stiffness_at_one_norm_force=40, norm_force_at_toe_end=1.5, curviness=0.5),
      r"norm_force_at_toe_end must be in \(0, 1\)"),
     (_curve_xml("TendonForceLengthCurve", curviness=0.5), "give all of"),
+    (_curve_xml("ActiveForceLengthCurve", minimum_value=-0.1), "minimum_value must be non-negative"),
     ("<fiber_damping>0</fiber_damping><minimum_activation>0</minimum_activation>",
      "minimum_activation must be at least 0.01"),
     ("<fiber_damping>-0.1</fiber_damping>", "fiber_damping must be non-negative"),

@@ -55,7 +55,8 @@ def corner_control_points(x0, y0, dydx0, x1, y1, dydx1, curviness, xp=jnp):
     (already scaled) curviness. Returns ``(px, py)``, each ``(6,)``; `xp` is the array module
     (NumPy for concrete parameters, `jax.numpy` to differentiate through the construction)."""
     parallel = xp.abs(dydx0 - dydx1) <= _ROOT_EPS
-    xc = xp.where(parallel, 0.5 * (x0 + x1), (y1 - y0 - x1 * dydx1 + x0 * dydx0) / xp.where(parallel, 1.0, dydx0 - dydx1))
+    denominator = xp.where(parallel, 1.0, dydx0 - dydx1)
+    xc = xp.where(parallel, 0.5 * (x0 + x1), (y1 - y0 - x1 * dydx1 + x0 * dydx0) / denominator)
     yc = (xc - x1) * dydx1 + y1
     xm0, ym0 = x0 + curviness * (xc - x0), y0 + curviness * (yc - y0)
     xm1, ym1 = x1 + curviness * (xc - x1), y1 + curviness * (yc - y1)

@@ -156,7 +156,8 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         q = {f: (np.asarray(v, dtype=np.float64) if xp is np else v) for f, v in p.items()}
         ylow, con_at, ecc_at = self._in_use(q["active_minimum_value"], q["fv_concentric_slope_at_vmax"],
                                             q["fv_eccentric_slope_at_vmax"], q["fv_concentric_slope_near_vmax"],
-                                            q["fv_eccentric_slope_near_vmax"], xp.maximum)
+                                            q["fv_eccentric_slope_near_vmax"], xp.maximum,
+                                            xp.minimum)
         built = (
             active_force_length_curve(q["active_min_norm_fiber_length"], q["active_transition_norm_fiber_length"],
                                       q["active_max_norm_fiber_length"], q["active_shallow_ascending_slope"], ylow,
@@ -197,7 +198,8 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         g = {f: float(v) for f, v in p.items()}
         problems = []
         if not 0.0 <= float(self.pennation_angle_at_optimal) < math.pi / 2 - _SIGNIFICANT_REAL:
-            problems.append(f"pennation_angle_at_optimal must be in [0, pi/2), got {float(self.pennation_angle_at_optimal)}")
+            problems.append("pennation_angle_at_optimal must be in [0, pi/2), got "
+                            f"{float(self.pennation_angle_at_optimal)}")
         if not 0.0 <= float(self.maximum_pennation_angle) <= math.pi / 2:
             problems.append(f"maximum_pennation_angle must be in [0, pi/2], got {float(self.maximum_pennation_angle)}")
         if float(self.fiber_damping) < 0.0:
@@ -209,7 +211,7 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
             problems.append(f"minimum_activation must be non-negative, got {float(self.minimum_activation)}")
         ylow, con_at, ecc_at = self._in_use(g["active_minimum_value"], g["fv_concentric_slope_at_vmax"],
                                             g["fv_eccentric_slope_at_vmax"], g["fv_concentric_slope_near_vmax"],
-                                            g["fv_eccentric_slope_near_vmax"], max)
+                                            g["fv_eccentric_slope_near_vmax"], max, min)
         problems += active_force_length_problems(g["active_min_norm_fiber_length"],
                                                  g["active_transition_norm_fiber_length"],
                                                  g["active_max_norm_fiber_length"], ylow,
@@ -217,7 +219,8 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         problems += force_velocity_problems(con_at, g["fv_concentric_slope_near_vmax"], g["fv_isometric_slope"], ecc_at,
                                             g["fv_eccentric_slope_near_vmax"], g["fv_max_eccentric_multiplier"],
                                             g["fv_concentric_curviness"], g["fv_eccentric_curviness"])
-        problems += fiber_force_length_problems(g["passive_strain_at_zero_force"], g["passive_strain_at_one_norm_force"],
+        problems += fiber_force_length_problems(g["passive_strain_at_zero_force"],
+                                                g["passive_strain_at_one_norm_force"],
                                                 g["passive_stiffness_at_low_force"],
                                                 g["passive_stiffness_at_one_norm_force"], g["passive_curviness"])
         problems += tendon_force_length_problems(g["tendon_strain_at_one_norm_force"],
@@ -227,12 +230,13 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
             raise ModelError(f"muscle {name!r}: " + "; ".join(problems) + " (OpenSim 4.6 refuses these too).")
 
     # -- curves, with OpenSim's parameter updates -------------------------------------------
-    def _in_use(self, ylow, con_at, ecc_at, con_near, ecc_near, mx):
+    def _in_use(self, ylow, con_at, ecc_at, con_near, ecc_near, mx, mn):
         """OpenSim's updates (``extendFinalizeFromProperties``) of the active curve's minimum and
-        the force-velocity slopes at vmax (`mx`: the maximum of two numbers)."""
+        the force-velocity slopes at vmax (`mx`, `mn`: the maximum, minimum of two numbers);
+        a negative value is kept (and refused by the curve's checks), as in OpenSim."""
         if self.compliant_tendon and not self.damped:  # the classic model
             return mx(ylow, 0.1), mx(con_at, 0.5 * con_near), mx(ecc_at, 0.5 * ecc_near)
-        return 0.0 * ylow, 0.0 * con_at, 0.0 * ecc_at
+        return mn(ylow, 0.0), mn(con_at, 0.0), mn(ecc_at, 0.0)
 
     def curves(self) -> tuple[SegmentedQuinticCurve, ...]:
         """The four curves as OpenSim uses them (after its parameter updates): active

@@ -14,7 +14,8 @@ def _groups(model):
     for i, m in enumerate(model.muscles):
         if m.force_model is None:
             raise ModelError(f"muscle {m.name!r} ({m.kind}) has no force model: jaxmb computes the forces of "
-                             "Thelen2003Muscle, Millard2012EquilibriumMuscle and DeGrooteFregly2016Muscle; give it one with "
+                             "Thelen2003Muscle, Millard2012EquilibriumMuscle and DeGrooteFregly2016Muscle; "
+                             "give it one with "
                              "eqx.tree_at(lambda m: m.force_model, muscle, jaxmb.DeGrooteFregly2016Muscle(...), "
                              "is_leaf=lambda x: x is None).")
         groups.setdefault(jax.tree_util.tree_structure(m.force_model), []).append(i)
