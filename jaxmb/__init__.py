@@ -86,6 +86,7 @@ from ._muscles import AbstractActivationDynamics as AbstractActivationDynamics
 from ._muscles import AbstractMusculotendonModel as AbstractMusculotendonModel
 from ._muscles import DeGrooteActivation as DeGrooteActivation
 from ._muscles import DeGrooteFregly2016Muscle as DeGrooteFregly2016Muscle
+from ._muscles import Millard2012EquilibriumMuscle as Millard2012EquilibriumMuscle
 from ._muscles import FirstOrderActivation as FirstOrderActivation
 from ._muscles import muscle_forces as muscle_forces
 from ._muscles import muscle_states as muscle_states

@@ -10,7 +10,7 @@ moment-arm matrix follows the biomechanics sign ``R = -dL/dq`` (nq, n_muscles),
 so that the generalized force of the tensions ``F`` is ``R @ F``.
 
 Each muscle may carry a Hill-type force model (`Thelen2003Muscle`,
-`DeGrooteFregly2016Muscle`, of the family `AbstractMusculotendonModel`) and activation
+`Millard2012EquilibriumMuscle`, `DeGrooteFregly2016Muscle`, of the family `AbstractMusculotendonModel`) and activation
 dynamics (`FirstOrderActivation`, `DeGrooteActivation`); `muscle_forces` gives the tendon
 forces ``F`` of all of them at once.
 """
@@ -21,6 +21,7 @@ from ._activation import FirstOrderActivation as FirstOrderActivation
 from ._cylinder import WrapCylinder as WrapCylinder
 from ._degroote import DeGrooteFregly2016Muscle as DeGrooteFregly2016Muscle
 from ._ellipsoid import WrapEllipsoid as WrapEllipsoid
+from ._millard import Millard2012EquilibriumMuscle as Millard2012EquilibriumMuscle
 from ._moment_arms import gmlav_loads as gmlav_loads
 from ._moment_arms import moment_arm_derivatives as moment_arm_derivatives
 from ._moment_arms import moment_arm_sweep as moment_arm_sweep

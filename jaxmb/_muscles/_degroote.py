@@ -97,6 +97,9 @@ class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
     def _minimum_fiber_length_along_tendon(self):
         return jnp.zeros_like(self.optimal_fiber_length)
 
+    def _clamp_fiber_state(self, x, v, active, passive, fv):
+        return v, active, passive, fv
+
     def _equilibrium_fiber_velocity(self, a, l, l_mt, v_mt):
         h = self.fiber_width()
         return v_mt * jnp.sqrt(jnp.clip(1.0 - (h / l) ** 2, 1e-30, 1.0))

@@ -14,7 +14,8 @@ def _groups(model):
     for i, m in enumerate(model.muscles):
         if m.force_model is None:
             raise ModelError(f"muscle {m.name!r} ({m.kind}) has no force model: jaxmb computes the forces of "
-                             "Thelen2003Muscle and DeGrooteFregly2016Muscle; give it one with "
+                             "Thelen2003Muscle, Millard2012EquilibriumMuscle and DeGrooteFregly2016Muscle; "
+                             "give it one with "
                              "eqx.tree_at(lambda m: m.force_model, muscle, jaxmb.DeGrooteFregly2016Muscle(...), "
                              "is_leaf=lambda x: x is None).")
         groups.setdefault(jax.tree_util.tree_structure(m.force_model), []).append(i)
@@ -24,7 +25,8 @@ def _groups(model):
 def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
                   lengthening_speeds: ArrayLike) -> MusculotendonForces:
     """The full musculotendon state of every muscle of `model`: fibre length, pennation, fibre
-    velocity, active and passive fibre force, tendon force (Thelen 2003; De Groote et al. 2016),
+    velocity, active and passive fibre force, tendon force (Thelen 2003; Millard et al. 2013;
+    De Groote et al. 2016),
     vectorised as [`jaxmb.muscle_forces`][jaxmb.muscle_forces] is.
 
     **Arguments:** as [`jaxmb.muscle_forces`][jaxmb.muscle_forces]: `model`, `activations`,
@@ -54,7 +56,7 @@ def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
 def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
                   lengthening_speeds: ArrayLike) -> Float[Array, "n_muscles"]:
     """The tendon force of every muscle of `model`, each by its own force model
-    (`Muscle.force_model`; Thelen 2003, De Groote et al. 2016), vectorised over the muscles that
+    (`Muscle.force_model`; Thelen 2003, Millard et al. 2013, De Groote et al. 2016), vectorised over the muscles that
     share a model class (one `jax.vmap` per class, parameters stacked as arrays).
 
     The generalized force of the muscles is ``mb.moment_arms(model, q) @ F`` (``R = -dL/dq``,

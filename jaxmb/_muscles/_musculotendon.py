@@ -1,8 +1,8 @@
 """The family of Hill-type musculotendon force models: a contractile fibre in parallel with a
 passive element, pennated at constant thickness, in series with a rigid or compliant tendon.
 
-Each final model (`Thelen2003Muscle`, `DeGrooteFregly2016Muscle`) supplies its normalised
-curves; the geometry (OpenSim's ``MuscleFixedWidthPennationModel``), the rigid-tendon fibre
+Each final model (`Thelen2003Muscle`, `Millard2012EquilibriumMuscle`,
+`DeGrooteFregly2016Muscle`) supplies its normalised curves; the geometry (OpenSim's ``MuscleFixedWidthPennationModel``), the rigid-tendon fibre
 length and the compliant-tendon equilibrium are computed here, once for the whole family.
 
 The compliant-tendon equilibrium is a bracketed Newton iteration of fixed length on the fibre
@@ -139,6 +139,11 @@ class AbstractMusculotendonModel(eqx.Module):
     def _equilibrium_fiber_velocity(self, a, l, l_mt, v_mt):
         """The fibre velocity (m/s) the compliant equilibrium uses at fibre length ``l``."""
 
+    @abc.abstractmethod
+    def _clamp_fiber_state(self, x, v, active, passive, fv):
+        """(v, active, passive, fv) after the model's rule for a fibre at its shortest (``x`` the
+        fibre length along the tendon), e.g. OpenSim's Millard model zeroes the fibre forces."""
+
     # -- geometry (constant-thickness pennation, OpenSim's MuscleFixedWidthPennationModel) ---
     def fiber_width(self) -> Float[Array, ""]:
         """The constant thickness ``h = l_o sin(alpha_o)`` (m)."""
@@ -221,6 +226,7 @@ class AbstractMusculotendonModel(eqx.Module):
             lt = jnp.broadcast_to(self.tendon_slack_length, jnp.shape(x))
             tendon = None
         active, passive, (fl, fpe, fv) = self._fiber_force(a, l, cos_phi, v)
+        v, active, passive, fv = self._clamp_fiber_state(x, v, active, passive, fv)
         along = (active + passive) * cos_phi
         if tendon is None:
             tendon = along

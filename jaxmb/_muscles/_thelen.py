@@ -117,6 +117,9 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
     def _minimum_fiber_length_along_tendon(self):
         return self._minimum_fiber_length() * jnp.cos(self.maximum_pennation_angle)
 
+    def _clamp_fiber_state(self, x, v, active, passive, fv):
+        return v, active, passive, fv
+
     def _equilibrium_fiber_velocity(self, a, l, l_mt, v_mt):
         lo, fmax, ls = self.optimal_fiber_length, self.max_isometric_force, self.tendon_slack_length
         h = self.fiber_width()

@@ -2,10 +2,14 @@
 properties (OpenSim 4.6's defaults for the properties the file omits).
 
 ``Thelen2003Muscle`` -> [`jaxmb.Thelen2003Muscle`][jaxmb.Thelen2003Muscle] with
-[`jaxmb.FirstOrderActivation`][jaxmb.FirstOrderActivation]; ``DeGrooteFregly2016Muscle`` ->
+[`jaxmb.FirstOrderActivation`][jaxmb.FirstOrderActivation]; ``Millard2012EquilibriumMuscle`` ->
+[`jaxmb.Millard2012EquilibriumMuscle`][jaxmb.Millard2012EquilibriumMuscle] (its four curve
+elements read property by property) with [`jaxmb.FirstOrderActivation`][jaxmb.FirstOrderActivation]
+(none where ``ignore_activation_dynamics`` is true); ``DeGrooteFregly2016Muscle`` ->
 [`jaxmb.DeGrooteFregly2016Muscle`][jaxmb.DeGrooteFregly2016Muscle] with
-[`jaxmb.DeGrooteActivation`][jaxmb.DeGrooteActivation]. Other muscle classes (Millard2012,
-the deprecated ones) keep their path and parameters with no force model.
+[`jaxmb.DeGrooteActivation`][jaxmb.DeGrooteActivation]. Other muscle classes
+(Millard2012AccelerationMuscle, the deprecated ones) keep their path and parameters with no
+force model.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from __future__ import annotations
 import math
 import xml.etree.ElementTree as ET
 
-from .._muscles import (DeGrooteActivation, DeGrooteFregly2016Muscle, FirstOrderActivation, MuscleParameters,
-                        Thelen2003Muscle)
+from .._muscles import (DeGrooteActivation, DeGrooteFregly2016Muscle, FirstOrderActivation,
+                        Millard2012EquilibriumMuscle, MuscleParameters, Thelen2003Muscle)
+from .._muscles._millard import CURVE_PROPERTIES
 from ._xml import XmlReader
 
 # jaxmb argument -> (OpenSim property, OpenSim 4.6 default)
@@ -23,6 +28,8 @@ _THELEN = {"tendon_strain_at_one": ("FmaxTendonStrain", 0.04), "passive_strain_a
            "flen": ("Flen", 1.4), "fv_extrapolation_threshold": ("fv_linear_extrap_threshold", 0.95),
            "maximum_pennation_angle": ("maximum_pennation_angle", math.acos(0.1)),
            "minimum_activation": ("minimum_activation", 0.01)}
+_MILLARD = {"fiber_damping": ("fiber_damping", 0.1), "minimum_activation": ("minimum_activation", 0.01),
+           "maximum_pennation_angle": ("maximum_pennation_angle", math.acos(0.1))}
 _DEGROOTE = {"tendon_strain_at_one": ("tendon_strain_at_one_norm_force", 0.049),
              "passive_strain_at_one": ("passive_fiber_strain_at_one_norm_force", 0.6),
              "active_width_scale": ("active_force_width_scale", 1.0), "fiber_damping": ("fiber_damping", 0.0)}
@@ -52,6 +59,20 @@ def force_model(xml: XmlReader, f: ET.Element, params: MuscleParameters):
                                    _number(xml, f, "deactivation_time_constant", 0.05),
                                    kw["minimum_activation"])
         return Thelen2003Muscle(**common, **kw), act
+    if f.tag == "Millard2012EquilibriumMuscle":
+        kw = {k: _number(xml, f, tag, d) for k, (tag, d) in _MILLARD.items()}
+        curves = {}
+        for field, (curve, prop, default) in CURVE_PROPERTIES.items():
+            found = xml.children(f, curve)
+            el = found[0] if found else None
+            if el is not None and xml.children(el, prop) and (xml.children(el, prop)[0].text or "").strip():
+                curves[field] = _number(xml, el, prop, 0.0)
+        act = None
+        if not _flag(xml, f, "ignore_activation_dynamics"):
+            act = FirstOrderActivation(_number(xml, f, "activation_time_constant", 0.01),
+                                       _number(xml, f, "deactivation_time_constant", 0.04),
+                                       kw["minimum_activation"])
+        return Millard2012EquilibriumMuscle(**common, **kw, **curves), act
     if f.tag == "DeGrooteFregly2016Muscle":
         kw = {k: _number(xml, f, tag, d) for k, (tag, d) in _DEGROOTE.items()}
         kw["passive_scale"] = 0.0 if _flag(xml, f, "ignore_passive_fiber_force") else 1.0

@@ -17,6 +17,17 @@ grid point the state gets the coordinate value and speed and the muscle's activa
   (the active fibre force along the tendon that OpenSim's static optimization uses).
 - ``DeGrooteFregly2016Muscle`` with ``ignore_tendon_compliance`` true and false (explicit tendon
   dynamics; the compliant one through ``computeInitialFiberEquilibrium``): as for Thelen.
+- ``Millard2012EquilibriumMuscle`` rigid (``ignore_tendon_compliance``) and compliant (through
+  ``computeInitialFiberEquilibrium``, tolerance 1e-8 F_max), damped (OpenSim's default
+  fiber_damping 0.1) and undamped (fiber_damping 0, the classic model), with OpenSim's default
+  curves; compliant with MoBL-ARMS DELT1's curve parameters (``MILLARD_DELT1``); and compliant
+  through ``computeFiberEquilibrium(state, true)`` (v_MT shared between fibre and tendon;
+  ``computeInitialFiberEquilibrium`` is the static equilibrium, zero fibre velocity).
+
+``millard_curves``: OpenSim's four Millard curve classes (``ActiveForceLengthCurve``,
+``ForceVelocityCurve``, ``FiberForceLengthCurve``, ``TendonForceLengthCurve``) built from
+parameter sets (OpenSim's defaults, DELT1's, and one more), ``calcValue`` and
+``calcDerivative(x, 1)`` on a grid that includes both linear extrapolations.
 
 Every array is (n_activation, n_length, n_speed); the grid itself is stored.
 """
@@ -40,7 +51,84 @@ def lengths():
     return PARAMS["tendon_slack_length"] + np.sqrt(lf ** 2 - h ** 2)
 
 
-def build(kind, rigid):
+# jaxmb field -> OpenSim (curve, property); parameter sets keyed by jaxmb's field names
+CURVE_PROPS = {
+    "active_min_norm_fiber_length": ("ActiveForceLengthCurve", "min_norm_active_fiber_length"),
+    "active_transition_norm_fiber_length": ("ActiveForceLengthCurve", "transition_norm_fiber_length"),
+    "active_max_norm_fiber_length": ("ActiveForceLengthCurve", "max_norm_active_fiber_length"),
+    "active_shallow_ascending_slope": ("ActiveForceLengthCurve", "shallow_ascending_slope"),
+    "active_minimum_value": ("ActiveForceLengthCurve", "minimum_value"),
+    "fv_concentric_slope_at_vmax": ("ForceVelocityCurve", "concentric_slope_at_vmax"),
+    "fv_concentric_slope_near_vmax": ("ForceVelocityCurve", "concentric_slope_near_vmax"),
+    "fv_isometric_slope": ("ForceVelocityCurve", "isometric_slope"),
+    "fv_eccentric_slope_at_vmax": ("ForceVelocityCurve", "eccentric_slope_at_vmax"),
+    "fv_eccentric_slope_near_vmax": ("ForceVelocityCurve", "eccentric_slope_near_vmax"),
+    "fv_max_eccentric_multiplier": ("ForceVelocityCurve", "max_eccentric_velocity_force_multiplier"),
+    "fv_concentric_curviness": ("ForceVelocityCurve", "concentric_curviness"),
+    "fv_eccentric_curviness": ("ForceVelocityCurve", "eccentric_curviness"),
+    "passive_strain_at_zero_force": ("FiberForceLengthCurve", "strain_at_zero_force"),
+    "passive_strain_at_one_norm_force": ("FiberForceLengthCurve", "strain_at_one_norm_force"),
+    "passive_stiffness_at_low_force": ("FiberForceLengthCurve", "stiffness_at_low_force"),
+    "passive_stiffness_at_one_norm_force": ("FiberForceLengthCurve", "stiffness_at_one_norm_force"),
+    "passive_curviness": ("FiberForceLengthCurve", "curviness"),
+    "tendon_strain_at_one_norm_force": ("TendonForceLengthCurve", "strain_at_one_norm_force"),
+    "tendon_stiffness_at_one_norm_force": ("TendonForceLengthCurve", "stiffness_at_one_norm_force"),
+    "tendon_norm_force_at_toe_end": ("TendonForceLengthCurve", "norm_force_at_toe_end"),
+    "tendon_curviness": ("TendonForceLengthCurve", "curviness"),
+}
+MILLARD_DELT1 = {  # MoBL-ARMS (MOBL_ARMS_fixed_41.osim) DELT1's curves; its file omits the fv curvinesses
+    "active_min_norm_fiber_length": 0.4327, "active_transition_norm_fiber_length": 0.728,
+    "active_max_norm_fiber_length": 1.595, "active_shallow_ascending_slope": 0.4613, "active_minimum_value": 0.0,
+    "fv_concentric_slope_at_vmax": 0.0, "fv_concentric_slope_near_vmax": 0.25, "fv_isometric_slope": 5.0,
+    "fv_eccentric_slope_at_vmax": 0.0, "fv_eccentric_slope_near_vmax": 0.15, "fv_max_eccentric_multiplier": 1.4,
+    "passive_strain_at_zero_force": 0.0, "passive_strain_at_one_norm_force": 0.6405,
+    "passive_stiffness_at_low_force": 0.0751, "passive_stiffness_at_one_norm_force": 6.3163,
+    "passive_curviness": 0.6658, "tendon_strain_at_one_norm_force": 0.033,
+    "tendon_stiffness_at_one_norm_force": 37.393, "tendon_norm_force_at_toe_end": 0.2255, "tendon_curviness": 0.4504,
+}
+MILLARD_OTHER = {  # every property away from its default, within OpenSim's ranges
+    "active_min_norm_fiber_length": 0.5, "active_transition_norm_fiber_length": 0.8,
+    "active_max_norm_fiber_length": 1.7, "active_shallow_ascending_slope": 0.5, "active_minimum_value": 0.05,
+    "fv_concentric_slope_at_vmax": 0.05, "fv_concentric_slope_near_vmax": 0.3, "fv_isometric_slope": 4.0,
+    "fv_eccentric_slope_at_vmax": 0.02, "fv_eccentric_slope_near_vmax": 0.1, "fv_max_eccentric_multiplier": 1.6,
+    "fv_concentric_curviness": 0.3, "fv_eccentric_curviness": 0.5,
+    "passive_strain_at_zero_force": 0.05, "passive_strain_at_one_norm_force": 0.5,
+    "passive_stiffness_at_low_force": 0.3, "passive_stiffness_at_one_norm_force": 5.0, "passive_curviness": 0.4,
+    "tendon_strain_at_one_norm_force": 0.04, "tendon_stiffness_at_one_norm_force": 40.0,
+    "tendon_norm_force_at_toe_end": 0.5, "tendon_curviness": 0.7,
+}
+CURVE_GRIDS = {  # normalised argument of each curve: both extrapolations, every segment
+    "ActiveForceLengthCurve": np.linspace(0.2, 2.2, 161).tolist(),
+    "ForceVelocityCurve": np.linspace(-1.4, 1.4, 161).tolist(),
+    "FiberForceLengthCurve": np.linspace(0.8, 2.0, 161).tolist(),
+    "TendonForceLengthCurve": np.linspace(0.98, 1.12, 161).tolist(),
+}
+
+
+def set_curve_properties(muscle, params):
+    """Set the curve properties `params` (jaxmb field names) on a Millard muscle's curves."""
+    for field, value in params.items():
+        curve, prop = CURVE_PROPS[field]
+        getattr(getattr(muscle, f"upd_{curve}")(), f"set_{prop}")(value)
+
+
+def millard_curves():
+    out = {}
+    for label, params in (("default", {}), ("delt1", MILLARD_DELT1), ("other", MILLARD_OTHER)):
+        entry = {"parameters": params}
+        for curve, xs in CURVE_GRIDS.items():
+            c = getattr(osim, curve)()
+            for field, value in params.items():
+                if CURVE_PROPS[field][0] == curve:
+                    getattr(c, f"set_{CURVE_PROPS[field][1]}")(value)
+            c.ensureCurveUpToDate()  # the property setters do not rebuild the curve
+            entry[curve] = {"x": xs, "value": [c.calcValue(x) for x in xs],
+                            "derivative": [c.calcDerivative(x, 1) for x in xs]}
+        out[label] = entry
+    return out
+
+
+def build(kind, rigid, damping=None, curves=None):
     model = osim.Model()
     body = osim.Body("slider", 1.0, osim.Vec3(0), osim.Inertia(0.01, 0.01, 0.01))
     model.addBody(body)
@@ -59,6 +147,11 @@ def build(kind, rigid):
     if kind == "DeGrooteFregly2016Muscle":
         m.set_ignore_tendon_compliance(rigid)
         m.set_fiber_damping(0.0)
+    if kind == "Millard2012EquilibriumMuscle":
+        m.set_ignore_tendon_compliance(rigid)
+        if damping is not None:
+            m.set_fiber_damping(damping)
+        set_curve_properties(m, curves or {})
     m.addNewPathPoint("origin", model.getGround(), osim.Vec3(0, 0, 0))
     m.addNewPathPoint("insertion", body, osim.Vec3(0, 0, 0))
     model.addForce(m)
@@ -67,8 +160,8 @@ def build(kind, rigid):
     return model, state, getattr(osim, kind).safeDownCast(model.getForceSet().get("m")), joint.getCoordinate()
 
 
-def run(kind, rigid):
-    model, state, m, coord = build(kind, rigid)
+def run(kind, rigid, damping=None, curves=None, solve_for_velocity=False):
+    model, state, m, coord = build(kind, rigid, damping, curves)
     shape = (len(ACTIVATIONS), len(NORM_FIBER), len(SPEEDS))
     keys = ("muscle_length", "fiber_length", "pennation_angle", "fiber_velocity", "active_fiber_force",
             "passive_fiber_force", "tendon_force", "active_along_tendon_rigid")
@@ -84,7 +177,9 @@ def run(kind, rigid):
                 if kind == "Thelen2003Muscle" and rigid:
                     out["active_along_tendon_rigid"][i, j, k] = m.calcInextensibleTendonActiveFiberForce(state, a)
                     continue
-                if not rigid:
+                if not rigid and solve_for_velocity:
+                    m.computeFiberEquilibrium(state, True)
+                elif not rigid:
                     m.computeInitialFiberEquilibrium(state)
                 model.realizeDynamics(state)
                 out["fiber_length"][i, j, k] = m.getFiberLength(state)
@@ -103,6 +198,13 @@ def main(path):
     for kind in ("Thelen2003Muscle", "DeGrooteFregly2016Muscle"):
         for rigid in (False, True):
             data["models"][f"{kind}/{'rigid' if rigid else 'compliant'}"] = run(kind, rigid)
+    kind = "Millard2012EquilibriumMuscle"
+    data["models"][f"{kind}/rigid"] = run(kind, True)
+    data["models"][f"{kind}/compliant"] = run(kind, False)
+    data["models"][f"{kind}/compliant_undamped"] = run(kind, False, damping=0.0)
+    data["models"][f"{kind}/compliant_delt1"] = run(kind, False, curves=MILLARD_DELT1)
+    data["models"][f"{kind}/compliant_velocity"] = run(kind, False, solve_for_velocity=True)
+    data["millard_curves"] = millard_curves()
     with open(path, "w") as fh:
         json.dump(data, fh)
 
