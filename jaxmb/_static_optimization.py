@@ -111,13 +111,13 @@ def _newton_matrix(B, d, w):
     """``B diag(d) Bᵀ`` (the dual's negated Hessian) plus ``1e-9`` of its value with every
     variable free (``d = 1/(2w)``): invertible while a variable sits at a bound on every
     row, at the price of Newton steps shorter by a part in 10⁹."""
-    return (B * d) @ B.T + 1e-9 * ((B * (0.5 / w)) @ B.T)
+    return (B * d[None, :]) @ B.T + 1e-9 * ((B * (0.5 / w)[None, :]) @ B.T)
 
 
 def _solve_frame(B, b, w, lo, hi, p, tol, max_steps):
     """Multipliers of one frame's problem: ``(λ, steps, converged)`` (no derivatives)."""
     # Start from the multipliers of the problem without bounds (all variables free, p = 2).
-    lam0 = jnp.linalg.solve((B * (0.5 / w)) @ B.T, b)
+    lam0 = jnp.linalg.solve((B * (0.5 / w)[None, :]) @ B.T, b)
     b_scale = jnp.maximum(1.0, jnp.max(jnp.abs(b)))
 
     def residual(lam):
@@ -203,7 +203,7 @@ def _problems(model, extra, specs, q, qd, qdd, samples, passive):
             cos_phi = jnp.cos(state.pennation_angle)
             f_active = state.active_fiber_force * cos_phi
             f_passive = state.passive_fiber_force * cos_phi if passive else jnp.zeros_like(f_active)
-            columns.append(R * f_active)
+            columns.append(R * f_active[None, :])
             target = tau - R @ f_passive
         if extra:
             columns.append(jnp.stack([a.generalized_force(model, qi, qdi, jnp.ones((), qi.dtype)) for a in extra],
@@ -306,6 +306,6 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     result = jax.vmap(lambda o: RESULTS.where(o, RESULTS.successful, RESULTS.static_optimization_failed))(ok)
     return StaticOptimization(
         time=jnp.asarray(frames, dtype=dtype), activations=a, muscle_forces=a * f_active + f_passive, controls=u,
-        actuator_forces=u * opt, q=qs, qd=qds, qdd=qdds, generalized_forces=tau, torque_residual=balance,
+        actuator_forces=u * opt[None, :], q=qs, qd=qds, qdd=qdds, generalized_forces=tau, torque_residual=balance,
         kkt_residual=kkt, iterations=steps, result=result, muscle_names=tuple(model.muscle_names),
         actuator_names=tuple(e.name for e in extra))

@@ -1,0 +1,186 @@
+"""Static optimization (OpenSim's Static Optimization): the per-frame problem against scipy's
+SLSQP, its implicit derivatives against finite differences, the actuator and setup files, and
+arm26's tutorial motion against OpenSim 4.6."""
+
+import os
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+import jaxmb as mb
+from jaxmb._static_optimization import _solve_frames
+from jaxmb.cli import main
+
+DATA = pathlib.Path(__file__).parent / "data" / "opensim" / "motion"
+
+
+# ---- the per-frame problem, against an independent solver ----
+
+
+def _problem(seed, m=3, n=9):
+    rng = np.random.default_rng(seed)
+    B = rng.normal(size=(m, n)) * rng.uniform(5.0, 50.0, size=n)
+    lo = np.full(n, 0.01)
+    hi = np.ones(n)
+    lo[-1], hi[-1] = -np.inf, np.inf  # a reserve actuator
+    lo[-2], hi[-2] = 0.0, 1.0  # a muscle whose activation may reach zero
+    a = rng.uniform(0.0, 0.6, size=n)
+    a[:2] = 1.0  # two muscles at full activation
+    b = B @ np.clip(a, lo, hi)
+    w = rng.uniform(0.5, 2.0, size=n)
+    return B, b, w, lo, hi
+
+
+def _slsqp(B, b, w, lo, hi, p):
+    x0 = np.clip(np.full(B.shape[1], 0.5), lo, hi)
+    res = minimize(lambda x: np.sum(w * np.abs(x) ** p), x0,
+                   jac=lambda x: p * w * np.sign(x) * np.abs(x) ** (p - 1), method="SLSQP",
+                   bounds=list(zip(np.where(np.isinf(lo), None, lo), np.where(np.isinf(hi), None, hi))),
+                   constraints=[{"type": "eq", "fun": lambda x: B @ x - b, "jac": lambda x: B}],
+                   options={"ftol": 1e-13, "maxiter": 1000})
+    assert res.success, res.message
+    return res.x
+
+
+_solve = jax.jit(_solve_frames, static_argnums=(5, 6, 7))
+
+
+@pytest.mark.parametrize("p", [2.0, 3.0])
+def test_frames_equal_scipy_slsqp(p):
+    problems = [_problem(seed) for seed in range(4)]
+    B, b, w, lo, hi = (np.stack(z) for z in zip(*problems))
+    x, balance, kkt, steps, ok = _solve(jnp.asarray(B), jnp.asarray(b), jnp.asarray(w[0]), jnp.asarray(lo[0]),
+                                        jnp.asarray(hi[0]), p, 1e-12, 50)
+    assert bool(jnp.all(ok))
+    assert float(jnp.max(balance)) < 1e-10 * np.max(np.abs(b))
+    assert float(jnp.max(kkt)) < 1e-9
+    for k in range(len(problems)):
+        expected = _slsqp(B[k], b[k], w[0], lo[0], hi[0], p)
+        np.testing.assert_allclose(np.asarray(x[k]), expected, rtol=0, atol=1e-6)
+    # Muscles at their bounds: the test exercises the active set.
+    assert np.any(np.isclose(np.asarray(x)[:, :-1], 0.01))
+    assert p != 2.0 or np.any(np.isclose(np.asarray(x)[:, :-1], 1.0))
+
+
+def test_infeasible_frame_is_reported():
+    B, b, w, lo, hi = _problem(0)
+    lo, hi = lo.copy(), hi.copy()
+    lo[-1], hi[-1] = -1e-3, 1e-3  # the reserve can no longer make up what the muscles lack
+    b = b + 1e4 * np.abs(B).max(axis=1)
+    x, balance, kkt, steps, ok = _solve(jnp.asarray(B[None]), jnp.asarray(b[None]), jnp.asarray(w), jnp.asarray(lo),
+                                        jnp.asarray(hi), 2.0, 1e-12, 50)
+    assert not bool(ok[0]) and float(balance[0]) > 1.0 and bool(jnp.all(jnp.isfinite(x)))
+
+
+def test_implicit_derivative_equals_finite_differences():
+    B, b, w, lo, hi = _problem(2)
+    c = np.random.default_rng(5).normal(size=B.shape[1])
+
+    def loss(Bm, bv):
+        x = _solve(Bm[None], bv[None], jnp.asarray(w), jnp.asarray(lo), jnp.asarray(hi), 2.0, 1e-12, 50)[0][0]
+        return jnp.dot(x, jnp.asarray(c)) + 0.5 * jnp.sum(x ** 2)
+
+    B, b = jnp.asarray(B), jnp.asarray(b)
+    gB, gb = jax.grad(loss, argnums=(0, 1))(B, b)
+    assert bool(jnp.all(jnp.isfinite(gB))) and bool(jnp.all(jnp.isfinite(gb)))
+    rng = np.random.default_rng(6)
+    dB, db = jnp.asarray(rng.normal(size=B.shape)), jnp.asarray(rng.normal(size=b.shape))
+    h = 1e-6
+    fd = (loss(B + h * dB, b + h * db) - loss(B - h * dB, b - h * db)) / (2 * h)
+    assert abs(float(jnp.sum(gB * dB) + jnp.sum(gb * db)) - float(fd)) < 1e-6 * max(1.0, abs(float(fd)))
+
+
+# ---- files ----
+
+
+def test_actuator_file_naming_a_missing_coordinate(tmp_path):
+    model = mb.load_osim(DATA / "arm26.osim")
+    path = tmp_path / "reserves.xml"
+    path.write_text("""<?xml version="1.0" encoding="UTF-8"?>
+<OpenSimDocument Version="40000">
+  <ForceSet name="reserves">
+    <objects>
+      <CoordinateActuator name="elbow_reserve">
+        <coordinate>r_elbow_flx</coordinate>
+        <optimal_force>10</optimal_force>
+      </CoordinateActuator>
+    </objects>
+  </ForceSet>
+</OpenSimDocument>
+""")
+    with pytest.raises(mb.ModelError, match=r"<CoordinateActuator name='elbow_reserve'> at .*reserves\.xml:5: "
+                                            r"coordinate 'r_elbow_flx' is not a coordinate of the model"):
+        mb.io.read_actuators(path, model)
+    path.write_text(path.read_text().replace("r_elbow_flx", "r_elbow_flex"))
+    (reserve,) = mb.io.read_actuators(path, model)
+    assert isinstance(reserve, mb.CoordinateActuator) and float(reserve.optimal_force) == 10.0
+
+
+def test_actuator_file_reads_gait2392_residuals():
+    model = mb.load_osim(DATA / "subject01_simbody.osim")
+    acts = mb.io.read_actuators(DATA / "gait2392_SO_Residual_Actuators.xml", model)
+    assert [a.name for a in acts] == ["FX", "FY", "FZ", "MX", "MY", "MZ"]
+    assert [type(a).__name__ for a in acts] == ["PointActuator"] * 3 + ["TorqueActuator"] * 3
+    assert float(acts[1].optimal_force) == 200.0 and float(acts[1].min_control) == -1.0
+
+
+def test_setup_with_a_step_interval_is_refused(tmp_path, capsys):
+    setup = (DATA / "arm26_Setup_StaticOptimization.xml").read_text().replace(
+        "<step_interval>1</step_interval>", "<step_interval>10</step_interval>")
+    for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
+        (tmp_path / f).write_bytes((DATA / f).read_bytes())
+    (tmp_path / "setup.xml").write_text(setup)
+    assert main(["static-optimization", "--setup", str(tmp_path / "setup.xml"), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "setup.xml:18: step_interval 10: jaxmb solves every frame" in err
+
+
+# ---- against OpenSim 4.6's Static Optimization ----
+
+
+@pytest.fixture(scope="module")
+def arm26_command(tmp_path_factory):
+    out = tmp_path_factory.mktemp("so")
+    assert main(["static-optimization", "--setup", str(DATA / "arm26_Setup_StaticOptimization.xml"),
+                 "--out", str(out), "--compile-cache", "none"]) == 0
+    return out
+
+
+def test_arm26_activations_equal_opensims(arm26_command):
+    written = mb.io.read_storage(arm26_command / "arm26_StaticOptimization_activation.sto")
+    ref = mb.io.read_storage(DATA / "arm26_StaticOptimization_activation.sto")
+    assert written.labels == ref.labels == ("TRIlong", "TRIlat", "TRImed", "BIClong", "BICshort", "BRA")
+    np.testing.assert_allclose(written.time, ref.time, rtol=0, atol=1e-10)
+    # Interior frames within 0.01 (the issue's figure); OpenSim's interior-point solve (IPOPT,
+    # tolerance 1e-4) stops short of the bounds where jaxmb's active set reaches them.
+    np.testing.assert_allclose(written.values[5:-5], ref.values[5:-5], rtol=0, atol=0.01)
+    assert np.max(np.abs(written.values - ref.values)) < 0.005
+
+
+def test_arm26_balances_the_torques(arm26_command):
+    model = mb.load_osim(DATA / "arm26.osim")
+    motion = mb.io.read_storage(DATA / "arm26_InverseKinematics.mot")
+    q = mb.io.coordinates_from_motion(model, motion)
+    result = mb.static_optimization(model, motion.time, q, lowpass_hz=6.0, time_range=(0.0, 1.0))
+    assert bool(jnp.all(result.result == mb.RESULTS.successful))
+    assert float(jnp.max(result.torque_residual)) < 1e-8
+    assert float(jnp.max(result.kkt_residual)) < 1e-10
+    written = mb.io.read_storage(arm26_command / "arm26_StaticOptimization_force.sto")
+    np.testing.assert_allclose(written.values, np.asarray(result.muscle_forces), rtol=1e-12, atol=1e-9)
+    assert float(jnp.min(result.activations)) >= 0.01 - 1e-15  # Thelen's minimum activation
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"), reason="gait2392 compiles for minutes; set JAXMB_SLOW=1")
+def test_gait2392_with_ground_reactions_and_residuals_equals_opensim(tmp_path):
+    assert main(["static-optimization", "--setup", str(DATA / "subject01_Setup_StaticOptimization.xml"),
+                 "--out", str(tmp_path), "--compile-cache", "none"]) == 0
+    written = mb.io.read_storage(tmp_path / "subject01_walk1_StaticOptimization_activation.sto")
+    ref = mb.io.read_storage(DATA / "subject01_walk1_StaticOptimization_activation.sto")
+    assert written.labels == ref.labels
+    np.testing.assert_allclose(written.time, ref.time, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(written.values[3:-3], ref.values[3:-3], rtol=0, atol=0.01)
