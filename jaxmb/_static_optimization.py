@@ -34,7 +34,7 @@ from jaxtyping import Array, Float, Int
 
 from ._checks import _is_concrete
 from ._errors import ModelError
-from ._forces._base import AbstractActuator, actuators
+from ._forces._base import AbstractActuator, actuators, force_set_forces
 from ._motion import _external_generalized_force, _spec, ExternalForce
 from ._dynamics import inverse_dynamics
 from ._muscles import muscle_lengths_and_moment_arms, muscle_states
@@ -55,7 +55,11 @@ class StaticOptimization(eqx.Module):
     - `controls`: (k, n_actuators) actuator controls, in `actuator_names` order.
     - `actuator_forces`: (k, n_actuators) ``optimal_force · u`` (N or N m).
     - `q`, `qd`, `qdd`: the smoothed kinematics (k, nq).
-    - `generalized_forces`: (k, nq) ``τ_ID``, the generalized forces the muscles and actuators balance.
+    - `generalized_forces`: (k, nq) ``τ_ID``: the inverse dynamics with the external loads and
+      the model's passive forces (``model.forces``) applied, what the muscles and actuators balance.
+    - `constraint_matrix`: (k, nq, n_muscles + n_actuators) ``B``: the generalized force of
+      each muscle at full activation (``R F_A``) and of each actuator per unit control.
+    - `constraint_target`: (k, nq) ``τ_ID - R F_P``, what ``B (a, u)`` balances.
     - `torque_residual`: (k,) ``max |B x - τ_ID|`` (N m or N): the torque balance.
     - `kkt_residual`: (k,) the natural residual of the other optimality conditions,
       ``max_i |x_i - clip(x_i - ∂L/∂x_i, lo_i, hi_i)|`` with ``L`` the Lagrangian (stationarity,
@@ -74,6 +78,8 @@ class StaticOptimization(eqx.Module):
     qd: Float[Array, "k nq"]
     qdd: Float[Array, "k nq"]
     generalized_forces: Float[Array, "k nq"]
+    constraint_matrix: Float[Array, "k nq n"]
+    constraint_target: Float[Array, "k nq"]
     torque_residual: Float[Array, " k"]
     kkt_residual: Float[Array, " k"]
     iterations: Int[Array, " k"]
@@ -193,6 +199,8 @@ def _problems(model, extra, specs, q, qd, qdd, samples, passive):
         tau = inverse_dynamics(model, qi, qdi, qddi)
         if specs:
             tau = tau - _external_generalized_force(model, specs, qi, si)
+        if model.forces:  # the ForceSet's passive elements (actuators at zero control) are applied
+            tau = tau - force_set_forces(model, qi, qdi)
         columns = []
         f_active = f_passive = jnp.zeros((0,), qi.dtype)
         target = tau
@@ -306,6 +314,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     result = jax.vmap(lambda o: RESULTS.where(o, RESULTS.successful, RESULTS.static_optimization_failed))(ok)
     return StaticOptimization(
         time=jnp.asarray(frames, dtype=dtype), activations=a, muscle_forces=a * f_active + f_passive, controls=u,
-        actuator_forces=u * opt[None, :], q=qs, qd=qds, qdd=qdds, generalized_forces=tau, torque_residual=balance,
+        actuator_forces=u * opt[None, :], q=qs, qd=qds, qdd=qdds, generalized_forces=tau, constraint_matrix=B,
+        constraint_target=target, torque_residual=balance,
         kkt_residual=kkt, iterations=steps, result=result, muscle_names=tuple(model.muscle_names),
         actuator_names=tuple(e.name for e in extra))

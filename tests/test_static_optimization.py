@@ -5,6 +5,7 @@ arm26's tutorial motion against OpenSim 4.6."""
 import os
 import pathlib
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -184,3 +185,45 @@ def test_gait2392_with_ground_reactions_and_residuals_equals_opensim(tmp_path):
     assert written.labels == ref.labels
     np.testing.assert_allclose(written.time, ref.time, rtol=0, atol=1e-10)
     np.testing.assert_allclose(written.values[3:-3], ref.values[3:-3], rtol=0, atol=0.01)
+
+
+# ---- a small model end to end: derivatives through the whole pipeline ----
+
+
+def _elbow():
+    b = mb.ModelBuilder("elbow")
+    c = b.add_coordinate("flex", range=(-0.5, 2.5))
+    b.add_body(mb.Body("forearm", 1.5, (0.15, 0.0, 0.0), jnp.diag(jnp.array([1e-3, 1e-2, 1e-2]))))
+    b.add_joint(mb.revolute("elbow", "ground", "forearm", (0, 0, 1), mb.Coordinate(c)))
+    flexor = [mb.PathPoint("ground", (0.0, 0.25, 0.0)), mb.PathPoint("forearm", (0.05, 0.02, 0.0))]
+    extensor = [mb.PathPoint("ground", (0.0, -0.25, 0.0)), mb.PathPoint("forearm", (0.03, -0.02, 0.0))]
+    for name, pts, fmax in (("flexor", flexor, 300.0), ("flexor2", flexor, 150.0), ("extensor", extensor, 400.0)):
+        b.muscles.append(mb.Muscle(name, pts, force_model=mb.DeGrooteFregly2016Muscle(
+            fmax, 0.12, 0.12, 0.1, 10.0, compliant_tendon=False)))
+    return b.build()
+
+
+def test_gradient_through_the_pipeline_equals_finite_differences():
+    model = _elbow()
+    time = np.linspace(0.0, 1.0, 41)
+    q = jnp.asarray(1.0 + 0.8 * np.sin(2 * np.pi * time))[:, None]
+
+    def loss(fmax, qq):
+        m = eqx.tree_at(lambda x: x.muscles[0].force_model.max_isometric_force, model, fmax)
+        so = mb.static_optimization(m, time, qq, actuators_extra=[mb.CoordinateActuator("reserve", "flex")])
+        return jnp.sum(so.activations ** 2) + 1e-3 * jnp.sum(so.controls ** 2), so
+
+    fmax = jnp.asarray(300.0)
+    (value, so), (g_f, g_q) = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(fmax, q)
+    value_only = jax.jit(lambda f, qq: loss(f, qq)[0])
+    assert bool(jnp.all(so.result == mb.RESULTS.successful)) and float(jnp.max(so.torque_residual)) < 1e-8
+    # Some frames have a muscle at zero activation (its lower bound): the derivative is
+    # still finite there.
+    assert float(jnp.min(so.activations)) == 0.0
+    assert bool(jnp.isfinite(g_f)) and bool(jnp.all(jnp.isfinite(g_q)))
+    h = 1e-3
+    fd = (value_only(fmax + h, q) - value_only(fmax - h, q)) / (2 * h)
+    assert abs(float(g_f) - float(fd)) < 1e-6 * max(abs(float(fd)), 1e-6)
+    dq = jnp.asarray(np.random.default_rng(3).normal(size=q.shape)) * 1e-2
+    fd_q = (value_only(fmax, q + 1e-4 * dq) - value_only(fmax, q - 1e-4 * dq)) / 2e-4
+    assert abs(float(jnp.sum(g_q * dq)) - float(fd_q)) < 1e-5 * abs(float(fd_q))
