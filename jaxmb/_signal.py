@@ -111,12 +111,16 @@ def opensim_coordinate_operators(time, *, lowpass_hz: float | None = None,
     ``(frames, W0, W1, W2)``: the times solved (k,) and three (k, n) matrices with
     ``q = W0 @ x``, ``q' = W1 @ x``, ``q'' = W2 @ x`` for data ``x`` (n, ...).
     """
+    return _operators(*_key(time, lowpass_hz, time_range))
+
+
+def _key(time, lowpass_hz, time_range) -> tuple:
+    """The hashable arguments of the cached operator builders."""
     time = np.asarray(time, dtype=float)
     if time.ndim != 1:
         raise ValueError(f"the motion's times must be 1-D, got shape {time.shape}.")
-    key = (tuple(time.tolist()), None if lowpass_hz is None else float(lowpass_hz),
-           None if time_range is None else (float(time_range[0]), float(time_range[1])))
-    return _operators(*key)
+    return (tuple(time.tolist()), None if lowpass_hz is None else float(lowpass_hz),
+            None if time_range is None else (float(time_range[0]), float(time_range[1])))
 
 
 def _grid(time: tuple, lowpass_hz, time_range):
@@ -202,9 +206,4 @@ def opensim_states_operators(time, *, lowpass_hz: float | None = None,
     ``W2 = D_frames D_grid`` (the speeds' spline derivative at the frames of the coordinates'
     spline derivative at the samples).
     """
-    time = np.asarray(time, dtype=float)
-    if time.ndim != 1:
-        raise ValueError(f"the motion's times must be 1-D, got shape {time.shape}.")
-    key = (tuple(time.tolist()), None if lowpass_hz is None else float(lowpass_hz),
-           None if time_range is None else (float(time_range[0]), float(time_range[1])))
-    return _states_operators(*key)
+    return _states_operators(*_key(time, lowpass_hz, time_range))

@@ -24,10 +24,15 @@ def add_parser(sub, parents, non_negative_float) -> None:
     command line's argument type for a number >= 0)."""
     p = sub.add_parser("inverse-dynamics", parents=parents,
                        help="generalized forces of a motion, as OpenSim's Inverse Dynamics tool")
+    add_motion_arguments(p, non_negative_float, "an OpenSim InverseDynamicsTool setup file")
+
+
+def add_motion_arguments(p, non_negative_float, setup: str) -> None:
+    """The arguments the motion commands share: MODEL MOTION or ``--setup`` (`setup` says
+    which file), ``--out``, ``--lowpass``, ``--external-loads``."""
     p.add_argument("model", nargs="?", help="OpenSim .osim model (not with --setup)")
     p.add_argument("motion", nargs="?", help="coordinates (.mot or .sto; not with --setup)")
-    p.add_argument("--setup", help="an OpenSim InverseDynamicsTool setup file, as it is; its paths are "
-                                   "relative to its folder")
+    p.add_argument("--setup", help=f"{setup}, as it is; its paths are relative to its folder")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--lowpass", type=non_negative_float, default=None, metavar="HZ",
                    help="low-pass cutoff [Hz] of OpenSim's filter for the coordinates (default: none, or the "

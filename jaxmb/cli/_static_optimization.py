@@ -13,6 +13,7 @@ import pathlib
 
 from ._cache import CacheCounter
 from ._errors import CommandError, UsageError
+from ._inverse_dynamics import add_motion_arguments
 from ._paths import check_model_file, check_out_folder
 from ._progress import Stages
 
@@ -23,16 +24,7 @@ def add_parser(sub, parents, non_negative_float) -> None:
     """Register ``static-optimization`` on the subparsers `sub`."""
     p = sub.add_parser("static-optimization", parents=parents,
                        help="muscle activations of a motion, as OpenSim's Static Optimization")
-    p.add_argument("model", nargs="?", help="OpenSim .osim model (not with --setup)")
-    p.add_argument("motion", nargs="?", help="coordinates (.mot or .sto; not with --setup)")
-    p.add_argument("--setup", help="an OpenSim AnalyzeTool setup file with a StaticOptimization analysis, as it "
-                                   "is; its paths are relative to its folder")
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--lowpass", type=non_negative_float, default=None, metavar="HZ",
-                   help="low-pass cutoff [Hz] of OpenSim's filter for the coordinates (default: none, or the "
-                        "setup file's)")
-    p.add_argument("--external-loads", metavar="FILE.xml", default=None,
-                   help="OpenSim ExternalLoads file (default: none, or the setup file's)")
+    add_motion_arguments(p, non_negative_float, "an OpenSim AnalyzeTool setup file with a StaticOptimization analysis")
     p.add_argument("--actuators", metavar="FILE.xml", action="append", default=None,
                    help="OpenSim ForceSet file of reserve and residual actuators, appended to the model's "
                         "(repeatable; default: none, or the setup file's force_set_files)")
