@@ -12,7 +12,8 @@ import os
 
 from ._xml import XmlReader
 
-__all__ = ["InverseDynamicsSetup", "read_inverse_dynamics_setup", "StaticOptimizationSetup", "read_static_optimization_setup"]
+__all__ = ["InverseDynamicsSetup", "read_inverse_dynamics_setup", "StaticOptimizationSetup",
+           "read_static_optimization_setup"]
 
 _ID_TAGS = {"results_directory", "input_directory", "model_file", "time_range", "forces_to_exclude",
             "external_loads_file", "coordinates_file", "coordinates_in_degrees",
