@@ -143,6 +143,7 @@ def test_setup_with_a_step_interval_is_refused(tmp_path, capsys):
 # ---- against OpenSim 4.6's Static Optimization ----
 
 
+# arm26's wrapped muscles compile for minutes (vmapped wrap iterations): these tests are slow.
 @pytest.fixture(scope="module")
 def arm26_command(tmp_path_factory):
     out = tmp_path_factory.mktemp("so")
@@ -151,6 +152,7 @@ def arm26_command(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_arm26_activations_equal_opensims(arm26_command):
     written = mb.io.read_storage(arm26_command / "arm26_StaticOptimization_activation.sto")
     ref = mb.io.read_storage(DATA / "arm26_StaticOptimization_activation.sto")
@@ -162,6 +164,7 @@ def test_arm26_activations_equal_opensims(arm26_command):
     assert np.max(np.abs(written.values - ref.values)) < 0.005
 
 
+@pytest.mark.slow
 def test_arm26_balances_the_torques(arm26_command):
     model = mb.load_osim(DATA / "arm26.osim")
     motion = mb.io.read_storage(DATA / "arm26_InverseKinematics.mot")
@@ -227,3 +230,37 @@ def test_gradient_through_the_pipeline_equals_finite_differences():
     dq = jnp.asarray(np.random.default_rng(3).normal(size=q.shape)) * 1e-2
     fd_q = (value_only(fmax, q + 1e-4 * dq) - value_only(fmax, q - 1e-4 * dq)) / 2e-4
     assert abs(float(jnp.sum(g_q * dq)) - float(fd_q)) < 1e-5 * abs(float(fd_q))
+
+
+_TWO_LINK = (pathlib.Path(__file__).parent / "data" / "broken_osim" / "path_point_nan_location.osim").read_text(
+).replace("nan 0.1 0", "0.1 0.1 0")
+
+
+def test_command_writes_activations_and_forces(tmp_path, capsys):
+    (tmp_path / "two_link.osim").write_text(_TWO_LINK)
+    time = np.linspace(0.0, 1.0, 51)
+    values = np.column_stack([20.0 * np.sin(2 * np.pi * time), 30.0 + 10.0 * np.cos(2 * np.pi * time)])
+    mb.io.write_storage(tmp_path / "motion.mot", mb.io.MotionData(time, ("q1", "q2"), values, in_degrees=True))
+    (tmp_path / "reserves.xml").write_text("""<OpenSimDocument Version="40000"><ForceSet name="r"><defaults/><objects>
+  <CoordinateActuator name="q1_reserve"><coordinate>q1</coordinate><optimal_force>10</optimal_force></CoordinateActuator>
+  <CoordinateActuator name="q2_reserve"><coordinate>q2</coordinate><optimal_force>5</optimal_force>
+    <min_control>-infinity</min_control><max_control>infinity</max_control></CoordinateActuator>
+</objects></ForceSet></OpenSimDocument>""")
+    out = tmp_path / "so"
+    assert main(["static-optimization", str(tmp_path / "two_link.osim"), str(tmp_path / "motion.mot"), "--out",
+                 str(out), "--lowpass", "6", "--actuators", str(tmp_path / "reserves.xml"),
+                 "--compile-cache", "none"]) == 0
+    assert "51 frames, 1 muscles, 2 actuators, low-pass 6 Hz" in capsys.readouterr().out
+    act = mb.io.read_storage(out / "two_link_StaticOptimization_activation.sto")
+    force = mb.io.read_storage(out / "two_link_StaticOptimization_force.sto")
+    assert act.labels == force.labels == ("flexor", "q1_reserve", "q2_reserve")
+    # The same solve through the Python API (OpenSim's setup: reserves after the model's actuators).
+    model = mb.load_osim(tmp_path / "two_link.osim")
+    reserves = mb.io.read_actuators(tmp_path / "reserves.xml", model)
+    so = mb.static_optimization(model, time, jnp.deg2rad(jnp.asarray(values)), lowpass_hz=6.0,
+                                actuators_extra=reserves)
+    np.testing.assert_allclose(act.values, np.hstack([so.activations, so.controls]), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(force.values[:, 1:], force.values[:, 1:] * 0 + act.values[:, 1:] * [10.0, 5.0],
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(force.values[:, 0], np.asarray(so.muscle_forces[:, 0]), rtol=1e-12)
+    assert float(jnp.max(so.torque_residual)) < 1e-10
