@@ -260,7 +260,10 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     - `weights`: ``(n_muscles + n_actuators,)`` positive weights ``w`` (default 1, as OpenSim).
     - `passive_forces`: True to add the muscles' passive fibre forces (OpenSim 4.6 does not).
     - `use_model_actuators`: include the model's own actuators (``model.forces``) as unknowns
-      (OpenSim's ``use_model_force_set``, default True).
+      (default True, as OpenSim's ``use_model_force_set`` true). OpenSim's
+      ``use_model_force_set`` false replaces the muscles and actuators by one unbounded
+      CoordinateActuator per coordinate, whose solution is the inverse dynamics itself
+      ([`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion]).
     - `tolerance`: the torque balance to reach, relative to ``max(1, max |τ|)``.
     - `max_steps`: Newton steps per frame at most.
 

@@ -39,6 +39,10 @@ def _inputs(args):
         if args.model or args.motion:
             raise UsageError("give either MODEL MOTION or --setup, not both")
         s = read_static_optimization_setup(check_model_file(args.setup))
+        if not s.use_model_force_set:
+            raise CommandError(f"{args.setup}: use_model_force_set false solves for one coordinate actuator per "
+                               "coordinate, whose solution is the inverse dynamics: run jaxmb inverse-dynamics, "
+                               "or set it to true")
         if s.replace_force_set:
             raise CommandError(f"{args.setup}: replace_force_set true is not supported (jaxmb appends the "
                                "force_set_files to the model's actuators); set it to false")
@@ -47,7 +51,7 @@ def _inputs(args):
                     actuators=tuple(args.actuators or s.force_set_files),
                     lowpass=args.lowpass if args.lowpass is not None else s.lowpass_hz, time_range=s.time_range,
                     exponent=args.exponent if args.exponent is not None else s.exponent,
-                    use_model=s.use_model_force_set, name=s.name)
+                    name=s.name)
     if not (args.model and args.motion):
         raise UsageError("give MODEL.osim and MOTION.mot (or --setup SETUP.xml)")
     check_model_file(args.model)
@@ -55,7 +59,7 @@ def _inputs(args):
         raise CommandError(f"{args.motion}: no such motion file")
     return dict(model=args.model, motion=args.motion, loads=args.external_loads, actuators=tuple(args.actuators or ()),
                 lowpass=args.lowpass, time_range=None, exponent=2.0 if args.exponent is None else args.exponent,
-                use_model=True, name=pathlib.Path(args.model).stem)
+                name=pathlib.Path(args.model).stem)
 
 
 def static_optimization(args) -> int:
@@ -76,8 +80,7 @@ def static_optimization(args) -> int:
         extra = tuple(a for path in inp["actuators"] for a in mb.io.read_actuators(path, model))
         progress.start(_STAGES[1])
         result = mb.static_optimization(model, motion.time, q, lowpass_hz=lowpass, time_range=inp["time_range"],
-                                        external_loads=loads, actuators_extra=extra, exponent=inp["exponent"],
-                                        use_model_actuators=inp["use_model"])
+                                        external_loads=loads, actuators_extra=extra, exponent=inp["exponent"])
         progress.start(_STAGES[2])
         labels = result.muscle_names + result.actuator_names
         time = np.asarray(result.time)
