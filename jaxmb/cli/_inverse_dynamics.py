@@ -45,9 +45,7 @@ def _inputs(args):
     """``(model, motion, loads, lowpass, time_range, output name)`` from the arguments or the setup file."""
     from ..io._setup import read_inverse_dynamics_setup
 
-    if args.setup:
-        if args.model or args.motion:
-            raise UsageError("give either MODEL MOTION or --setup, not both")
+    if check_motion_arguments(args):
         setup = read_inverse_dynamics_setup(check_model_file(args.setup))
         unsupported = [f for f in setup.forces_to_exclude if f.lower() != "muscles"]
         if unsupported:
@@ -59,12 +57,21 @@ def _inputs(args):
         lowpass = args.lowpass if args.lowpass is not None else setup.lowpass_hz
         return (setup.model_file, setup.coordinates_file, loads, lowpass, setup.time_range,
                 setup.output_gen_force_file)
+    return args.model, args.motion, args.external_loads, args.lowpass, None, "inverse_dynamics.sto"
+
+
+def check_motion_arguments(args) -> bool:
+    """True for ``--setup`` (refusing MODEL MOTION beside it); else check MODEL and MOTION exist."""
+    if args.setup:
+        if args.model or args.motion:
+            raise UsageError("give either MODEL MOTION or --setup, not both")
+        return True
     if not (args.model and args.motion):
         raise UsageError("give MODEL.osim and MOTION.mot (or --setup SETUP.xml)")
     check_model_file(args.model)
     if not os.path.isfile(args.motion):
         raise CommandError(f"{args.motion}: no such motion file")
-    return args.model, args.motion, args.external_loads, args.lowpass, None, "inverse_dynamics.sto"
+    return False
 
 
 def inverse_dynamics(args) -> int:

@@ -8,12 +8,11 @@ forces, N or N m) in DIR, one column per muscle and actuator by name, as OpenSim
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 from ._cache import CacheCounter
-from ._errors import CommandError, UsageError
-from ._inverse_dynamics import add_motion_arguments
+from ._errors import CommandError
+from ._inverse_dynamics import add_motion_arguments, check_motion_arguments
 from ._paths import check_model_file, check_out_folder
 from ._progress import Stages
 
@@ -35,9 +34,7 @@ def add_parser(sub, parents, non_negative_float) -> None:
 def _inputs(args):
     from ..io._setup import read_static_optimization_setup
 
-    if args.setup:
-        if args.model or args.motion:
-            raise UsageError("give either MODEL MOTION or --setup, not both")
+    if check_motion_arguments(args):
         s = read_static_optimization_setup(check_model_file(args.setup))
         if not s.use_model_force_set:
             raise CommandError(f"{args.setup}: use_model_force_set false solves for one coordinate actuator per "
@@ -52,11 +49,6 @@ def _inputs(args):
                     lowpass=args.lowpass if args.lowpass is not None else s.lowpass_hz, time_range=s.time_range,
                     exponent=args.exponent if args.exponent is not None else s.exponent,
                     name=s.name)
-    if not (args.model and args.motion):
-        raise UsageError("give MODEL.osim and MOTION.mot (or --setup SETUP.xml)")
-    check_model_file(args.model)
-    if not os.path.isfile(args.motion):
-        raise CommandError(f"{args.motion}: no such motion file")
     return dict(model=args.model, motion=args.motion, loads=args.external_loads, actuators=tuple(args.actuators or ()),
                 lowpass=args.lowpass, time_range=None, exponent=2.0 if args.exponent is None else args.exponent,
                 name=pathlib.Path(args.model).stem)
