@@ -231,7 +231,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                         lowpass_hz: float | None = None, time_range: tuple[float, float] | None = None,
                         external_loads=(), actuators_extra=(), exponent: float = 2.0, weights=None,
                         passive_forces: bool = False, use_model_actuators: bool = True,
-                        tolerance: float = 1e-11, max_steps: int = 50) -> StaticOptimization:
+                        tolerance: float | None = None, max_steps: int = 50) -> StaticOptimization:
     """Muscle activations and actuator controls over a whole motion, as OpenSim 4.6's Static
     Optimization (Anderson and Pandy 2001; Crowninshield and Brand 1981).
 
@@ -264,7 +264,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       ``use_model_force_set`` false replaces the muscles and actuators by one unbounded
       CoordinateActuator per coordinate, whose solution is the inverse dynamics itself
       ([`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion]).
-    - `tolerance`: the torque balance to reach, relative to ``max(1, max |τ|)``.
+    - `tolerance`: the torque balance to reach, relative to ``max(1, max |τ|)`` (default
+      1e-11 in float64, 1e-4 in float32).
     - `max_steps`: Newton steps per frame at most.
 
     **Returns:**
@@ -307,6 +308,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     qs, qds, qdds = w0 @ q, w1 @ q, w2 @ q
     samples = tuple(tuple(jnp.asarray(a, dtype=dtype) for a in ext.sample(frames)) for ext in externals)
     lo, hi = _bounds(model, extra, dtype)
+    if tolerance is None:
+        tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
     tau, B, target, f_active, f_passive = _problems(model, extra, tuple(_spec(e) for e in externals), qs, qds, qdds,
                                                     samples, bool(passive_forces))
     x, balance, kkt, steps, ok = _solve_frames(B, target, w, lo, hi, float(exponent), float(tolerance),
