@@ -167,8 +167,9 @@ def _frame(B, b, w, lo, hi, p, tol, max_steps):
     balance = jnp.max(jnp.abs(B @ x - b))
     # The natural residual of stationarity and the bounds, |x - clip(x - ∇_x L, lo, hi)|, with
     # ∇_x L = p w |x|^(p-1) sign(x) - Bᵀλ: zero exactly at a KKT point.
-    grad = p * w * jnp.sign(x) * jnp.abs(x) ** (p - 1.0) - s
-    natural = jnp.max(jnp.abs(x - jnp.clip(x - grad, lo, hi)))
+    xs, ss, ws, los, his = jax.lax.stop_gradient((x, s, w, lo, hi))  # a diagnostic, not differentiated
+    grad = p * ws * jnp.sign(xs) * jnp.abs(xs) ** (p - 1.0) - ss
+    natural = jnp.max(jnp.abs(xs - jnp.clip(xs - grad, los, his)))
     return x, balance, natural, steps, ok
 
 
