@@ -78,6 +78,8 @@ from ._model import Body as Body
 from ._motion import ExternalForce as ExternalForce
 from ._motion import inverse_dynamics_motion as inverse_dynamics_motion
 from ._motion import MotionInverseDynamics as MotionInverseDynamics
+from ._static_optimization import static_optimization as static_optimization
+from ._static_optimization import StaticOptimization as StaticOptimization
 from ._model import Joint as Joint
 from ._model import Model as Model
 from ._model import prismatic as prismatic

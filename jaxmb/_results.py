@@ -29,6 +29,8 @@ class RESULTS(eqx.Enumeration):
     - `nonfinite_state`: ``q``, ``q'`` or the applied forces became NaN or inf.
     - `singular_mass_matrix`: ``M(q)`` is singular or not positive definite.
     - `max_steps_reached`: the integrator ran out of steps before ``t1``.
+    - `static_optimization_failed`: a frame of static optimization has no feasible solution
+      (or did not converge).
     - `solver_failed`: the step size collapsed or an implicit stage diverged.
     """
 
@@ -60,3 +62,8 @@ class RESULTS(eqx.Enumeration):
         "for a stiff or singular system"
     )
     solver_failed = "the integrator failed (step size collapsed or the implicit stage solve diverged)"
+    static_optimization_failed = (
+        "static optimization found no activations and controls within their bounds that balance "
+        "the generalized forces at this frame (or did not converge in max_steps): the model is too "
+        "weak here; add reserve actuators, widen their bounds, or check the motion"
+    )

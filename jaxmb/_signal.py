@@ -36,7 +36,7 @@ import numpy as np
 
 from ._functions._gcvspl import gcvspline_interpolation_operators
 
-__all__ = ["lowpass_iir", "pad_reflect", "opensim_coordinate_operators"]
+__all__ = ["lowpass_iir", "pad_reflect", "opensim_coordinate_operators", "opensim_states_operators"]
 
 _EPS = np.finfo(float).eps  # SimTK::Eps, OpenSim's test of a uniform time step
 # The operators are dense (frames x samples): beyond this many samples (after padding
@@ -111,18 +111,21 @@ def opensim_coordinate_operators(time, *, lowpass_hz: float | None = None,
     ``(frames, W0, W1, W2)``: the times solved (k,) and three (k, n) matrices with
     ``q = W0 @ x``, ``q' = W1 @ x``, ``q'' = W2 @ x`` for data ``x`` (n, ...).
     """
+    return _operators(*_key(time, lowpass_hz, time_range))
+
+
+def _key(time, lowpass_hz, time_range) -> tuple:
+    """The hashable arguments of the cached operator builders."""
     time = np.asarray(time, dtype=float)
     if time.ndim != 1:
         raise ValueError(f"the motion's times must be 1-D, got shape {time.shape}.")
-    key = (tuple(time.tolist()), None if lowpass_hz is None else float(lowpass_hz),
-           None if time_range is None else (float(time_range[0]), float(time_range[1])))
-    return _operators(*key)
+    return (tuple(time.tolist()), None if lowpass_hz is None else float(lowpass_hz),
+            None if time_range is None else (float(time_range[0]), float(time_range[1])))
 
 
-@functools.lru_cache(maxsize=8)
-def _operators(time: tuple, lowpass_hz, time_range):
-    """`opensim_coordinate_operators` for hashable arguments (read-only arrays, cached:
-    building them is the costly part of a repeated call on one motion)."""
+def _grid(time: tuple, lowpass_hz, time_range):
+    """The (padded, filtered, resampled) samples' times, the map from the data to them, and
+    the frames solved."""
     time = np.array(time)
     n = time.size
     if n > _MAX_SAMPLES // (1 if lowpass_hz is None else 2):
@@ -163,9 +166,44 @@ def _operators(time: tuple, lowpass_hz, time_range):
             to_grid = resample @ to_grid
         to_grid = lowpass_iir(to_grid, dt, lowpass_hz)
     first, last = _find_index(grid, max(grid[0], start)), _find_index(grid, min(grid[-1], end))
-    frames = grid[first:last + 1]
+    return grid, to_grid, grid[first:last + 1]
+
+
+@functools.lru_cache(maxsize=8)
+def _operators(time: tuple, lowpass_hz, time_range):
+    """`opensim_coordinate_operators` for hashable arguments (read-only arrays, cached:
+    building them is the costly part of a repeated call on one motion)."""
+    grid, to_grid, frames = _grid(time, lowpass_hz, time_range)
     w = gcvspline_interpolation_operators(grid, 3, frames, orders=(0, 1, 2))
-    out = (frames, *(wd @ to_grid for wd in w))
-    for a in out:
+    return _frozen((frames, *(wd @ to_grid for wd in w)))
+
+
+@functools.lru_cache(maxsize=8)
+def _states_operators(time: tuple, lowpass_hz, time_range):
+    """`opensim_states_operators` for hashable arguments (read-only, cached)."""
+    grid, to_grid, frames = _grid(time, lowpass_hz, time_range)
+    w0, w1 = gcvspline_interpolation_operators(grid, 3, frames, orders=(0, 1))
+    (speeds,) = gcvspline_interpolation_operators(grid, 3, grid, orders=(1,))
+    return _frozen((frames, w0 @ to_grid, w1 @ to_grid, w1 @ (speeds @ to_grid)))
+
+
+def _frozen(arrays):
+    for a in arrays:
         a.setflags(write=False)
-    return out
+    return arrays
+
+
+def opensim_states_operators(time, *, lowpass_hz: float | None = None,
+                             time_range: tuple[float, float] | None = None):
+    """As `opensim_coordinate_operators`, with OpenSim's AnalyzeTool's accelerations: the
+    tool stores the speeds as the coordinate splines' first derivative at every (filtered)
+    sample (``SimbodyEngine::formCompleteStorages``), and an analysis such as
+    StaticOptimization takes ``q''`` as the first derivative of the interpolating quintic
+    ``GCVSpline`` through those speeds (``GCVSplineSet(5, states).constructStorage(1)``),
+    not as the second derivative of the coordinates' spline.
+
+    **Returns:** ``(frames, W0, W1, W2)`` as `opensim_coordinate_operators`, with
+    ``W2 = D_frames D_grid`` (the speeds' spline derivative at the frames of the coordinates'
+    spline derivative at the samples).
+    """
+    return _states_operators(*_key(time, lowpass_hz, time_range))

@@ -25,6 +25,7 @@ LAYERS = (
     ("jaxmb._loops", "jaxmb._muscles", "jaxmb.constraints"),
     ("jaxmb._forces",),
     ("jaxmb._simulate", "jaxmb._control", "jaxmb.control", "jaxmb._motion"),
+    ("jaxmb._static_optimization",),
     ("jaxmb.io",),
     ("jaxmb.models",),
     ("jaxmb.cli",),

@@ -23,14 +23,16 @@ def _groups(model):
 
 
 def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
-                  lengthening_speeds: ArrayLike) -> MusculotendonForces:
+                  lengthening_speeds: ArrayLike, *, inextensible_tendon: bool = False) -> MusculotendonForces:
     """The full musculotendon state of every muscle of `model`: fibre length, pennation, fibre
     velocity, active and passive fibre force, tendon force (Thelen 2003; Millard et al. 2013;
     De Groote et al. 2016),
     vectorised as [`jaxmb.muscle_forces`][jaxmb.muscle_forces] is.
 
     **Arguments:** as [`jaxmb.muscle_forces`][jaxmb.muscle_forces]: `model`, `activations`,
-    `lengths` (m), `lengthening_speeds` (m/s), each ``(n_muscles,)``.
+    `lengths` (m), `lengthening_speeds` (m/s), each ``(n_muscles,)``; `inextensible_tendon`: True
+    to take every tendon as rigid (`AbstractMusculotendonModel.inextensible_tendon_state`, as
+    OpenSim's static optimization does), False (default) for each model's own tendon.
 
     **Returns:** a [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces] whose fields have
     shape ``(n_muscles,)``, in `model.muscle_names` order.
@@ -47,7 +49,9 @@ def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
     for idx in _groups(model):
         stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[model.muscles[i].force_model for i in idx])
         sel = jnp.asarray(idx)
-        parts.append(jax.vmap(lambda fm, x, y, z: fm(x, y, z))(stacked, a[sel], l_mt[sel], v_mt[sel]))
+        state = (lambda fm, x, y, z: fm.inextensible_tendon_state(x, y, z)) if inextensible_tendon else (
+            lambda fm, x, y, z: fm(x, y, z))
+        parts.append(jax.vmap(state)(stacked, a[sel], l_mt[sel], v_mt[sel]))
         order.extend(idx)
     inverse = jnp.argsort(jnp.asarray(order)) if order else jnp.zeros((0,), int)
     return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[inverse], *parts)

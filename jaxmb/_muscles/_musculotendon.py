@@ -210,10 +210,21 @@ class AbstractMusculotendonModel(eqx.Module):
                  lengthening_speed: Float[ArrayLike, ""]) -> MusculotendonForces:
         """The musculotendon state at one (activation, l_MT (m), v_MT (m/s)); scalars (use
         `jax.vmap` for batches). Returns a [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces]."""
+        return self._state(activation, length, lengthening_speed, self.compliant_tendon)
+
+    def inextensible_tendon_state(self, activation: Float[ArrayLike, ""], length: Float[ArrayLike, ""],
+                                  lengthening_speed: Float[ArrayLike, ""]) -> MusculotendonForces:
+        """The musculotendon state with the tendon taken as rigid (length ``l_s``) whatever
+        `compliant_tendon` says: what OpenSim's ``calcInextensibleTendonActiveFiberForce`` and its
+        static optimization use. Scalars; returns a
+        [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces]."""
+        return self._state(activation, length, lengthening_speed, False)
+
+    def _state(self, activation, length, lengthening_speed, compliant):
         a_in = _leaf(activation)
         l_mt, v_mt = _leaf(length), _leaf(lengthening_speed)
         a = self._activation(a_in)
-        if self.compliant_tendon:
+        if compliant:
             x = self._equilibrium_x(a, l_mt, v_mt)
             l, cos_phi, sin_phi = self._geometry(x)
             v = self._equilibrium_fiber_velocity(a, l, l_mt, v_mt)

@@ -24,10 +24,15 @@ def add_parser(sub, parents, non_negative_float) -> None:
     command line's argument type for a number >= 0)."""
     p = sub.add_parser("inverse-dynamics", parents=parents,
                        help="generalized forces of a motion, as OpenSim's Inverse Dynamics tool")
+    add_motion_arguments(p, non_negative_float, "an OpenSim InverseDynamicsTool setup file")
+
+
+def add_motion_arguments(p, non_negative_float, setup: str) -> None:
+    """The arguments the motion commands share: MODEL MOTION or ``--setup`` (`setup` says
+    which file), ``--out``, ``--lowpass``, ``--external-loads``."""
     p.add_argument("model", nargs="?", help="OpenSim .osim model (not with --setup)")
     p.add_argument("motion", nargs="?", help="coordinates (.mot or .sto; not with --setup)")
-    p.add_argument("--setup", help="an OpenSim InverseDynamicsTool setup file, as it is; its paths are "
-                                   "relative to its folder")
+    p.add_argument("--setup", help=f"{setup}, as it is; its paths are relative to its folder")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--lowpass", type=non_negative_float, default=None, metavar="HZ",
                    help="low-pass cutoff [Hz] of OpenSim's filter for the coordinates (default: none, or the "
@@ -40,9 +45,7 @@ def _inputs(args):
     """``(model, motion, loads, lowpass, time_range, output name)`` from the arguments or the setup file."""
     from ..io._setup import read_inverse_dynamics_setup
 
-    if args.setup:
-        if args.model or args.motion:
-            raise UsageError("give either MODEL MOTION or --setup, not both")
+    if check_motion_arguments(args):
         setup = read_inverse_dynamics_setup(check_model_file(args.setup))
         unsupported = [f for f in setup.forces_to_exclude if f.lower() != "muscles"]
         if unsupported:
@@ -54,12 +57,21 @@ def _inputs(args):
         lowpass = args.lowpass if args.lowpass is not None else setup.lowpass_hz
         return (setup.model_file, setup.coordinates_file, loads, lowpass, setup.time_range,
                 setup.output_gen_force_file)
+    return args.model, args.motion, args.external_loads, args.lowpass, None, "inverse_dynamics.sto"
+
+
+def check_motion_arguments(args) -> bool:
+    """True for ``--setup`` (refusing MODEL MOTION beside it); else check MODEL and MOTION exist."""
+    if args.setup:
+        if args.model or args.motion:
+            raise UsageError("give either MODEL MOTION or --setup, not both")
+        return True
     if not (args.model and args.motion):
         raise UsageError("give MODEL.osim and MOTION.mot (or --setup SETUP.xml)")
     check_model_file(args.model)
     if not os.path.isfile(args.motion):
         raise CommandError(f"{args.motion}: no such motion file")
-    return args.model, args.motion, args.external_loads, args.lowpass, None, "inverse_dynamics.sto"
+    return False
 
 
 def inverse_dynamics(args) -> int:

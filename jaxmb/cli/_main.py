@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._inverse_dynamics import add_parser as add_inverse_dynamics
 
     add_inverse_dynamics(sub, [jitted], non_negative_float)
+    from ._static_optimization import add_parser as add_static_optimization
+
+    add_static_optimization(sub, [jitted], non_negative_float)
 
     info = sub.add_parser("info", parents=[common],
                           help="what a model holds: coordinates, bodies, muscles, wrap objects, what was skipped")
@@ -158,6 +161,10 @@ def _dispatch(args) -> int:
         from ._inverse_dynamics import inverse_dynamics
 
         return inverse_dynamics(args)
+    if args.command == "static-optimization":
+        from ._static_optimization import static_optimization
+
+        return static_optimization(args)
     from ._moment_arms import moment_arms
 
     return moment_arms(args)

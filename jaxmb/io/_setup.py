@@ -12,7 +12,8 @@ import os
 
 from ._xml import XmlReader
 
-__all__ = ["InverseDynamicsSetup", "read_inverse_dynamics_setup"]
+__all__ = ["InverseDynamicsSetup", "read_inverse_dynamics_setup", "StaticOptimizationSetup",
+           "read_static_optimization_setup"]
 
 _ID_TAGS = {"results_directory", "input_directory", "model_file", "time_range", "forces_to_exclude",
             "external_loads_file", "coordinates_file", "coordinates_in_degrees",
@@ -85,3 +86,85 @@ def _time_range(xml: XmlReader, tool) -> tuple[float, float] | None:
     if math.isinf(lo) and math.isinf(hi):
         return None
     return (lo, hi)
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticOptimizationSetup:
+    """What jaxmb takes from an ``AnalyzeTool`` setup with a ``StaticOptimization`` analysis
+    (paths made absolute)."""
+
+    name: str
+    model_file: str
+    coordinates_file: str
+    external_loads_file: str | None
+    force_set_files: tuple[str, ...]
+    replace_force_set: bool
+    lowpass_hz: float | None
+    time_range: tuple[float, float] | None
+    exponent: float
+    use_model_force_set: bool
+    results_directory: str
+
+
+def read_static_optimization_setup(path: str | os.PathLike) -> StaticOptimizationSetup:
+    """Read an OpenSim ``AnalyzeTool`` setup file holding a ``StaticOptimization`` analysis;
+    a [`jaxmb.ModelError`][jaxmb.ModelError] names ``file:line`` for a missing file and for
+    settings jaxmb does not support (a states file, ``use_muscle_physiology`` false, a
+    ``step_interval`` other than 1, no StaticOptimization analysis)."""
+    xml = XmlReader.parse(path)
+    root = xml.root
+    tool = root if root.tag == "AnalyzeTool" else xml.child(root, "AnalyzeTool")
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+
+    def file(name, el, tag):
+        full = os.path.normpath(os.path.join(folder, name))
+        if not os.path.isfile(full):
+            xml.fail(xml.child(el, tag), f"file {name!r} not found (looked for {full}); paths in a setup file "
+                                         "are relative to its folder.", owner=el)
+        return full
+
+    def required(tag):
+        name = xml.text(tool, tag, "")
+        if not name or name == "Unassigned":
+            xml.fail(tool, f"<{tag}> is empty; name the file (relative to {folder}).")
+        return file(name, tool, tag)
+
+    states = xml.text(tool, "states_file", "")
+    if states and states != "Unassigned":
+        xml.fail(xml.child(tool, "states_file"), "jaxmb reads coordinates, not states: give <coordinates_file> "
+                 "and leave <states_file> empty.", owner=tool)
+    analyses = xml.child(tool, "AnalysisSet", required=False)
+    so = [el for el in xml.set_objects(analyses) if el.tag == "StaticOptimization"] if analyses is not None else []
+    so = [el for el in so if xml.boolean(el, "on", True)]
+    if not so:
+        xml.fail(tool, "holds no StaticOptimization analysis (switched on) in its <AnalysisSet>.")
+    analysis = so[0]
+    if not xml.boolean(analysis, "use_muscle_physiology", True):
+        xml.fail(xml.child(analysis, "use_muscle_physiology"), "jaxmb's static optimization uses the muscles' "
+                 "force-length-velocity curves; set <use_muscle_physiology> true.", owner=analysis)
+    interval = xml.number(analysis, "step_interval", 1.0)
+    if interval != 1:
+        xml.fail(xml.child(analysis, "step_interval"), f"step_interval {interval:g}: jaxmb solves every frame; "
+                 "set <step_interval> to 1.", owner=analysis)
+    external = xml.text(tool, "external_loads_file", "")
+    forces = tuple(file(name, tool, "force_set_files") for name in xml.text(tool, "force_set_files", "").split())
+    cutoff = xml.number(tool, "lowpass_cutoff_frequency_for_coordinates", -1.0)
+    def time(el, tag, default):
+        text = xml.text(el, tag, "")
+        try:
+            return float(text) if text else default
+        except ValueError:
+            xml.fail(xml.child(el, tag), f"expected a time (s), got {text!r}.", owner=el)
+
+    start = max(time(tool, "initial_time", -math.inf), time(analysis, "start_time", -math.inf))
+    end = min(time(tool, "final_time", math.inf), time(analysis, "end_time", math.inf))
+    return StaticOptimizationSetup(
+        name=tool.get("name") or "Untitled", model_file=required("model_file"),
+        coordinates_file=required("coordinates_file"),
+        external_loads_file=file(external, tool, "external_loads_file") if external and external != "Unassigned"
+        else None, force_set_files=forces, replace_force_set=xml.boolean(tool, "replace_force_set", False),
+        lowpass_hz=None if cutoff < 0 else float(cutoff),
+        time_range=None if math.isinf(start) and math.isinf(end) else (start, end),
+        exponent=xml.number(analysis, "activation_exponent", 2.0),
+        use_model_force_set=xml.boolean(analysis, "use_model_force_set", True),
+        results_directory=os.path.join(folder, xml.text(tool, "results_directory", "") or "."))

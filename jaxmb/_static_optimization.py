@@ -1,0 +1,327 @@
+"""Static optimization over a whole motion, as OpenSim 4.6's StaticOptimization analysis.
+
+At every frame the muscles' activations ``a`` and the actuators' controls ``u`` minimise
+``Σ w_i |a_i|^p + Σ w_j |u_j|^p`` subject to the equations of motion at the motion's
+``q, q', q''`` (Anderson and Pandy 2001; Crowninshield and Brand 1981):
+
+    R(q) (a ⊙ F_A(q, q') + F_P(q, q')) + Q_act(q) u = τ_ID(q, q', q''),   lo ≤ (a, u) ≤ hi,
+
+with ``R = -dL/dq`` the moment arms, ``F_A`` the active fibre force along the tendon at
+full activation with a rigid tendon (OpenSim's ``calcInextensibleTendonActiveFiberForce``:
+force-length at the fibre length, force-velocity at the fibre velocity the path's
+lengthening speed gives), ``F_P`` the passive fibre force along the tendon (0 unless
+asked: OpenSim 4.6 overrides the whole muscle force by ``a F_A``), ``Q_act`` the
+generalized force of each actuator per unit control and ``τ_ID`` the inverse dynamics of
+the motion with its external loads ([`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion]).
+
+The constraint is affine in ``x = (a, u)``: ``B x = b``. The problem is solved through its
+dual: for multipliers ``λ`` the box-constrained minimiser of the Lagrangian is separable and
+explicit, ``x_i(λ) = clip(sign(s_i) (|s_i| / (p w_i))^(1/(p-1)), lo_i, hi_i)`` with
+``s = Bᵀ λ``, and the multipliers solve ``B x(λ) = b``, a semismooth system of ``nq``
+equations solved by Newton's method with a line search on the (concave) dual function. For
+``p = 2`` the dual is piecewise quadratic and Newton ends on the exact active set: the
+torque balance holds to round-off. Frames are batched with `vmap`; derivatives come from
+the implicit-function theorem (one differentiable Newton step at the solution).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from ._checks import _is_concrete
+from ._errors import ModelError
+from ._forces._base import AbstractActuator, actuators, force_set_forces
+from ._motion import _external_generalized_force, _spec, ExternalForce
+from ._dynamics import inverse_dynamics
+from ._muscles import muscle_lengths_and_moment_arms, muscle_states
+from ._results import RESULTS
+from ._signal import opensim_states_operators
+
+__all__ = ["StaticOptimization", "static_optimization"]
+
+_LINE_SEARCH = 2.0 ** -np.arange(31)  # step lengths tried at once (vectorised backtracking)
+
+
+class StaticOptimization(eqx.Module):
+    """Static optimization of a motion: what [`jaxmb.static_optimization`][jaxmb.static_optimization] returns.
+
+    - `time`: the solved frames (k,), s.
+    - `activations`: (k, n_muscles), in `muscle_names` order.
+    - `muscle_forces`: (k, n_muscles) tendon forces, N (``a F_A + F_P``).
+    - `controls`: (k, n_actuators) actuator controls, in `actuator_names` order.
+    - `actuator_forces`: (k, n_actuators) ``optimal_force · u`` (N or N m).
+    - `q`, `qd`, `qdd`: the smoothed kinematics (k, nq).
+    - `generalized_forces`: (k, nq) ``τ_ID``: the inverse dynamics with the external loads and
+      the model's passive forces (``model.forces``) applied, what the muscles and actuators balance.
+    - `constraint_matrix`: (k, nq, n_muscles + n_actuators) ``B``: the generalized force of
+      each muscle at full activation (``R F_A``) and of each actuator per unit control.
+    - `constraint_target`: (k, nq) ``τ_ID - R F_P``, what ``B (a, u)`` balances.
+    - `torque_residual`: (k,) ``max |B x - τ_ID|`` (N m or N): the torque balance.
+    - `kkt_residual`: (k,) the natural residual of the other optimality conditions,
+      ``max_i |x_i - clip(x_i - ∂L/∂x_i, lo_i, hi_i)|`` with ``L`` the Lagrangian (stationarity,
+      bounds and complementarity; 0 at a KKT point).
+    - `iterations`: (k,) Newton steps taken.
+    - `result`: (k,) a [`jaxmb.RESULTS`][jaxmb.RESULTS] code per frame.
+    - `muscle_names`, `actuator_names`: the columns' names.
+    """
+
+    time: Float[Array, " k"]
+    activations: Float[Array, "k n_muscles"]
+    muscle_forces: Float[Array, "k n_muscles"]
+    controls: Float[Array, "k n_actuators"]
+    actuator_forces: Float[Array, "k n_actuators"]
+    q: Float[Array, "k nq"]
+    qd: Float[Array, "k nq"]
+    qdd: Float[Array, "k nq"]
+    generalized_forces: Float[Array, "k nq"]
+    constraint_matrix: Float[Array, "k nq n"]
+    constraint_target: Float[Array, "k nq"]
+    torque_residual: Float[Array, " k"]
+    kkt_residual: Float[Array, " k"]
+    iterations: Int[Array, " k"]
+    result: RESULTS
+    muscle_names: tuple[str, ...] = eqx.field(static=True)
+    actuator_names: tuple[str, ...] = eqx.field(static=True)
+
+
+# ---- the per-frame problem ----------------------------------------------------------------
+
+
+def _primal(s, w, lo, hi, p):
+    """The box-constrained minimiser of ``w |x|^p - s x`` and, where it is free, its derivative."""
+    if p == 2.0:
+        x_free = s / (2.0 * w)
+        dx = 1.0 / (2.0 * w)
+    else:
+        mag = jnp.abs(s) / (p * w)
+        tiny = jnp.finfo(s.dtype).tiny ** 0.25
+        safe = jnp.maximum(mag, tiny)
+        x_free = jnp.sign(s) * jnp.where(mag > tiny, safe ** (1.0 / (p - 1.0)), 0.0)
+        dx = safe ** (1.0 / (p - 1.0) - 1.0) / ((p - 1.0) * p * w)
+    x = jnp.clip(x_free, lo, hi)
+    free = (x_free > lo) & (x_free < hi)
+    return x, jnp.where(free, dx, 0.0)
+
+
+def _dual(lam, B, b, w, lo, hi, p):
+    """Dual value ``g(λ) = Σ w |x|^p - λᵀ(B x - b)`` at the Lagrangian's minimiser ``x(λ)``."""
+    x, _ = _primal(B.T @ lam, w, lo, hi, p)
+    return jnp.sum(w * jnp.abs(x) ** p) - lam @ (B @ x - b)
+
+
+def _newton_matrix(B, d, w):
+    """``B diag(d) Bᵀ`` (the dual's negated Hessian) plus ``1e-9`` of its value with every
+    variable free (``d = 1/(2w)``): invertible while a variable sits at a bound on every
+    row, at the price of Newton steps shorter by a part in 10⁹."""
+    return (B * d[None, :]) @ B.T + 1e-9 * ((B * (0.5 / w)[None, :]) @ B.T)
+
+
+def _solve_frame(B, b, w, lo, hi, p, tol, max_steps):
+    """Multipliers of one frame's problem: ``(λ, steps, converged)`` (no derivatives)."""
+    # Start from the multipliers of the problem without bounds (all variables free, p = 2).
+    lam0 = jnp.linalg.solve((B * (0.5 / w)[None, :]) @ B.T, b)
+    b_scale = jnp.maximum(1.0, jnp.max(jnp.abs(b)))
+
+    def residual(lam):
+        x, d = _primal(B.T @ lam, w, lo, hi, p)
+        return B @ x - b, d
+
+    def cond(carry):
+        _, k, r_norm = carry
+        return (k < max_steps) & (r_norm > tol * b_scale)
+
+    def body(carry):
+        lam, k, _ = carry
+        r, d = residual(lam)
+        step = jnp.linalg.solve(_newton_matrix(B, d, w), -r)
+        trial = lam[None, :] + jnp.asarray(_LINE_SEARCH, B.dtype)[:, None] * step[None, :]
+        values = jax.vmap(lambda l: _dual(l, B, b, w, lo, hi, p))(trial)
+        values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
+        # The longest step that does not lower the dual (to round-off), else the best one.
+        g0 = _dual(lam, B, b, w, lo, hi, p)
+        ascent = values >= g0 - 1e-13 * (1.0 + jnp.abs(g0))
+        lam = trial[jnp.where(jnp.any(ascent), jnp.argmax(ascent), jnp.argmax(values))]
+        return lam, k + 1, jnp.max(jnp.abs(residual(lam)[0]))
+
+    r0 = jnp.max(jnp.abs(residual(lam0)[0]))
+    lam, steps, r_norm = jax.lax.while_loop(cond, body, (lam0, jnp.asarray(0), r0))
+    return lam, steps, r_norm <= tol * b_scale
+
+
+def _frame(B, b, w, lo, hi, p, tol, max_steps):
+    """One frame: ``(x, torque residual, kkt residual, steps, converged)``, differentiable in
+    ``(B, b, w, lo, hi)`` by the implicit-function theorem."""
+    lam, steps, ok = _solve_frame(*jax.lax.stop_gradient((B, b, w, lo, hi)), p, tol, max_steps)
+    # One Newton step at the solution: its value is λ (to round-off) and its derivative
+    # -J⁻¹ ∂r/∂θ is the implicit-function theorem's for r(λ, θ) = B x(λ) - b = 0.
+    _, d = _primal(jax.lax.stop_gradient(B).T @ lam, jax.lax.stop_gradient(w), lo, hi, p)
+    J = jax.lax.stop_gradient(_newton_matrix(B, d, w))
+    x_at, _ = _primal(B.T @ lam, w, lo, hi, p)
+    lam = lam - jnp.linalg.solve(J, B @ x_at - b)
+    s = B.T @ lam
+    x, _ = _primal(s, w, lo, hi, p)
+    balance = jnp.max(jnp.abs(B @ x - b))
+    # The natural residual of stationarity and the bounds, |x - clip(x - ∇_x L, lo, hi)|, with
+    # ∇_x L = p w |x|^(p-1) sign(x) - Bᵀλ: zero exactly at a KKT point.
+    xs, ss, ws, los, his = jax.lax.stop_gradient((x, s, w, lo, hi))  # a diagnostic, not differentiated
+    grad = p * ws * jnp.sign(xs) * jnp.abs(xs) ** (p - 1.0) - ss
+    natural = jnp.max(jnp.abs(xs - jnp.clip(xs - grad, los, his)))
+    return x, balance, natural, steps, ok
+
+
+# ---- the motion ---------------------------------------------------------------------------
+
+
+def _bounds(model, extra, dtype):
+    """Lower and upper bounds of ``(a, u)``: muscles ``[minimum_activation or 0, 1]``
+    (OpenSim's Thelen2003Muscle sets its min_control to its minimum activation), actuators
+    their ``[min_control, max_control]``."""
+    lo, hi = [], []
+    for m in model.muscles:
+        lo.append(jnp.asarray(getattr(m.force_model, "minimum_activation", 0.0), dtype))
+        hi.append(jnp.asarray(1.0, dtype))
+    for a in extra:
+        lo.append(jnp.asarray(a.min_control, dtype))
+        hi.append(jnp.asarray(a.max_control, dtype))
+    return jnp.stack(lo), jnp.stack(hi)
+
+
+@eqx.filter_jit
+def _problems(model, extra, specs, q, qd, qdd, samples, passive):
+    """Per frame: ``τ_ID``, the constraint matrix ``B`` (nq, n), its right side
+    ``τ_ID - R F_P`` and the muscles' ``F_A``, ``F_P`` (vmapped over the frames)."""
+    n_muscles = len(model.muscles)
+
+    def one(qi, qdi, qddi, si):
+        tau = inverse_dynamics(model, qi, qdi, qddi)
+        if specs:
+            tau = tau - _external_generalized_force(model, specs, qi, si)
+        if model.forces:  # the ForceSet's passive elements (actuators at zero control) are applied
+            tau = tau - force_set_forces(model, qi, qdi)
+        columns = []
+        f_active = f_passive = jnp.zeros((0,), qi.dtype)
+        target = tau
+        if n_muscles:
+            lengths, R = muscle_lengths_and_moment_arms(model, qi)
+            speeds = -R.T @ qdi
+            state = muscle_states(model, jnp.ones(n_muscles, qi.dtype), lengths, speeds, inextensible_tendon=True)
+            cos_phi = jnp.cos(state.pennation_angle)
+            f_active = state.active_fiber_force * cos_phi
+            f_passive = state.passive_fiber_force * cos_phi if passive else jnp.zeros_like(f_active)
+            columns.append(R * f_active[None, :])
+            target = tau - R @ f_passive
+        if extra:
+            columns.append(jnp.stack([a.generalized_force(model, qi, qdi, jnp.ones((), qi.dtype)) for a in extra],
+                                     axis=1))
+        return tau, jnp.concatenate(columns, axis=1), target, f_active, f_passive
+
+    return jax.vmap(one)(q, qd, qdd, samples)
+
+
+@eqx.filter_jit
+def _solve_frames(B, target, weights, lo, hi, p, tol, max_steps):
+    """`_frame` over the frames (vmapped)."""
+    return jax.vmap(lambda Bi, bi: _frame(Bi, bi, weights, lo, hi, p, tol, max_steps))(B, target)
+
+
+def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | np.ndarray, "n nq"], *,
+                        lowpass_hz: float | None = None, time_range: tuple[float, float] | None = None,
+                        external_loads=(), actuators_extra=(), exponent: float = 2.0, weights=None,
+                        passive_forces: bool = False, use_model_actuators: bool = True,
+                        tolerance: float | None = None, max_steps: int = 50) -> StaticOptimization:
+    """Muscle activations and actuator controls over a whole motion, as OpenSim 4.6's Static
+    Optimization (Anderson and Pandy 2001; Crowninshield and Brand 1981).
+
+    At every frame, minimise ``Σ w_i |a_i|^p + Σ w_j |u_j|^p`` over activations ``a`` and
+    actuator controls ``u`` within their bounds subject to
+    ``R (a ⊙ F_A + F_P) + Q_act u = τ_ID`` (the module docstring of
+    `jaxmb._static_optimization` gives each term). OpenSim matches accelerations,
+    ``M⁻¹(R F + Q_act u - τ_ID) = 0``; with ``M`` invertible that is the same constraint, so
+    a frame where it can be met has the same solution. The kinematics come from the samples
+    as in OpenSim 4.6's AnalyzeTool: optional low-pass filter with padding, interpolating
+    quintic GCV splines for ``q, q'``, and ``q''`` the derivative of the quintic spline
+    through the speeds' samples (OpenSim's state derivatives).
+
+    **Arguments:**
+
+    - `model`: the [`jaxmb.Model`][jaxmb.Model]; every muscle needs a force model (its
+      rigid-tendon active force is used, whatever its tendon).
+    - `time`: sample times (n,), s, strictly increasing; concrete (NumPy).
+    - `q`: coordinates (n, nq), model order, rad and m.
+    - `lowpass_hz`, `time_range`, `external_loads`: as
+      [`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion].
+    - `actuators_extra`: further [`jaxmb.AbstractActuator`][jaxmb.AbstractActuator]
+      (reserves and residuals; [`jaxmb.io.read_actuators`][jaxmb.io.read_actuators] reads
+      OpenSim's file), after the model's own.
+    - `exponent`: ``p > 1`` (OpenSim's ``activation_exponent``, 2 by default).
+    - `weights`: ``(n_muscles + n_actuators,)`` positive weights ``w`` (default 1, as OpenSim).
+    - `passive_forces`: True to add the muscles' passive fibre forces (OpenSim 4.6 does not).
+    - `use_model_actuators`: include the model's own actuators (``model.forces``) as unknowns
+      (default True, as OpenSim's ``use_model_force_set`` true). OpenSim's
+      ``use_model_force_set`` false replaces the muscles and actuators by one unbounded
+      CoordinateActuator per coordinate, whose solution is the inverse dynamics itself
+      ([`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion]).
+    - `tolerance`: the torque balance to reach, relative to ``max(1, max |τ|)`` (default
+      1e-11 in float64, 1e-4 in float32).
+    - `max_steps`: Newton steps per frame at most.
+
+    **Returns:**
+
+    A [`jaxmb.StaticOptimization`][jaxmb.StaticOptimization]; frames that did not converge
+    (no activations within bounds balance the forces: add reserves) have a `result` other
+    than ``RESULTS.successful``.
+    """
+    time = np.asarray(time, dtype=float)
+    q = jnp.asarray(q)
+    if q.ndim != 2 or q.shape != (time.size, model.nq):
+        raise ModelError(f"static_optimization: q must have shape (n, nq) = ({time.size}, {model.nq}) "
+                         f"for {time.size} times and model {model.name!r}, got {q.shape}.")
+    if not exponent > 1.0:
+        raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
+    extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
+    for a in extra:
+        if not isinstance(a, AbstractActuator):
+            raise TypeError(f"actuators_extra must hold jaxmb actuators (e.g. jaxmb.CoordinateActuator), "
+                            f"got {type(a).__name__}.")
+        a.check_model(model)
+    names = tuple(model.muscle_names) + tuple(a.name for a in extra)
+    if len(names) < 1:
+        raise ModelError(f"static_optimization: model {model.name!r} has no muscles and no actuators.")
+    externals = tuple(external_loads)
+    for ext in externals:
+        if not isinstance(ext, ExternalForce):
+            raise TypeError(f"external_loads must hold jaxmb.ExternalForce, got {type(ext).__name__}.")
+        ext.check(model)
+    dtype = q.dtype
+    n = len(names)
+    w = jnp.ones(n, dtype) if weights is None else jnp.asarray(weights, dtype)
+    if w.shape != (n,):
+        raise ValueError(f"static_optimization: weights must have shape ({n},), one per muscle and actuator "
+                         f"({names}), got {w.shape}.")
+    if _is_concrete(w) and not bool(jnp.all(w > 0)):
+        raise ValueError("static_optimization: weights must be positive.")
+    frames, w0, w1, w2 = opensim_states_operators(time, lowpass_hz=lowpass_hz, time_range=time_range)
+    w0, w1, w2 = (jnp.asarray(m, dtype=dtype) for m in (w0, w1, w2))
+    qs, qds, qdds = w0 @ q, w1 @ q, w2 @ q
+    samples = tuple(tuple(jnp.asarray(a, dtype=dtype) for a in ext.sample(frames)) for ext in externals)
+    lo, hi = _bounds(model, extra, dtype)
+    if tolerance is None:
+        tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
+    tau, B, target, f_active, f_passive = _problems(model, extra, tuple(_spec(e) for e in externals), qs, qds, qdds,
+                                                    samples, bool(passive_forces))
+    x, balance, kkt, steps, ok = _solve_frames(B, target, w, lo, hi, float(exponent), float(tolerance),
+                                               int(max_steps))
+    nm = len(model.muscles)
+    a, u = x[:, :nm], x[:, nm:]
+    opt = jnp.stack([e.optimal_force for e in extra]).astype(dtype) if extra else jnp.zeros((0,), dtype)
+    result = jax.vmap(lambda o: RESULTS.where(o, RESULTS.successful, RESULTS.static_optimization_failed))(ok)
+    return StaticOptimization(
+        time=jnp.asarray(frames, dtype=dtype), activations=a, muscle_forces=a * f_active + f_passive, controls=u,
+        actuator_forces=u * opt[None, :], q=qs, qd=qds, qdd=qdds, generalized_forces=tau, constraint_matrix=B,
+        constraint_target=target, torque_residual=balance,
+        kkt_residual=kkt, iterations=steps, result=result, muscle_names=tuple(model.muscle_names),
+        actuator_names=tuple(e.name for e in extra))
