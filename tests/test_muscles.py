@@ -125,7 +125,7 @@ def test_closed_form_equals_autodiff_chained_wraps():
         r = resolve_all(lay, q, mb.body_transforms(model, q))
         return mb.moment_arms(model, q), mb.moment_arms(model, q, method="autodiff"), r.history
 
-    rc, ra, (applied, engaged, node_a, node_b, _, _) = jax.jit(lambda qs: jax.lax.map(one, qs))(states)
+    rc, ra, (applied, engaged, node_a, node_b, *_) = jax.jit(lambda qs: jax.lax.map(one, qs))(states)
     rc, ra = np.asarray(rc), np.asarray(ra)
     # the chain happens: in the second pass the cylinder (slot 0) wraps the segment that
     # ends at the second wrap's r1 (node P + 2) and the second wrap starts at the

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._errors import ModelError
-from .._safe import unit
+from .._safe import safe_div, unit
 from .._spatial import body_fixed_xyz
 from ._checks import vector3
 
@@ -166,5 +166,27 @@ def iterate_derivative(fn):
 
         jac, out = jax.jacfwd(with_value, has_aux=True)(x)
         return out, jac @ tangents[0]
+
+    return wrapped
+
+
+def root_derivative(solve, residual):
+    """``solve(x)`` (x: a flat float array), a scalar root t of ``residual(t, x) = 0``
+    found by an iteration run to convergence, differentiated by the implicit function
+    theorem at that root: ``dt = -(∂f/∂x dx) / (∂f/∂t)``.
+
+    For iterations OpenSim stops at a tight tolerance (the Newton solves of the
+    ellipse's and ellipsoid's closest points stop at ``|f| < 1e-9``) this is the
+    iterate's derivative up to that tolerance, without differentiating the loop:
+    the rule evaluates the residual's partial derivatives once, at the root."""
+    wrapped = jax.custom_jvp(solve)
+
+    @wrapped.defjvp
+    def _jvp(primals, tangents):
+        (x,), (dx,) = primals, tangents
+        t = solve(x)
+        f_t = jax.grad(residual)(t, x)
+        _, f_x_dx = jax.jvp(lambda y: residual(t, y), (x,), (dx,))
+        return t, -safe_div(f_x_dx, f_t)
 
     return wrapped
