@@ -37,7 +37,11 @@ def _world_wrap(algorithm, rot, org, prm, axis, sign, skip):
 
 def _value_and_jacobian(fn, x):
     """``fn(x)`` and its Jacobian by forward mode (one pass, len(x) tangents)."""
-    jac, value = jax.jacfwd(lambda y: (fn(y), fn(y)), has_aux=True)(x)
+    def both(y):
+        v = fn(y)
+        return v, v
+
+    jac, value = jax.jacfwd(both, has_aux=True)(x)
     return value, jac
 
 
