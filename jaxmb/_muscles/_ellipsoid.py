@@ -17,7 +17,7 @@ from jaxtyping import Array, Float
 from .._safe import acos, dsign, norm, safe_div, sqrt0, unit
 from ._checks import positive, vector3
 from ._wrap_base import (INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, ROUNDOFF, WRAP_METHODS, AbstractWrapObject,
-                         WrapAlgorithm, init_common, iterate_derivative, root_derivative)
+                         WrapAlgorithm, init_common, iterate_derivative)
 
 _MU_BLEND_MIN, _MU_BLEND_MAX = 0.7073, 0.9  # below: fan only; above: "Frans" (axis) only
 _SV_BOUNDARY_BLEND = 0.3
@@ -41,16 +41,10 @@ def _newton_t(f_fp, t0, n=64, tol=1e-9):
     return jax.lax.while_loop(cond, body, (0, t0, jnp.zeros((), bool)))[1]
 
 
-def _ellipse_f(t, x):
-    """The closest-point condition on the ellipse's Lagrange parameter t (x = a, b, u, v)."""
-    a, b, u, v = x
-    P, Q = t + a * a, t + b * b
-    return P * P * Q * Q - a * a * u * u * Q * Q - b * b * v * v * P * P
-
-
-def _ellipse_lagrange_solve(x):
+@iterate_derivative
+def _ellipse_lagrange(x):
     """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipse
-    (semi-axes x[0], x[1]) closest to (x[2], x[3])."""
+    (semi-axes x[0], x[1]) closest to (x[2], x[3]), differentiable as that iterate."""
     a, b, u, v = x
     a2, b2, au, bv = a * a, b * b, a * a * u * u, b * b * v * v
 
@@ -60,10 +54,6 @@ def _ellipse_lagrange_solve(x):
 
     inside = (u / a) ** 2 + (v / b) ** 2 < 1.0
     return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.maximum(a, b) * sqrt0(u * u + v * v)))
-
-
-# Differentiated at the root (OpenSim's Newton stops at |f| < 1e-9: converged).
-_ellipse_lagrange = root_derivative(_ellipse_lagrange_solve, _ellipse_f)
 
 
 def _ellipse_closest(a, b, u, v):
@@ -103,16 +93,10 @@ def _ellipsoid_closest_on_plane(a, p, axis):
     return p.at[i].set(x).at[j].set(y)
 
 
-def _ellipsoid_f(t, x):
-    """The closest-point condition on the ellipsoid's Lagrange parameter t (x = semi-axes, point)."""
-    P, Q, R = t + x[:3] * x[:3]
-    au, bv, cw = (x[:3] * x[3:]) ** 2
-    return P * P * Q * Q * R * R - au * Q * Q * R * R - bv * P * P * R * R - cw * P * P * Q * Q
-
-
-def _ellipsoid_lagrange_solve(x):
+@iterate_derivative
+def _ellipsoid_lagrange(x):
     """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipsoid
-    (semi-axes x[:3]) closest to x[3:]."""
+    (semi-axes x[:3]) closest to x[3:], differentiable as that iterate."""
     a, p = x[:3], x[3:]
     a2 = a * a
     au, bv, cw = a2 * p * p
@@ -126,9 +110,6 @@ def _ellipsoid_lagrange_solve(x):
 
     inside = jnp.sum((p / a) ** 2) < 1.0
     return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.max(a) * norm(p)))
-
-
-_ellipsoid_lagrange = root_derivative(_ellipsoid_lagrange_solve, _ellipsoid_f)
 
 
 def _ellipsoid_closest(a, p):
@@ -408,6 +389,9 @@ class WrapEllipsoid(AbstractWrapObject):
         """The semi-axes and the PathWrap method's code (0 hybrid, 1 midpoint, 2 axial)."""
         method = jnp.asarray([WRAP_METHODS[self.method.strip().lower()]], dtype)
         return jnp.concatenate([self.dimensions.astype(dtype), method])
+
+    def turn_radius(self, dtype):
+        return jnp.asarray(jnp.max(self.dimensions), dtype)
 
     def algorithm(self, n_wraps):
         return _ELLIPSOID

@@ -140,7 +140,7 @@ def _wrap_pass(lay, groups, state, with_jac=False):
 class Resolved:
     """All muscle paths at one q: nodes (K, N) (points, then 2 per wrap slot), ordered by key."""
 
-    def __init__(self, pos, active, key, wrap_len, engaged, rot, org, groups, history=None):
+    def __init__(self, pos, active, key, wrap_len, engaged, rot, org, groups, history=None, converged=None):
         # (K, N, 3) ground positions; a wrap tangent point's is OpenSim's cached one, from
         # the first pass that engaged its wrap (the straight segments use these)
         self.pos = pos
@@ -153,6 +153,9 @@ class Resolved:
         # Every wrap computation, pass by pass: applied (T, K) (the pass was kept for the
         # muscle) and the records (T, K, W, ...) of _one_wrap; None without wrap slots.
         self.history = history
+        # (K,) bool: OpenSim's multi-pass loop met its 0.5 mm criterion within 8 passes
+        # (True for muscles with at most one wrap).
+        self.converged = converged
 
 
 def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
@@ -171,6 +174,7 @@ def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
     state = (pos, active, key, wrap_len)
     groups = wrap_groups(lay, rot_e, org_e, dt)
     history = None
+    converged = jnp.ones(K, bool)
     if W > 0 and not lay.multi:
         state, rec = _wrap_pass(lay, groups, state, jacobians)
         history = (jnp.ones((1, K), bool),) + tuple(x[None] for x in rec)
@@ -207,12 +211,12 @@ def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
 
         init = (state, jnp.full(K, jnp.inf, dt), jnp.zeros(K, bool), jnp.zeros((K, W), bool),
                 jnp.zeros((K, 2 * W, 3), dt))
-        (state, _, _, _, fpos), history = jax.lax.scan(body, init, None, length=8)
+        (state, _, converged, _, fpos), history = jax.lax.scan(body, init, None, length=8)
         cached = jnp.concatenate([state[0][:, :P], fpos], axis=1)
     else:
         cached = state[0]
     pos, active, key, wrap_len = state
-    return Resolved(cached, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups, history)
+    return Resolved(cached, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups, history, converged)
 
 
 @eqx.filter_jit
@@ -339,3 +343,74 @@ def muscle_path_points(model: Model, q, muscle: str | int):
     active, key = np.asarray(r.active[0]), np.asarray(r.key[0])
     order = [i for i in np.argsort(np.where(active, key, np.inf)) if active[i]]
     return r.pos[0][np.asarray(order)]
+
+
+class PathStatus(eqx.Module):
+    """Whether each muscle's path at a state can be trusted (`path_status`); every field is
+    `(n_muscles,)` bools, so it batches under `jax.vmap` like the lengths.
+
+    - `passes_converged`: OpenSim's passes over a multi-wrap path met their 0.5 mm
+      criterion within 8 passes (always True with at most one wrap).
+    - `plausible`: the length is finite and the wraps lengthen the straight path
+      through the active points by no less than 0 and no more than a full turn
+      (2π times the wrap's `turn_radius`) plus a diameter per engaged wrap.
+    - `ok`: both.
+    """
+
+    passes_converged: Bool[Array, " n_muscles"]
+    plausible: Bool[Array, " n_muscles"]
+
+    @property
+    def ok(self) -> Bool[Array, " n_muscles"]:
+        return self.passes_converged & self.plausible
+
+
+def path_status(model: Model, q: Float[Array, " nq"]) -> PathStatus:
+    """Which muscle paths at ``q`` failed: a multi-wrap loop that did not converge, or a length no
+    wrapped path can have (e.g. an ellipsoid wrap whose tangent-point iteration went astray,
+    which puts metres into a centimetre-sized wrap; OpenSim returns such lengths silently).
+
+    A wrap replaces the straight segment ``p_a p_b`` by tangent lines and a surface path, so it
+    can only lengthen it, and OpenSim's wraps turn the path less than once about the object
+    (wrap angles below 2π), so a wrap about an object of largest turning radius ``ρ``
+    (`AbstractWrapObject.turn_radius`) adds about at most a turn ``2πρ``; lengths
+    outside ``[L_straight, L_straight + Σ (2π + 2) ρ]`` (a turn plus a diameter per
+    engaged wrap, summed) are flagged. A heuristic bound, not a theorem: it separates
+    the failures (metres) from wrapped paths (centimetres).
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates (rad or m).
+
+    **Returns:**
+
+    A `PathStatus` of `(n_muscles,)` bools.
+    """
+    q = finite_coordinate_vector(model, q, "path_status", "q")
+    return _path_status(model, q)
+
+
+@eqx.filter_jit
+def _path_status(model: Model, q) -> PathStatus:
+    if not model.muscles:
+        return PathStatus(jnp.zeros(0, bool), jnp.zeros(0, bool))
+    dt = q.dtype
+    poses = body_transforms(model, q)
+    parts = partitions(model)
+    conv, plaus = [], []
+    for lay, ks in parts:
+        r = resolve_all(lay, q, poses)
+        length = path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len))
+        straight_active = r.active.at[:, lay.P:].set(False)
+        straight = path_lengths(lay, (r.pos, straight_active, r.key, r.wrap_len))
+        rho = jnp.zeros((lay.K, lay.W), dt)
+        for i, k in enumerate(ks):
+            for s_, w in enumerate(model.muscles[k].wraps):
+                rho = rho.at[i, s_].set(w.turn_radius(dt))
+        bound = jnp.sum(jnp.where(r.engaged, (2.0 * jnp.pi + 2.0) * rho, 0.0), axis=1)
+        excess = length - straight
+        tol = 1e-9 * (1.0 + jnp.abs(straight))
+        plaus.append(jnp.isfinite(length) & (excess >= -tol) & (excess <= bound + tol))
+        conv.append(r.converged)
+    return PathStatus(merge_parts(parts, conv), merge_parts(parts, plaus))

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._errors import ModelError
-from .._safe import safe_div, unit
+from .._safe import unit
 from .._spatial import body_fixed_xyz
 from ._checks import vector3
 
@@ -86,6 +86,11 @@ class AbstractWrapObject(eqx.Module):
     @abc.abstractmethod
     def wrap_parameters(self, dtype) -> Float[Array, " n"]:
         """The kind's parameters as one vector in `dtype` (the `params` of its algorithm)."""
+
+    @abc.abstractmethod
+    def turn_radius(self, dtype) -> Float[Array, ""]:
+        """The largest radius (m) a path turns about on this object (`jaxmb.path_status`
+        bounds the length a wrap may add by a full turn about it)."""
 
     @abc.abstractmethod
     def algorithm(self, n_wraps: int) -> WrapAlgorithm:
@@ -169,24 +174,3 @@ def iterate_derivative(fn):
 
     return wrapped
 
-
-def root_derivative(solve, residual):
-    """``solve(x)`` (x: a flat float array), a scalar root t of ``residual(t, x) = 0``
-    found by an iteration run to convergence, differentiated by the implicit function
-    theorem at that root: ``dt = -(∂f/∂x dx) / (∂f/∂t)``.
-
-    For iterations OpenSim stops at a tight tolerance (the Newton solves of the
-    ellipse's and ellipsoid's closest points stop at ``|f| < 1e-9``) this is the
-    iterate's derivative up to that tolerance, without differentiating the loop:
-    the rule evaluates the residual's partial derivatives once, at the root."""
-    wrapped = jax.custom_jvp(solve)
-
-    @wrapped.defjvp
-    def _jvp(primals, tangents):
-        (x,), (dx,) = primals, tangents
-        t = solve(x)
-        f_t = jax.grad(residual)(t, x)
-        _, f_x_dx = jax.jvp(lambda y: residual(t, y), (x,), (dx,))
-        return t, -safe_div(f_x_dx, f_t)
-
-    return wrapped
