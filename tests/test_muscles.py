@@ -230,8 +230,7 @@ def test_path_status_flags_implausible_lengths_under_vmap():
     wraps = {"good": sphere, "long": _ScaledSphere(sphere, 300.0), "negative": _ScaledSphere(sphere, -1.0),
              "two": WRAPS_MULTI["sphere_cylinder"]}
     model = _arm(wraps)
-    st, lengths, events = jax.jit(jax.vmap(lambda q: (mb.path_status(model, q), mb.muscle_lengths(model, q),
-                                                      mb.path_event_signature(model, q))))(STATES)
+    st, lengths = jax.jit(jax.vmap(lambda q: (mb.path_status(model, q), mb.muscle_lengths(model, q))))(STATES)
     engaged = np.asarray(jax.vmap(lambda q: mb.path_events(model, q).wrap_engaged[0][0])(STATES))
     assert engaged.any()
     assert st.passes_converged.shape == (len(STATES), 4) and bool(jnp.all(st.passes_converged))

@@ -357,11 +357,11 @@ class PathStatus(eqx.Module):
     - `ok`: both.
     """
 
-    passes_converged: Bool[Array, " n_muscles"]
-    plausible: Bool[Array, " n_muscles"]
+    passes_converged: Bool[Array, "*batch n_muscles"]
+    plausible: Bool[Array, "*batch n_muscles"]
 
     @property
-    def ok(self) -> Bool[Array, " n_muscles"]:
+    def ok(self) -> Bool[Array, "*batch n_muscles"]:
         return self.passes_converged & self.plausible
 
 
