@@ -22,6 +22,7 @@ from jaxmb._muscles._lm import lmdif_1d
 from jaxmb._muscles._path_points import ClampedCoordinate
 from jaxmb._muscles._paths import resolve_all
 from jaxmb._muscles._torus import _torus_resid, _torus_resid_fn
+from jaxmb._muscles._wrap_base import AbstractWrapObject
 from jaxmb._safe import norm
 
 TOL_CLOSED_VS_AUTODIFF = 1e-10
@@ -125,7 +126,7 @@ def test_closed_form_equals_autodiff_chained_wraps():
         r = resolve_all(lay, q, mb.body_transforms(model, q))
         return mb.moment_arms(model, q), mb.moment_arms(model, q, method="autodiff"), r.history
 
-    rc, ra, (applied, engaged, node_a, node_b, _, _) = jax.jit(lambda qs: jax.lax.map(one, qs))(states)
+    rc, ra, (applied, engaged, node_a, node_b, *_) = jax.jit(lambda qs: jax.lax.map(one, qs))(states)
     rc, ra = np.asarray(rc), np.asarray(ra)
     # the chain happens: in the second pass the cylinder (slot 0) wraps the segment that
     # ends at the second wrap's r1 (node P + 2) and the second wrap starts at the
@@ -183,6 +184,59 @@ def test_conditional_point_switch_is_reported():
     on = mb.path_events(model, jnp.array([0.0, 0.5])).conditional_active[0]
     off = mb.path_events(model, jnp.array([0.0, 1.5])).conditional_active[0]
     assert bool(on[2]) and not bool(off[2])
+
+
+class _ScaledSphere(AbstractWrapObject):
+    """A sphere whose surface length is multiplied by `scale`: a wrap kind gone astray (as
+    MoBL-ARMS's TMIN ellipsoid at some states, metres of length), for `path_status`."""
+
+    name: str = eqx.field(static=True)
+    body: str = eqx.field(static=True)
+    translation: jax.Array
+    xyz_body_rotation: jax.Array
+    radius: jax.Array
+    scale: float = eqx.field(static=True)
+    quadrant: str = eqx.field(static=True)
+    range: tuple = eqx.field(static=True)
+    method: str = eqx.field(static=True)
+
+    def __init__(self, sphere, scale):
+        for f in ("name", "body", "translation", "xyz_body_rotation", "radius", "quadrant", "range", "method"):
+            setattr(self, f, getattr(sphere, f))
+        self.scale = scale
+
+    def wrap_parameters(self, dtype):
+        return jnp.stack([self.radius]).astype(dtype)
+
+    def turn_radius(self, dtype):
+        return jnp.asarray(self.radius, dtype)
+
+    def algorithm(self, n_wraps):
+        from jaxmb._muscles._sphere import _SPHERE
+        from jaxmb._muscles._wrap_base import WrapAlgorithm
+
+        def wrap(p1, p2, prm, ax, sg, skip=False):
+            code, r1, r2, wl = _SPHERE.wrap(p1, p2, prm, ax, sg, skip)
+            return code, r1, r2, self.scale * wl
+
+        return WrapAlgorithm(wrap)
+
+
+def test_path_status_flags_implausible_lengths_under_vmap():
+    """`path_status`: the sphere's paths are plausible at every state; the same sphere with a surface length 300 times too long (metres) or negative is
+    flagged where (and only where) it wraps, per state under vmap."""
+    sphere = WRAPS["sphere"]
+    wraps = {"good": sphere, "long": _ScaledSphere(sphere, 300.0), "negative": _ScaledSphere(sphere, -1.0)}
+    model = _arm(wraps)
+    st, lengths = jax.jit(jax.vmap(lambda q: (mb.path_status(model, q), mb.muscle_lengths(model, q))))(STATES)
+    engaged = np.asarray(jax.vmap(lambda q: mb.path_events(model, q).wrap_engaged[0][0])(STATES))
+    assert engaged.any()
+    assert st.passes_converged.shape == (len(STATES), 3) and bool(jnp.all(st.passes_converged))
+    np.testing.assert_array_equal(np.asarray(st.plausible[:, 0]), True)
+    np.testing.assert_array_equal(np.asarray(st.plausible[:, 1]), ~engaged)
+    np.testing.assert_array_equal(np.asarray(st.plausible[:, 2]), ~engaged)
+    np.testing.assert_array_equal(np.asarray(st.ok), np.asarray(st.plausible))
+    assert float(jnp.max(jnp.where(engaged, lengths[:, 1], 0.0))) > 1.0  # metres: the case it catches
 
 
 def test_sweep_shape():

@@ -45,6 +45,8 @@ from ._paths import muscle_path_points as muscle_path_points
 from ._paths import path_event_signature as path_event_signature
 from ._paths import path_events as path_events
 from ._paths import PathEvents as PathEvents
+from ._paths import path_status as path_status
+from ._paths import PathStatus as PathStatus
 from ._sphere import WrapSphere as WrapSphere
 from ._thelen import Thelen2003Muscle as Thelen2003Muscle
 from ._torus import WrapTorus as WrapTorus

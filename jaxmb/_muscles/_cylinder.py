@@ -251,5 +251,8 @@ class WrapCylinder(AbstractWrapObject):
     def wrap_parameters(self, dtype):
         return jnp.stack([self.radius, self.length]).astype(dtype)
 
+    def turn_radius(self, dtype):
+        return jnp.asarray(self.radius, dtype)
+
     def algorithm(self, n_wraps):
         return _CYLINDER_MULTI if n_wraps > 1 else _CYLINDER

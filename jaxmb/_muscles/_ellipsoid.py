@@ -390,5 +390,8 @@ class WrapEllipsoid(AbstractWrapObject):
         method = jnp.asarray([WRAP_METHODS[self.method.strip().lower()]], dtype)
         return jnp.concatenate([self.dimensions.astype(dtype), method])
 
+    def turn_radius(self, dtype):
+        return jnp.asarray(jnp.max(self.dimensions), dtype)
+
     def algorithm(self, n_wraps):
         return _ELLIPSOID

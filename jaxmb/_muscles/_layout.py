@@ -80,8 +80,28 @@ class Layout:
 
 
 def layout(model: Model) -> Layout:
-    """The `Layout` of `model`'s muscles."""
+    """The `Layout` of all of `model`'s muscles (one padded structure)."""
     return Layout(model.muscles, model.body_names)
+
+
+def partitions(model: Model) -> list[tuple[Layout, np.ndarray]]:
+    """`model`'s muscles split by how their paths resolve, each part padded to its own sizes:
+    ``[(layout, ks), ...]`` with ``ks`` the part's muscle indices in `model.muscles`.
+
+    Muscles with at most one PathWrap resolve in one pass; only those with several
+    run OpenSim's multi-pass loop (up to 8 passes, `resolve_all`), so that the passes
+    after the first recompute just the muscles that need them (and pad to their sizes).
+    """
+    counts = [len(m.wraps) for m in model.muscles]
+    parts = [[k for k, n in enumerate(counts) if n <= 1], [k for k, n in enumerate(counts) if n > 1]]
+    return [(Layout([model.muscles[k] for k in ks], model.body_names), np.array(ks, int)) for ks in parts if ks]
+
+
+def merge_parts(parts, values, axis=0):
+    """Per-part arrays (muscles along `axis`, in each part's order) as one array in model order."""
+    ks = np.concatenate([k for _, k in parts])
+    joined = jnp.concatenate(values, axis=axis)
+    return joined if np.array_equal(ks, np.arange(ks.size)) else jnp.take(joined, np.argsort(ks), axis=axis)
 
 
 def ext_poses(poses):

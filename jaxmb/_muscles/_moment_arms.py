@@ -21,7 +21,7 @@ from .._checks import finite_coordinate_vector
 from .._kinematics import body_transforms, joint_gradients
 from .._model import Model
 from .._safe import unit
-from ._layout import layout, moving_locals, path_lengths
+from ._layout import layout, merge_parts, moving_locals, partitions, path_lengths
 from ._paths import muscle_lengths, resolve_all
 
 
@@ -92,7 +92,9 @@ def _wrap_reverse_sweep(lay, r, grad, dt):
     each engaged computation ``(p_a, p_b) -> (r1, r2, wrap length)`` takes the
     gradient held by its tangent points (plus 1 for its length, if it is the one
     that counts) and passes it to the nodes it was computed from, through the wrap
-    construction's local Jacobian (``jax.vjp`` of the wrap function). Its wrap body
+    construction's local Jacobian (recorded by the forward resolution, `_paths._one_wrap`:
+    the sweep is matrix products over all muscles at once, with no wrap evaluated
+    again). Its wrap body
     takes the reactions: by rigid invariance of the construction, pulls ``-∂L/∂r1``
     at r1, ``-∂L/∂r2`` at r2, ``+∂L/∂p_a`` at p_a and ``+∂L/∂p_b`` at p_b. This is
     the chain rule of the actual computation, so it holds when one wrap's tangent
@@ -109,64 +111,45 @@ def _wrap_reverse_sweep(lay, r, grad, dt):
     per wrap slot, the total pull (K, W, 3) on the wrap body and its moment about
     the ground origin (K, W, 3).
     """
-    applied, eng, node_a, node_b, p_a, p_b = r.history
+    applied, eng, node_a, node_b, p_a, p_b, r1_t, r2_t, jac = r.history
     T, K, W, P = applied.shape[0], lay.K, lay.W, lay.P
-    zero3 = jnp.zeros((K, W, 3), dt)
+    rows = np.arange(K)
     # The first pass that engaged each slot (-1: none) and the gradient on its cached tangent points.
     hit = applied[:, :, None] & eng
     first = jnp.where(jnp.any(hit, axis=0), jnp.argmax(hit, axis=0), -1)
     gcache = grad[:, P:].reshape(K, W, 2, 3)
     grad = grad.at[:, P:].set(0.0)
 
-    def slot_back(carry, t, s, algorithm, ks, rot, org, prm, axis, sign):
-        grad, live, force, moment = carry
-        n1 = P + 2 * s
-        made = applied[t, ks]  # this slot was (re)computed in pass t
-        on = made & eng[t, ks, s]
-        cache = jnp.where((first[ks, s] == t)[:, None, None], gcache[ks, s], 0.0)
-        g1 = grad[ks, n1] + cache[:, 0]
-        g2 = grad[ks, n1 + 1] + cache[:, 1]
-        wbar = jnp.where(live[ks, s], 1.0, 0.0).astype(dt)
-
-        def back(pa, pb, rot_, org_, prm_, ax_, sg_, g1_, g2_, wb_, on_):
-            def world(a, b):
-                _, r1, r2, wl = algorithm.wrap((a - org_) @ rot_, (b - org_) @ rot_, prm_, ax_, sg_, ~on_)
-                return r1 @ rot_.T + org_, r2 @ rot_.T + org_, wl
-            (r1g, r2g, _), vjp = jax.vjp(world, pa, pb)
-            ga, gb = vjp((g1_, g2_, wb_))
-            return r1g, r2g, ga, gb
-
-        pa, pb = p_a[t, ks, s], p_b[t, ks, s]
-        r1g, r2g, ga, gb = jax.vmap(back)(pa, pb, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
-                                          g1, g2, wbar, on)
-        o3 = on[:, None]
-        ga = jnp.where(o3, ga, 0.0)
-        gb = jnp.where(o3, gb, 0.0)
-        g1 = jnp.where(o3, g1, 0.0)
-        g2 = jnp.where(o3, g2, 0.0)
-        force = force.at[ks, s].add(ga + gb - g1 - g2)
-        moment = moment.at[ks, s].add(jnp.cross(pa, ga) + jnp.cross(pb, gb)
-                                      - jnp.cross(r1g, g1) - jnp.cross(r2g, g2))
-        # The tangent points' gradient is used up; it goes on to the segment's nodes.
-        clear = jnp.where(made[:, None], 0.0, 1.0).astype(dt)
-        grad = grad.at[ks, n1].multiply(clear).at[ks, n1 + 1].multiply(clear)
-        grad = grad.at[ks, node_a[t, ks, s]].add(ga).at[ks, node_b[t, ks, s]].add(gb)
-        live = live.at[ks, s].set(live[ks, s] & ~made)
-        return grad, live, force, moment
-
     def step(carry, t):
+        grad, live, force, moment = carry
+        made = applied[t]  # (K,): the pass (re)computed this muscle's slots
         for s in reversed(range(W)):
-            for group in r.groups[s]:
-                carry = slot_back(carry, t, s, *group)
-        return carry, None
+            n1 = P + 2 * s
+            on = (made & eng[t, :, s])[:, None]
+            cache = jnp.where((first[:, s] == t)[:, None, None], gcache[:, s], 0.0)
+            g1 = grad[:, n1] + cache[:, 0]
+            g2 = grad[:, n1 + 1] + cache[:, 1]
+            wbar = jnp.where(live[:, s], 1.0, 0.0).astype(dt)[:, None]
+            gab = jnp.einsum("ko,koi->ki", jnp.concatenate([g1, g2, wbar], axis=1), jac[t, :, s])
+            ga, gb = jnp.where(on, gab[:, :3], 0.0), jnp.where(on, gab[:, 3:], 0.0)
+            g1, g2 = jnp.where(on, g1, 0.0), jnp.where(on, g2, 0.0)
+            force = force.at[:, s].add(ga + gb - g1 - g2)
+            moment = moment.at[:, s].add(jnp.cross(p_a[t, :, s], ga) + jnp.cross(p_b[t, :, s], gb)
+                                         - jnp.cross(r1_t[t, :, s], g1) - jnp.cross(r2_t[t, :, s], g2))
+            # The tangent points' gradient is used up; it goes on to the segment's nodes.
+            clear = jnp.where(made, 0.0, 1.0).astype(dt)[:, None]
+            grad = grad.at[:, n1].multiply(clear).at[:, n1 + 1].multiply(clear)
+            grad = grad.at[rows, node_a[t, :, s]].add(ga).at[rows, node_b[t, :, s]].add(gb)
+            live = live.at[:, s].set(live[:, s] & ~made)
+        return (grad, live, force, moment), None
 
-    def maybe(carry, t):
-        # Most muscles converge in two or three of the eight passes: skip the passes no
-        # muscle ran (a select under vmap, a real branch otherwise).
-        return jax.lax.cond(jnp.any(applied[t]), step, lambda c, _: (c, None), carry, t)
-
-    init = (grad, jnp.ones((K, W), bool), zero3, zero3)
-    (grad, _, force, moment), _ = jax.lax.scan(maybe if T > 1 else step, init, jnp.arange(T)[::-1])
+    zero3 = jnp.zeros((K, W, 3), dt)
+    carry = (grad, jnp.ones((K, W), bool), zero3, zero3)
+    if T == 1:
+        carry, _ = step(carry, 0)
+    else:
+        carry, _ = jax.lax.scan(step, carry, jnp.arange(T)[::-1])
+    grad, _, force, moment = carry
     return grad, force, moment
 
 
@@ -184,9 +167,13 @@ def gmlav_loads(model: Model, q, poses):
     construction, `_wrap_reverse_sweep`) and loads the wrap object's body
     with the reactions.
     """
+    return _layout_loads(layout(model), q, poses)
+
+
+def _layout_loads(lay, q, poses):
+    """`gmlav_loads` of the muscles of one `Layout`."""
     dt = q.dtype
-    lay = layout(model)
-    r = resolve_all(lay, q, poses)
+    r = resolve_all(lay, q, poses, jacobians=True)
     K, W = lay.K, lay.W
     pre = jax.vmap(lambda a, b, c: _pull_sorted(lay.P, W, lay.owner, a, b, c))(r.pos, r.active, r.key)
     pull_s, inv = pre[0], pre[2]
@@ -199,17 +186,12 @@ def gmlav_loads(model: Model, q, poses):
     return pull, r.pos, force, moment, r, lay
 
 
-@eqx.filter_jit
-def _closed_form(model: Model, q, with_lengths=False):
-    # Compiled once per model structure (see `_paths._lengths`).
+def _layout_moment_arms(lay, q, poses, gamma, beta, jgrad, with_lengths):
+    """Lengths (K,) (or None) and moment arms (nq, K) of the muscles of one `Layout`."""
     dt = q.dtype
-    poses = body_transforms(model, q)
-    axes, centres = _joint_frames(model, poses)
-    gamma, beta = _gamma_beta(model, poses, axes, centres)
-    jgrad = joint_gradients(model, q)
-    pull, pos, wforce, wmoment, r, lay = gmlav_loads(model, q, poses)
+    pull, pos, wforce, wmoment, r, lay = _layout_loads(lay, q, poses)
     lengths = path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len)) if with_lengths else None
-    nb, K, W = lay.nb, lay.K, lay.W
+    nb, K = lay.nb, lay.K
     # All loads of muscle k: pulls at the nodes, then per wrap slot a force and moment.
     bodies = np.concatenate([lay.node_body, lay.wbody], axis=1)  # (K, N + W)
     rn, on_ = r.rot[lay.node_body], r.org[lay.node_body]
@@ -231,7 +213,20 @@ def _closed_form(model: Model, q, with_lengths=False):
         local_pull = jnp.einsum("mji,mj->mi", rm, pull[km, jm])
         contrib = jnp.einsum("mcq,mc->qm", J, local_pull)
         R = R + contrib @ (km[:, None] == np.arange(K)[None, :]).astype(dt)
-    return (lengths, R) if with_lengths else R
+    return lengths, R
+
+
+@eqx.filter_jit
+def _closed_form(model: Model, q, with_lengths=False):
+    # Compiled once per model structure (see `_paths._lengths`).
+    poses = body_transforms(model, q)
+    axes, centres = _joint_frames(model, poses)
+    gamma, beta = _gamma_beta(model, poses, axes, centres)
+    jgrad = joint_gradients(model, q)
+    parts = partitions(model)
+    out = [_layout_moment_arms(lay, q, poses, gamma, beta, jgrad, with_lengths) for lay, _ in parts]
+    R = merge_parts(parts, [o[1] for o in out], axis=1)
+    return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
 
 
 def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:

@@ -23,16 +23,37 @@ from .._kinematics import body_transforms
 from .._model import Model
 from .._safe import norm
 from .._typing import RealLike
-from ._layout import Layout, ext_poses, layout, path_lengths, point_locals, wrap_groups
+from ._layout import Layout, ext_poses, merge_parts, partitions, path_lengths, point_locals, wrap_groups
 from ._wrap_base import MANDATORY_WRAP, WRAPPED
 
 
-def _one_wrap(algorithm, s, P, owner, pos, active, key, wrap_len, rot, org, prm, axis, sign, start, end):
+def _world_wrap(algorithm, rot, org, prm, axis, sign, skip):
+    """``x = (p_a, p_b)`` (6,) in ground -> ``(r1, r2, wrap length)`` (7,) in ground."""
+    def world(x):
+        _, r1, r2, wl = algorithm.wrap((x[:3] - org) @ rot, (x[3:] - org) @ rot, prm, axis, sign, skip)
+        return jnp.concatenate([r1 @ rot.T + org, r2 @ rot.T + org, jnp.reshape(wl, (1,))])
+    return world
+
+
+def _value_and_jacobian(fn, x):
+    """``fn(x)`` and its Jacobian by forward mode (one pass, len(x) tangents)."""
+    def both(y):
+        v = fn(y)
+        return v, v
+
+    jac, value = jax.jacfwd(both, has_aux=True)(x)
+    return value, jac
+
+
+def _one_wrap(algorithm, s, P, owner, with_jac, pos, active, key, wrap_len, rot, org, prm, axis, sign, start, end):
     """Apply wrap slot `s` (wrapped by `algorithm`) to one muscle's path (OpenSim's applyWrapObjects step).
 
     Returns the new ``(pos, active, key, wrap_len)`` and the record of this wrap
-    computation for the closed-form moment arms: ``(engaged, node_a, node_b, p_a, p_b)``,
-    the nodes (and their positions now) of the segment that was wrapped.
+    computation for the closed-form moment arms: ``(engaged, node_a, node_b, p_a, p_b,
+    r1, r2, jac)``, the nodes (and their positions now) of the segment that was
+    wrapped, the tangent points in ground and, with `with_jac` (static), the Jacobian
+    (7, 6) of ``(r1, r2, wrap length)`` with respect to ``(p_a, p_b)`` (forward mode,
+    in the same pass: the reverse sweep then needs no wrap evaluation); zeros without.
     """
     n1, n2 = P + 2 * s, P + 2 * s + 1
     active = active.at[n1].set(False).at[n2].set(False)
@@ -59,8 +80,10 @@ def _one_wrap(algorithm, s, P, owner, pos, active, key, wrap_len, rot, org, prm,
         mand = cand & (code == MANDATORY_WRAP)
         j = jnp.argmax(mand)
         engaged = jnp.any(mand) & any_active
-        _, r1, r2, wl_j = fn(to_w(a_[j]), to_w(b_[j]), prm, axis, sign)
-        r1g_j, r2g_j = r1 @ rot.T + org, r2 @ rot.T + org
+        world = _world_wrap(algorithm, rot, org, prm, axis, sign, False)
+        x = jnp.concatenate([a_[j], b_[j]])
+        out, jac = _value_and_jacobian(world, x) if with_jac else (world(x), jnp.zeros((7, 6), x.dtype))
+        r1g_j, r2g_j, wl_j = out[:3], out[3:6], out[6]
     else:
         code, r1, r2, wl = jax.vmap(lambda x, y, c: fn(to_w(x), to_w(y), prm, axis, sign, ~c))(a_, b_, cand)
         r1g = r1 @ rot.T + org[None]
@@ -76,22 +99,26 @@ def _one_wrap(algorithm, s, P, owner, pos, active, key, wrap_len, rot, org, prm,
         j = jnp.where(has_m, first_m, best_w)
         engaged = (has_m | has_w) & any_active
         r1g_j, r2g_j, wl_j = r1g[j], r2g[j], wl[j]
+        x = jnp.concatenate([a_[j], b_[j]])
+        jac = (_value_and_jacobian(_world_wrap(algorithm, rot, org, prm, axis, sign, ~engaged), x)[1] if with_jac
+               else jnp.zeros((7, 6), x.dtype))
     ka, kb = k[j], k[j + 1]
     pos = pos.at[n1].set(jnp.where(engaged, r1g_j, pos[n1])).at[n2].set(jnp.where(engaged, r2g_j, pos[n2]))
     key = key.at[n1].set(ka + (kb - ka) / 3.0).at[n2].set(ka + 2.0 * (kb - ka) / 3.0)
     active = active.at[n1].set(engaged).at[n2].set(engaged)
     wrap_len = wrap_len.at[s].set(jnp.where(engaged, wl_j, 0.0))
-    record = (engaged, order[j].astype(jnp.int32), order[j + 1].astype(jnp.int32), a_[j], b_[j])
+    record = (engaged, order[j].astype(jnp.int32), order[j + 1].astype(jnp.int32), a_[j], b_[j], r1g_j, r2g_j, jac)
     return (pos, active, key, wrap_len), record
 
 
 def _empty_records(K, W, dt):
     """Per-slot records of one pass (see `_one_wrap`), all "not engaged"."""
     return (jnp.zeros((K, W), bool), jnp.zeros((K, W), jnp.int32), jnp.zeros((K, W), jnp.int32),
-            jnp.zeros((K, W, 3), dt), jnp.zeros((K, W, 3), dt))
+            jnp.zeros((K, W, 3), dt), jnp.zeros((K, W, 3), dt), jnp.zeros((K, W, 3), dt),
+            jnp.zeros((K, W, 3), dt), jnp.zeros((K, W, 7, 6), dt))
 
 
-def _wrap_pass(lay, groups, state):
+def _wrap_pass(lay, groups, state, with_jac=False):
     """One pass of every wrap slot in order (OpenSim's inner loop over the PathWrapSet).
 
     Slot by slot (unrolled: the slots are few), each wrap algorithm present at the slot is
@@ -102,7 +129,7 @@ def _wrap_pass(lay, groups, state):
     for s, slot in enumerate(groups):
         for algorithm, ks, rot, org, prm, axis, sign in slot:
             sub = tuple(x[ks] for x in state)
-            fn = lambda *a, algorithm=algorithm, s=s: _one_wrap(algorithm, s, lay.P, lay.owner, *a)  # noqa: E731
+            fn = lambda *a, algorithm=algorithm, s=s: _one_wrap(algorithm, s, lay.P, lay.owner, with_jac, *a)  # noqa: E731
             new, made = jax.vmap(fn)(*sub, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
                                      jnp.asarray(lay.wstart[ks, s]), jnp.asarray(lay.wend[ks, s]))
             state = tuple(x.at[ks].set(y) for x, y in zip(state, new))
@@ -113,7 +140,7 @@ def _wrap_pass(lay, groups, state):
 class Resolved:
     """All muscle paths at one q: nodes (K, N) (points, then 2 per wrap slot), ordered by key."""
 
-    def __init__(self, pos, active, key, wrap_len, engaged, rot, org, groups, history=None):
+    def __init__(self, pos, active, key, wrap_len, engaged, rot, org, groups, history=None, converged=None):
         # (K, N, 3) ground positions; a wrap tangent point's is OpenSim's cached one, from
         # the first pass that engaged its wrap (the straight segments use these)
         self.pos = pos
@@ -124,12 +151,16 @@ class Resolved:
         self.rot, self.org = rot, org  # (nb+1, 3, 3), (nb+1, 3): body poses, ground last
         self.groups = groups
         # Every wrap computation, pass by pass: applied (T, K) (the pass was kept for the
-        # muscle) and the records (T, K, W) of _one_wrap; None without wrap slots.
+        # muscle) and the records (T, K, W, ...) of _one_wrap; None without wrap slots.
         self.history = history
+        # (K,) bool: OpenSim's multi-pass loop met its 0.5 mm criterion within 8 passes
+        # (True for muscles with at most one wrap).
+        self.converged = converged
 
 
-def resolve_all(lay: Layout, q, poses) -> Resolved:
-    """Resolve all muscle paths at `q` (body `poses` (nb, 4, 4)): points, then the wrap passes."""
+def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
+    """Resolve all muscle paths at `q` (body `poses` (nb, 4, 4)): points, then the wrap passes;
+    with `jacobians`, each wrap computation's record holds its local Jacobian (`_one_wrap`)."""
     dt = q.dtype
     rot_e, org_e = ext_poses(poses.astype(dt))
     loc, act = point_locals(lay, q)
@@ -143,8 +174,9 @@ def resolve_all(lay: Layout, q, poses) -> Resolved:
     state = (pos, active, key, wrap_len)
     groups = wrap_groups(lay, rot_e, org_e, dt)
     history = None
+    converged = jnp.ones(K, bool)
     if W > 0 and not lay.multi:
-        state, rec = _wrap_pass(lay, groups, state)
+        state, rec = _wrap_pass(lay, groups, state, jacobians)
         history = (jnp.ones((1, K), bool),) + tuple(x[None] for x in rec)
         cached = state[0]
     elif W > 0:
@@ -161,7 +193,7 @@ def resolve_all(lay: Layout, q, poses) -> Resolved:
 
         def step(carry):
             st, last, done, seen, fpos = carry
-            new, rec = _wrap_pass(lay, groups, st)
+            new, rec = _wrap_pass(lay, groups, st, jacobians)
             new = tuple(jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b) for a, b in zip(st, new))
             fresh = jnp.repeat(new[1][:, P::2] & ~seen & ~done[:, None], 2, axis=1)
             fpos = jnp.where(fresh[..., None], new[0][:, P:], fpos)
@@ -179,12 +211,12 @@ def resolve_all(lay: Layout, q, poses) -> Resolved:
 
         init = (state, jnp.full(K, jnp.inf, dt), jnp.zeros(K, bool), jnp.zeros((K, W), bool),
                 jnp.zeros((K, 2 * W, 3), dt))
-        (state, _, _, _, fpos), history = jax.lax.scan(body, init, None, length=8)
+        (state, _, converged, _, fpos), history = jax.lax.scan(body, init, None, length=8)
         cached = jnp.concatenate([state[0][:, :P], fpos], axis=1)
     else:
         cached = state[0]
     pos, active, key, wrap_len = state
-    return Resolved(cached, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups, history)
+    return Resolved(cached, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups, history, converged)
 
 
 @eqx.filter_jit
@@ -193,9 +225,13 @@ def _lengths(model: Model, q):
     # and the array shapes), so that eager calls do not re-trace the wraps every time.
     if not model.muscles:
         return jnp.zeros(0, q.dtype)
-    lay = layout(model)
-    r = resolve_all(lay, q, body_transforms(model, q))
-    return path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len))
+    poses = body_transforms(model, q)
+    parts = partitions(model)
+    out = []
+    for lay, _ in parts:
+        r = resolve_all(lay, q, poses)
+        out.append(path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len)))
+    return merge_parts(parts, out)
 
 
 def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_muscles"]:
@@ -264,11 +300,13 @@ def path_events(model: Model, q: RealLike) -> PathEvents:
 def _path_events(model: Model, q) -> PathEvents:
     if not model.muscles:
         return PathEvents((), ())
-    lay = layout(model)
-    r = resolve_all(lay, q, body_transforms(model, q))
-    act = tuple(r.active[k, :lay.npts[k]] for k in range(lay.K))
-    eng = tuple(r.engaged[k, :lay.nw[k]] for k in range(lay.K))
-    return PathEvents(act, eng)
+    poses = body_transforms(model, q)
+    act, eng = [None] * len(model.muscles), [None] * len(model.muscles)
+    for lay, ks in partitions(model):
+        r = resolve_all(lay, q, poses)
+        for i, k in enumerate(ks):
+            act[k], eng[k] = r.active[i, :lay.npts[i]], r.engaged[i, :lay.nw[i]]
+    return PathEvents(tuple(act), tuple(eng))
 
 
 def path_event_signature(model: Model, q) -> Bool[Array, " n_events"]:
@@ -300,8 +338,79 @@ def muscle_path_points(model: Model, q, muscle: str | int):
     """
     q = finite_coordinate_vector(model, q, "muscle_path_points", "q")
     k = model.muscle_names.index(muscle) if isinstance(muscle, str) else int(muscle)
-    lay = layout(model)
+    lay = Layout([model.muscles[k]], model.body_names)  # each path resolves on its own
     r = resolve_all(lay, q, body_transforms(model, q))
-    active, key = np.asarray(r.active[k]), np.asarray(r.key[k])
+    active, key = np.asarray(r.active[0]), np.asarray(r.key[0])
     order = [i for i in np.argsort(np.where(active, key, np.inf)) if active[i]]
-    return r.pos[k][np.asarray(order)]
+    return r.pos[0][np.asarray(order)]
+
+
+class PathStatus(eqx.Module):
+    """Whether each muscle's path at a state can be trusted (`path_status`); every field is
+    `(n_muscles,)` bools, so it batches under `jax.vmap` like the lengths.
+
+    - `passes_converged`: OpenSim's passes over a multi-wrap path met their 0.5 mm
+      criterion within 8 passes (always True with at most one wrap).
+    - `plausible`: the length is finite and the wraps lengthen the straight path
+      through the active points by no less than 0 and no more than a full turn
+      (2π times the wrap's `turn_radius`) plus a diameter per engaged wrap.
+    - `ok`: both.
+    """
+
+    passes_converged: Bool[Array, "*batch n_muscles"]
+    plausible: Bool[Array, "*batch n_muscles"]
+
+    @property
+    def ok(self) -> Bool[Array, "*batch n_muscles"]:
+        return self.passes_converged & self.plausible
+
+
+def path_status(model: Model, q: Float[Array, " nq"]) -> PathStatus:
+    """Which muscle paths at ``q`` failed: a multi-wrap loop that did not converge, or a length no
+    wrapped path can have (e.g. an ellipsoid wrap whose tangent-point iteration went astray,
+    which puts metres into a centimetre-sized wrap; OpenSim returns such lengths silently).
+
+    A wrap replaces the straight segment ``p_a p_b`` by tangent lines and a surface path, so it
+    can only lengthen it, and OpenSim's wraps turn the path less than once about the object
+    (wrap angles below 2π), so a wrap about an object of largest turning radius ``ρ``
+    (`AbstractWrapObject.turn_radius`) adds about at most a turn ``2πρ``; lengths
+    outside ``[L_straight, L_straight + Σ (2π + 2) ρ]`` (a turn plus a diameter per
+    engaged wrap, summed) are flagged. A heuristic bound, not a theorem: it separates
+    the failures (metres) from wrapped paths (centimetres).
+
+    **Arguments:**
+
+    - `model`: a model with muscles.
+    - `q`: `(nq,)` coordinates (rad or m).
+
+    **Returns:**
+
+    A `PathStatus` of `(n_muscles,)` bools.
+    """
+    q = finite_coordinate_vector(model, q, "path_status", "q")
+    return _path_status(model, q)
+
+
+@eqx.filter_jit
+def _path_status(model: Model, q) -> PathStatus:
+    if not model.muscles:
+        return PathStatus(jnp.zeros(0, bool), jnp.zeros(0, bool))
+    dt = q.dtype
+    poses = body_transforms(model, q)
+    parts = partitions(model)
+    conv, plaus = [], []
+    for lay, ks in parts:
+        r = resolve_all(lay, q, poses)
+        length = path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len))
+        straight_active = r.active.at[:, lay.P:].set(False)
+        straight = path_lengths(lay, (r.pos, straight_active, r.key, r.wrap_len))
+        rho = jnp.zeros((lay.K, lay.W), dt)
+        for i, k in enumerate(ks):
+            for s_, w in enumerate(model.muscles[k].wraps):
+                rho = rho.at[i, s_].set(w.turn_radius(dt))
+        bound = jnp.sum(jnp.where(r.engaged, (2.0 * jnp.pi + 2.0) * rho, 0.0), axis=1)
+        excess = length - straight
+        tol = 1e-9 * (1.0 + jnp.abs(straight))
+        plaus.append(jnp.isfinite(length) & (excess >= -tol) & (excess <= bound + tol))
+        conv.append(r.converged)
+    return PathStatus(merge_parts(parts, conv), merge_parts(parts, plaus))

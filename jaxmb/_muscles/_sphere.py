@@ -114,5 +114,8 @@ class WrapSphere(AbstractWrapObject):
     def wrap_parameters(self, dtype):
         return jnp.stack([self.radius]).astype(dtype)
 
+    def turn_radius(self, dtype):
+        return jnp.asarray(self.radius, dtype)
+
     def algorithm(self, n_wraps):
         return _SPHERE

@@ -147,5 +147,8 @@ class WrapTorus(AbstractWrapObject):
     def wrap_parameters(self, dtype):
         return jnp.stack([self.inner_radius, self.outer_radius]).astype(dtype)
 
+    def turn_radius(self, dtype):
+        return jnp.asarray(self.inner_radius, dtype)
+
     def algorithm(self, n_wraps):
         return _TORUS_MULTI if n_wraps > 1 else _TORUS

@@ -88,6 +88,11 @@ class AbstractWrapObject(eqx.Module):
         """The kind's parameters as one vector in `dtype` (the `params` of its algorithm)."""
 
     @abc.abstractmethod
+    def turn_radius(self, dtype) -> Float[Array, ""]:
+        """The largest radius (m) a path turns about on this object (`jaxmb.path_status`
+        bounds the length a wrap may add by a full turn about it)."""
+
+    @abc.abstractmethod
     def algorithm(self, n_wraps: int) -> WrapAlgorithm:
         """The algorithm that wraps this object on a muscle with `n_wraps` PathWraps
         (OpenSim's cylinder and torus slide their tangent points when a muscle has several)."""
@@ -168,3 +173,4 @@ def iterate_derivative(fn):
         return out, jac @ tangents[0]
 
     return wrapped
+
