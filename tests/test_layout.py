@@ -27,6 +27,7 @@ LAYERS = (
     ("jaxmb._simulate", "jaxmb._control", "jaxmb.control", "jaxmb._motion"),
     ("jaxmb.io",),
     ("jaxmb.models",),
+    ("jaxmb.studies",),
     ("jaxmb.cli",),
 )
 
