@@ -11,3 +11,10 @@ from ._shoulder import ShoulderTracking as ShoulderTracking
 from ._shoulder import track_shoulder as track_shoulder
 from ._shoulder_dae import CoupledDAE as CoupledDAE
 from ._shoulder_dae import track_shoulder_dae as track_shoulder_dae
+from ._shoulder_report import ForceSharing as ForceSharing
+from ._shoulder_report import plot_elevation as plot_elevation
+from ._shoulder_report import plot_muscle_forces as plot_muscle_forces
+from ._shoulder_report import plot_torques as plot_torques
+from ._shoulder_report import report_markdown as report_markdown
+from ._shoulder_report import shoulder_muscle_forces as shoulder_muscle_forces
+from ._shoulder_report import write_csv as write_csv
