@@ -11,7 +11,6 @@ from ._shoulder import ShoulderTracking as ShoulderTracking
 from ._shoulder import track_shoulder as track_shoulder
 from ._shoulder_dae import CoupledDAE as CoupledDAE
 from ._shoulder_dae import track_shoulder_dae as track_shoulder_dae
-from ._shoulder_report import ForceSharing as ForceSharing
 from ._shoulder_report import plot_elevation as plot_elevation
 from ._shoulder_report import plot_muscle_forces as plot_muscle_forces
 from ._shoulder_report import plot_torques as plot_torques

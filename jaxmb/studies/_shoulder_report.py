@@ -14,11 +14,11 @@ import numpy as np
 from .._model import Model
 from ._shoulder import SHOULDER_COORDINATES, SHOULDER_MUSCLES, ShoulderTracking
 
-#: A force-sharing function: ``share(model, ts, q, qd, tau) -> forces``, with `model` a
-#: model with muscles, ``ts`` (T,) s, ``q``, ``qd``, ``tau`` (T, nq) and ``forces``
-#: (T, n_muscles) N in the order of ``model.muscle_names`` (static optimization,
-#: Ehsani 2016: the sum of squared activations minimised subject to ``R F = tau``
-#: and the musculotendon equations).
+# A force-sharing function: ``share(model, ts, q, qd, tau) -> forces``, with `model` a
+# model with muscles, ``ts`` (T,) s, ``q``, ``qd``, ``tau`` (T, nq) and ``forces``
+# (T, n_muscles) N in the order of ``model.muscle_names`` (static optimization,
+# Ehsani 2016: the sum of squared activations minimised subject to ``R F = tau``
+# and the musculotendon equations).
 ForceSharing = Callable[..., np.ndarray]
 
 
@@ -32,7 +32,10 @@ def shoulder_muscle_forces(model: Model, tracking: ShoulderTracking, share: Forc
     - `model`: the shoulder model with its muscles (``shoulder_model(path, muscles=True)``).
     - `tracking`: `track_shoulder`'s result (its ``ts``, ``q``, ``qd``, ``tau``).
     - `share`: ``share(model, ts, q, qd, tau) -> (T, n_muscles)`` forces in N in the
-      order of ``model.muscle_names`` (e.g. a wrapper of static optimization).
+      order of ``model.muscle_names``, from ``ts`` (T,) s and ``q``, ``qd``, ``tau``
+      (T, 3): a force-sharing method such as static optimization (Ehsani 2016 minimises
+      the sum of squared activations subject to ``R F = tau`` and the musculotendon
+      equations).
     - `muscles`: the muscles to return (default `SHOULDER_MUSCLES`).
 
     **Returns:**
@@ -66,8 +69,18 @@ def _figure(nrows=1, ncols=1, **kw):
 
 
 def plot_elevation(tracking: ShoulderTracking, path=None):
-    """Fig. 19 analogue: the desired and achieved elevation (degrees) and the tracking
-    error of the three coordinates (rad). Saves to `path` when given; returns the figure."""
+    """Fig. 19 analogue (Ehsani 2016): the desired and achieved elevation and the
+    tracking error of the three coordinates.
+
+    **Arguments:**
+
+    - `tracking`: `track_shoulder`'s result.
+    - `path`: where to save the figure (PNG, SVG, ...; default: not saved).
+
+    **Returns:**
+
+    The matplotlib figure (closed once saved).
+    """
     plt, fig, ax = _figure(1, 2, figsize=(10, 3.5))
     ts = np.asarray(tracking.ts)
     ax[0].plot(ts, np.rad2deg(np.asarray(tracking.q_ref[:, 1])), lw=3, label="desired")
@@ -87,7 +100,17 @@ def plot_elevation(tracking: ShoulderTracking, path=None):
 
 
 def plot_torques(tracking: ShoulderTracking, path=None):
-    """Fig. 20 analogue: the required generalized forces (N m) of the three coordinates."""
+    """Fig. 20 analogue (Ehsani 2016): the required generalized forces of the three coordinates.
+
+    **Arguments:**
+
+    - `tracking`: `track_shoulder`'s result (its `tau`, N m).
+    - `path`: where to save the figure (default: not saved).
+
+    **Returns:**
+
+    The matplotlib figure (closed once saved).
+    """
     plt, fig, ax = _figure(figsize=(6, 3.5))
     ts = np.asarray(tracking.ts)
     for k, name in enumerate(SHOULDER_COORDINATES):
@@ -102,7 +125,19 @@ def plot_torques(tracking: ShoulderTracking, path=None):
 
 
 def plot_muscle_forces(ts, forces, names=SHOULDER_MUSCLES, path=None):
-    """Fig. 21 analogue: the forces (N) of the musculotendon units, (T, n) against `ts` (T,) s."""
+    """Fig. 21 analogue (Ehsani 2016): the forces of the musculotendon units, one panel each.
+
+    **Arguments:**
+
+    - `ts`: (T,) times, s.
+    - `forces`: (T, n) forces, N, n ≤ 14.
+    - `names`: the n muscles' names (default `SHOULDER_MUSCLES`).
+    - `path`: where to save the figure (default: not saved).
+
+    **Returns:**
+
+    The matplotlib figure (closed once saved).
+    """
     forces = np.asarray(forces)
     plt, fig, axes = _figure(2, 7, figsize=(16, 5), sharex=True)
     for k, ax in enumerate(axes.ravel()):
@@ -183,7 +218,17 @@ def report_markdown(tracking: ShoulderTracking, *, dae: ShoulderTracking | None 
 
 
 def write_csv(tracking: ShoulderTracking, path) -> pathlib.Path:
-    """The frames as CSV: time, q, q_des, tau per coordinate (units in the header)."""
+    """Write the frames as CSV: time, q, q_des and tau per coordinate (units in the header).
+
+    **Arguments:**
+
+    - `tracking`: `track_shoulder`'s result.
+    - `path`: the file to write.
+
+    **Returns:**
+
+    The path written.
+    """
     cols = [np.asarray(tracking.ts)[:, None], np.asarray(tracking.q), np.asarray(tracking.q_ref),
             np.asarray(tracking.tau)]
     head = ["time_s"] + [f"{n}_rad" for n in SHOULDER_COORDINATES] + [f"{n}_des_rad" for n in SHOULDER_COORDINATES] \
