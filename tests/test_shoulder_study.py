@@ -57,9 +57,8 @@ def test_model_holds_the_shoulder_coordinates_and_locks_the_rest(model, shared_d
         bent = studies.shoulder_model(_path(shared_dir), distal={"elbow_flexion": 1.2})
     # The locked model's poses are the full model's with the distal coordinates at their values.
     q3 = jnp.array([1.2, 0.9, -0.4])
-    for distal, m in (((0.0, 0.0, 0.0, 0.0), model), ((1.2, 0.0, 0.0, 0.0), bent)):
-        q7 = jnp.concatenate([q3, jnp.asarray(distal)])
-        np.testing.assert_allclose(mb.body_transforms(m, q3), mb.body_transforms(full, q7), rtol=0, atol=1e-14)
+    q7 = jnp.concatenate([q3, jnp.asarray([1.2, 0.0, 0.0, 0.0])])
+    np.testing.assert_allclose(mb.body_transforms(bent, q3), mb.body_transforms(full, q7), rtol=0, atol=1e-14)
 
 
 def test_read_osim_locked_rejects_bad_names(shared_dir):
@@ -127,7 +126,7 @@ def _dae_torques(dae, model, tracking):
 _dae_torques_jit = eqx.filter_jit(_dae_torques)
 
 
-def test_torques_equal_the_constrained_route_and_balance_the_power(model, tracking):
+def test_torques_equal_the_constrained_route(model, tracking):
     dae = studies.CoupledDAE.of(model)
     zdd, lam, tau = _dae_torques_jit(dae, model, tracking)
     scale = float(jnp.abs(tracking.tau).max())
@@ -136,7 +135,10 @@ def test_torques_equal_the_constrained_route_and_balance_the_power(model, tracki
     np.testing.assert_allclose(zdd[:, jnp.asarray(dae.z_of_q)], tracking.qdd, rtol=1e-10, atol=1e-8)
     assert lam.shape == (FRAMES, len(dae.dependent)) and len(dae.dependent) == 11
 
-    # Power: d/dt (T + V) = tau · q' along the motion (T from body velocities, not M).
+
+@pytest.mark.slow
+def test_torques_balance_the_power(model, tracking):
+    """d/dt (T + V) = tau · q' along the motion (T from body velocities, not M)."""
     def power(q, qd, qdd):
         energy = lambda a, b: mb.kinetic_energy(model, a, b) + mb.potential_energy(model, a)  # noqa: E731
         return jax.jvp(energy, (q, qd), (qd, qdd))[1]
@@ -147,8 +149,11 @@ def test_torques_equal_the_constrained_route_and_balance_the_power(model, tracki
 
 
 def test_coupled_dae_rejects_models_it_cannot_write():
+    body = mb.Body("b", 1.0, inertia=(1.0, 1.0, 1.0))
+    scaled = mb.Model([body], [mb.revolute("j", "ground", "b", (0.0, 0.0, 1.0), mb.Scaled(mb.Coordinate(0), 2.0))],
+                      ["q"])
     with pytest.raises(mb.ModelError, match="the DAE route needs each coordinate to drive one joint"):
-        studies.CoupledDAE.of(mb.models.four_bar())
+        studies.CoupledDAE.of(scaled)
 
 
 @pytest.mark.slow
@@ -163,3 +168,65 @@ def test_dae_simulation_matches_and_torques_equal_autodiff_inverse_dynamics(mode
     auto = eqx.filter_jit(jax.vmap(lambda q, qd, qdd: mb.inverse_dynamics(model, q, qd, qdd, method="autodiff")))(
         tracking.q, tracking.qd, tracking.qdd)
     np.testing.assert_allclose(auto, tracking.tau, rtol=0, atol=1e-10 * scale)
+
+
+class _Muscled:
+    """A stand-in for a model with muscles: what `shoulder_muscle_forces` reads."""
+
+    name = "stand-in"
+    muscle_names = ("CORB",) + studies.SHOULDER_MUSCLES[::-1]
+
+
+def test_force_sharing_hook_picks_the_fourteen_muscles_and_checks_shapes(tracking, tmp_path):
+    def share(model, ts, q, qd, tau):  # each muscle's "force" is its column number times the elevation torque
+        return np.asarray(tau[:, 1:2]) * np.arange(len(model.muscle_names))[None, :]
+
+    forces = studies.shoulder_muscle_forces(_Muscled(), tracking, share)
+    expected = [_Muscled.muscle_names.index(m) for m in studies.SHOULDER_MUSCLES]
+    np.testing.assert_allclose(forces, np.asarray(tracking.tau[:, 1:2]) * np.asarray(expected)[None, :])
+    with pytest.raises(ValueError, match=r"returned shape \(51, 2\); expected \(frames, muscles\) = \(51, 15\)"):
+        studies.shoulder_muscle_forces(_Muscled(), tracking, lambda *a: np.zeros((FRAMES, 2)))
+    with pytest.raises(ValueError, match=r"has no muscles \['XYZ'\]; read it with shoulder_model\(path, muscles=True\)"):
+        studies.shoulder_muscle_forces(_Muscled(), tracking, share, muscles=("XYZ",))
+    studies.plot_muscle_forces(tracking.ts, forces, path=tmp_path / "fig21.png")
+    report = studies.report_markdown(tracking, forces=forces, figures={"Fig. 21": "fig21.png"})
+    assert "| DELT1 |" in report and "![Fig. 21](fig21.png)" in report
+
+
+def test_report_figures_and_csv(tracking, tmp_path):
+    studies.plot_elevation(tracking, tmp_path / "fig19.png")
+    studies.plot_torques(tracking, tmp_path / "fig20.png")
+    assert (tmp_path / "fig19.png").stat().st_size > 1000 and (tmp_path / "fig20.png").stat().st_size > 1000
+    data = np.loadtxt(studies.write_csv(tracking, tmp_path / "t.csv"), delimiter=",", skiprows=1)
+    np.testing.assert_array_equal(data[:, 7:], np.asarray(tracking.tau))
+    report = studies.report_markdown(tracking, timings={"embedded ODE run": 0.5, "DAE run": 1.5})
+    assert "elevation within 2e-4 rad: met here" in report and "DAE / embedded run time: 3.00x" in report
+    assert "Not computed: no force-sharing function was given" in report
+
+
+def test_command_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    from jaxmb.cli import main
+
+    monkeypatch.delenv("JAXMB_MOBL_ARMS", raising=False)
+    assert main(["shoulder-study", "--out", str(tmp_path / "a"), "--compile-cache", "none"]) == 1
+    assert "give MoBL-ARMS's .osim with --model PATH" in capsys.readouterr().err
+    arm26 = pathlib.Path(mb.__file__).parent / "data" / "arm26.osim"
+    assert main(["shoulder-study", "--model", str(arm26), "--out", str(tmp_path / "a"),
+                 "--compile-cache", "none"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("jaxmb: error: shoulder_model: ") and "the shoulder study needs MoBL-ARMS's" in err
+    assert main(["shoulder-study", "--model", str(arm26), "--out", str(tmp_path / "a"), "--fps", "0"]) == 2
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.slow
+def test_command_writes_figures_report_and_csv(tmp_path, shared_dir, capsys):
+    from jaxmb.cli import main
+
+    out = tmp_path / "shoulder"
+    assert main(["shoulder-study", "--model", str(_path(shared_dir)), "--out", str(out), "--period", "1",
+                 "--fps", "50", "--rtol", "1e-8", "--compile-cache", "none", "--no-progress"]) == 0
+    assert {p.name for p in out.iterdir()} == {"fig19_elevation.png", "fig20_torques.png", "tracking.csv",
+                                               "report.md"}
+    assert "met here" in (out / "report.md").read_text()
+    assert "51 frames" in capsys.readouterr().out

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._model import Model
 from ._shoulder import SHOULDER_COORDINATES, SHOULDER_MUSCLES, ShoulderTracking
 
 # A force-sharing function: ``share(model, ts, q, qd, tau) -> forces``, with `model` a
@@ -22,7 +21,7 @@ from ._shoulder import SHOULDER_COORDINATES, SHOULDER_MUSCLES, ShoulderTracking
 ForceSharing = Callable[..., np.ndarray]
 
 
-def shoulder_muscle_forces(model: Model, tracking: ShoulderTracking, share: ForceSharing,
+def shoulder_muscle_forces(model, tracking: ShoulderTracking, share: ForceSharing,
                            muscles: tuple[str, ...] = SHOULDER_MUSCLES) -> np.ndarray:
     """The forces of the study's 14 musculotendon units (Ehsani 2016, Fig. 21) from the
     tracking's torques, by a force-sharing function.
