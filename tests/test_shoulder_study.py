@@ -1,9 +1,9 @@
 """The shoulder study (Ehsani 2016, section 4-4 C): MoBL-ARMS's shoulder with the elbow,
 forearm and wrist locked, computed-torque tracking (Eq. 200-201) and its torques.
 
-One tracking run is compiled (module scope) and shared by the asserts; the full DAE
-simulation and the autodiff inverse dynamics (each a compilation of tens of seconds)
-are `slow`.
+One tracking run is compiled (module scope) and shared by the asserts, and its torques
+are checked by the constrained route; the power balance, the full DAE simulation and
+the autodiff inverse dynamics (each a compilation of tens of seconds) are `slow`.
 """
 
 import pathlib
@@ -138,7 +138,8 @@ def test_torques_equal_the_constrained_route(model, tracking):
 
 @pytest.mark.slow
 def test_torques_balance_the_power(model, tracking):
-    """d/dt (T + V) = tau · q' along the motion (T from body velocities, not M)."""
+    """d/dt (T + V) = tau · q' along the motion (T from body velocities, not M): the
+    elevation's torque, the only one that does work (the other rates are zero)."""
     def power(q, qd, qdd):
         energy = lambda a, b: mb.kinetic_energy(model, a, b) + mb.potential_energy(model, a)  # noqa: E731
         return jax.jvp(energy, (q, qd), (qd, qdd))[1]

@@ -59,9 +59,6 @@ def shoulder_muscle_forces(model, tracking: ShoulderTracking, share: ForceSharin
 
 
 def _figure(nrows=1, ncols=1, **kw):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
     return plt, *plt.subplots(nrows, ncols, **kw)
