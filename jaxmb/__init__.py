@@ -13,6 +13,7 @@ from . import control as control
 from . import io as io
 from . import matrix_calculus as matrix_calculus
 from . import models as models
+from . import studies as studies
 from ._loop_closure import implicit_joint_functions as implicit_joint_functions
 from ._loop_closure import ImplicitJointFunction as ImplicitJointFunction
 from ._loop_closure import LoopClosure as LoopClosure

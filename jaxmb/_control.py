@@ -6,6 +6,7 @@ pytree of arrays, integrated by [`jaxmb.simulate`][jaxmb.simulate] together with
 """
 
 import abc
+from collections.abc import Callable
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -113,14 +114,16 @@ class ComputedTorque(AbstractController):
 
     - `model`: the model used for inverse dynamics (it may differ from the simulated one).
     - `reference`: a callable ``t -> (q_ref, qd_ref, qdd_ref)``, each (nq,): rad or m,
-      rad/s or m/s, rad/s² or m/s².
+      rad/s or m/s, rad/s² or m/s²; a function, or an equinox Module whose arrays
+      (the trajectory's parameters) stay leaves of the controller, so that one
+      compiled simulation serves every trajectory of a kind (and ``vmap`` over them).
     - `kp`, `kd`: gains, (nq,) or scalars, in 1/s² and 1/s.
 
     It has no state (an array of size 0).
     """
 
     model: object
-    reference: object = eqx.field(static=True)
+    reference: Callable
     kp: Float[Array, " nq"]
     kd: Float[Array, " nq"]
 

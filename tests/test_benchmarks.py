@@ -151,3 +151,21 @@ def test_run_writes_the_headline_between_the_readme_markers(bench, tmp_path):
     run.update_readme(table, readme)
     text = readme.read_text()
     assert "old" not in text and "| w | 1 | 2 | bench_dynamics.py |" in text and text.endswith(f"{run.END}\nafter\n")
+
+
+def test_bench_shoulder_tiny(bench, tmp_path):
+    """Without MoBL-ARMS the script says so; its comparison at equal accuracy charges each
+    route its cheapest run that reaches a target (the MoBL-ARMS compile is minutes, so the
+    run itself is not repeated here: `python benchmarks/bench_shoulder.py --quick`)."""
+    from benchmarks import bench_shoulder
+
+    result = bench_shoulder.run(model=tmp_path / "missing.osim", out_dir=None)
+    assert result["rows"] == [] and "not found" in result["notes"][0]
+    rows = [dict(route="embedded ODE", kind="embedded ODE", tol=1e-7, run_ms=10.0, error=1e-9, steps=600),
+            dict(route="embedded ODE", kind="embedded ODE", tol=1e-9, run_ms=20.0, error=1e-11, steps=1200),
+            dict(route="DAE, Baumgarte 0", kind="DAE", tol=1e-7, run_ms=40.0, error=5e-9, steps=500),
+            dict(route="DAE, Baumgarte 0", kind="DAE", tol=1e-9, run_ms=90.0, error=5e-11, steps=1100)]
+    summary = bench_shoulder.speedups(rows, (1e-8, 1e-10))
+    assert [s["speedup"] for s in summary] == [4.0, 4.5]
+    for row in bench_shoulder.headline(summary, [], [dict(batch=8, frames_per_s=1200.0)]):
+        assert set(row) == {"what", "jaxmb", "alternative", "script"}

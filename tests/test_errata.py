@@ -73,3 +73,22 @@ def test_ehsani_2016_definition_1_shape_is_mr_by_n():
     model = mb.models.planar_chain(3)
     assert matrix_calculus.D_closed_form(model, jnp.zeros(3))[0].shape == (4 * 3, 4)
     assert jax.jacfwd(lambda x: matrix_calculus.D_closed_form(model, x)[2])(jnp.zeros(3)).shape == (12, 4, 3)
+
+
+def test_ehsani_2016_eq_200_is_inverse_dynamics_with_N_qdot():
+    """Eq. 200 prints the right-hand side G - N; with N the matrix of Eq. 198 it is
+    G - N q': the block system then gives tau = inverse dynamics at Q_d (Eq. 201)."""
+    model = _arm()
+    q, qd, qdd_des = STATE
+    k = jnp.array([100.0, 100.0, 1000.0])
+    e, ed = jnp.array([1e-3, -2e-3, 5e-4]), jnp.array([0.01, 0.02, -0.03])
+    qdes, qddes = q + e, qd + ed
+    q_d = qdd_des - 2 * k * (qd - qddes) - k**2 * (q - qdes)  # Eq. 201
+    m = mb.mass_matrix(model, q)
+    n_qd = mb.velocity_forces(model, q, qd)  # N(q, q') q'
+    g = mb.gravity_forces(model, q)
+    eye, zero = jnp.eye(3), jnp.zeros((3, 3))
+    x = jnp.linalg.solve(jnp.block([[m, -eye], [eye, zero]]), jnp.concatenate([g - n_qd, q_d]))
+    np.testing.assert_allclose(x[:3], q_d, rtol=1e-12)
+    np.testing.assert_allclose(x[3:], mb.inverse_dynamics(model, q, qd, q_d), rtol=1e-12)
+    assert float(jnp.linalg.norm(n_qd)) > 1e-2  # the velocity term is not negligible here

@@ -28,6 +28,7 @@ LAYERS = (
     ("jaxmb._static_optimization",),
     ("jaxmb.io",),
     ("jaxmb.models",),
+    ("jaxmb.studies",),
     ("jaxmb.cli",),
 )
 

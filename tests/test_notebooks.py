@@ -24,3 +24,17 @@ def test_notebook_runs(name):
         vals = [float(tok) for line in text.splitlines() if line.startswith("max |")
                 for tok in line.replace("=", " = ").split() if tok[0].isdigit()]
         assert vals and max(vals) < 1e-6  # embedded vs traditional: round-off; molecule: O(h^2)
+
+
+@pytest.mark.slow
+def test_shoulder_study_notebook_runs(shared_dir):
+    """The shoulder study (MoBL-ARMS, not shipped: skipped without it); its asserts check
+    the tracking precision."""
+    if not (shared_dir / "models" / "MOBL_ARMS_fixed_41.osim").exists():
+        pytest.skip("MoBL-ARMS is not available")
+    nb = nbformat.read(NOTEBOOKS / "shoulder_study.ipynb", as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=1200, kernel_name="python3",
+                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "CPU time DAE / embedded" in text

@@ -75,6 +75,26 @@ def loop_constraints(model: Model) -> Callable[[Array], Array]:
     return phi
 
 
+def stabilised_constraints(phi: Callable[[Array], Array], z, zd, alpha: float, beta: float):
+    """The acceleration-level constraints ``Φ_z z̈ = c`` of the index-1 DAE with Baumgarte
+    stabilisation (Baumgarte 1972): ``c = -(Φ_z ż)_z ż - 2α Φ_z ż - β² Φ(z)``.
+
+    **Arguments:**
+
+    - `phi`: the constraint function ``Φ(z)`` (m constraints).
+    - `z`, `zd`: the variables (n,) and their rates.
+    - `alpha`, `beta`: the Baumgarte parameters, 1/s.
+
+    **Returns:**
+
+    ``(Φ_z, c)``: (m, n) and (m,).
+    """
+    g = jax.jacfwd(phi)(z)
+    # (dG/dt) z' = ∂²Φ[z', z']: second directional derivative, no Jacobian of G formed.
+    gdot_zd = jax.jvp(lambda x: jax.jvp(phi, (x,), (zd,))[1], (z,), (zd,))[1]
+    return g, -gdot_zd - 2.0 * alpha * (g @ zd) - beta**2 * phi(z)
+
+
 class DAEVectorField(eqx.Module):
     """``(z, ż) -> (ż, z̈)`` of the index-1 DAE with Baumgarte stabilisation."""
 
@@ -91,10 +111,7 @@ class DAEVectorField(eqx.Module):
             m, rhs = _mass_matrix_and_forces(self.tree, z, zd)
         else:
             m, rhs = mass_matrix(self.tree, z), self.forces(self.tree, z) - bias_forces(self.tree, z, zd)
-        g = jax.jacfwd(self.phi)(z)
-        # (dG/dt) z' = ∂²Φ[z', z']: second directional derivative, no Jacobian of G formed.
-        gdot_zd = jax.jvp(lambda x: jax.jvp(self.phi, (x,), (zd,))[1], (z,), (zd,))[1]
-        c = -gdot_zd - 2.0 * self.alpha * (g @ zd) - self.beta**2 * self.phi(z)
+        g, c = stabilised_constraints(self.phi, z, zd, self.alpha, self.beta)
         n, k = z.shape[0], g.shape[0]
         kkt = jnp.block([[m, g.T], [g, jnp.zeros((k, k), dtype=z.dtype)]])
         sol = jnp.linalg.solve(kkt, jnp.concatenate([rhs, c]))

@@ -77,7 +77,8 @@ def _int_at_least(lowest: int, highest: int | None = None):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``jaxmb`` argument parser (subcommands ``simulate``, ``moment-arms``, ``inverse-dynamics``, ``info``)."""
+    """The ``jaxmb`` argument parser (subcommands ``simulate``, ``moment-arms``, ``inverse-dynamics``,
+    ``shoulder-study``, ``info``)."""
     parser = _Parser(prog="jaxmb", description="jaxmb: differentiable multibody dynamics in JAX.")
     parser.add_argument("--version", action="version", version=f"jaxmb {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
@@ -124,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_static_optimization(sub, [jitted], non_negative_float)
 
+    from ._shoulder_study import add_parser as add_shoulder_study
+
+    add_shoulder_study(sub, [jitted], positive_float, relative_tolerance)
+
     info = sub.add_parser("info", parents=[common],
                           help="what a model holds: coordinates, bodies, muscles, wrap objects, what was skipped")
     info.add_argument("model", help=f"path to an OpenSim .osim file, or a built-in model ({', '.join(BUILT_IN_MODELS)})")
@@ -165,6 +170,10 @@ def _dispatch(args) -> int:
         from ._static_optimization import static_optimization
 
         return static_optimization(args)
+    if args.command == "shoulder-study":
+        from ._shoulder_study import shoulder_study
+
+        return shoulder_study(args)
     from ._moment_arms import moment_arms
 
     return moment_arms(args)

@@ -161,13 +161,18 @@ def load_osim(path: str | os.PathLike) -> Model:
     return read_osim(path).model
 
 
-def read_osim(path: str | os.PathLike, *, muscles: bool = True) -> OsimImport:
+def read_osim(path: str | os.PathLike, *, muscles: bool = True,
+              locked: dict[str, float] | None = None) -> OsimImport:
     """Like `load_osim`, also returning every coordinate's joint function and kind.
 
     **Arguments:**
 
     - `path`: the ``.osim`` file.
     - `muscles`: read the ForceSet's muscles; with ``False`` the skeleton alone.
+    - `locked`: ``{coordinate name: value}`` (rad or m): coordinates to hold at these
+      values as if the file locked them with that ``default_value`` (OpenSim's
+      ``Coordinate.setLocked``); they leave ``q`` and their couplers' dependents become
+      constants. A name that is not an independent coordinate of the file raises.
 
     **Returns:**
 
@@ -178,7 +183,7 @@ def read_osim(path: str | os.PathLike, *, muscles: bool = True) -> OsimImport:
 
     [`jaxmb.ModelError`][jaxmb.ModelError], as `load_osim`.
     """
-    return _Importer(os.fspath(path), muscles=muscles).run()
+    return _Importer(os.fspath(path), muscles=muscles, locked=locked).run()
 
 
 def read_ligaments(path: str | os.PathLike, tags=("Ligament",)) -> tuple[Muscle, ...]:
@@ -200,9 +205,10 @@ def read_ligaments(path: str | os.PathLike, tags=("Ligament",)) -> tuple[Muscle,
 
 
 class _Importer(_JointReader):
-    def __init__(self, path: str, muscles: bool = True):
+    def __init__(self, path: str, muscles: bool = True, locked: dict[str, float] | None = None):
         super().__init__(XmlReader.parse(path))
         self.read_muscles = muscles
+        self.locked = dict(locked or {})
         self.root = self.xml.root
         self.model_element = None
 
@@ -232,6 +238,7 @@ class _Importer(_JointReader):
         bodies = self.read_bodies(sections.get("BodySet"))
         coords, joint_specs = self.read_joints(sections.get("JointSet"), bodies)
         couplers = self.read_constraints(sections.get("ConstraintSet"), coords)
+        self.lock(coords, couplers)
         self.check_empty(sections, "ContactGeometrySet", "contact geometry (and the forces "
                                                          "that use it) is not supported")
         self.check_empty(sections, "ControllerSet", "controllers are not supported; apply "
@@ -263,6 +270,21 @@ class _Importer(_JointReader):
             OsimCoordinate(c.name, c.joint, c.default, c.range, c.locked, c.clamped,
                            kinds[c.name], functions[c.name]) for c in coords)
         return OsimImport(model=model, coordinates=coordinates, source=self.path)
+
+    def lock(self, coords, couplers) -> None:
+        """Apply `read_osim`'s ``locked``: each named coordinate is locked at its value."""
+        by_name = {c.name: c for c in coords}
+        for name, value in self.locked.items():
+            c = by_name.get(name)
+            if c is None or name in couplers:
+                free = [k.name for k in coords if k.name not in couplers]
+                what = "no coordinate" if c is None else "a dependent (coupled) coordinate"
+                raise ModelError(f"read_osim(locked=...): {name!r} is {what} of {self.path}; lock one of its "
+                                 f"independent coordinates: {free}.")
+            value = float(value)
+            if not np.isfinite(value):
+                raise ModelError(f"read_osim(locked=...): the value of {name!r} must be finite, got {value}.")
+            c.locked, c.default = True, value
 
     # -- model sections ----------------------------------------------------
     def read_model_sections(self, model_el: ET.Element) -> dict[str, ET.Element]:
