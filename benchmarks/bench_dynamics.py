@@ -14,7 +14,14 @@ jaxmb and MJX: ``jax.jit`` of the call with the model as an argument, single and
 one call at a time from Python. Libraries not installed are skipped with a note
 (``pip install pin mujoco mujoco-mjx``).
 
+OpenSim models (``--osim``; the full run takes jaxmb's bundled gait2354): mass matrix,
+inverse dynamics and forward dynamics at the model's default pose, compile time and µs
+per state, single calls and the largest batch; jaxmb only (no competitor is timed on
+them yet). RajagopalLaiUhlrich2023 is in the opensim-models repository
+(Models/Rajagopal/RajagopalLaiUhlrich2023.osim).
+
     python benchmarks/bench_dynamics.py [--quick] [--n 2,7,20] [--batch-sizes 1,512,8192]
+                                        [--osim PATH[,PATH]]
 """
 
 from __future__ import annotations
@@ -68,9 +75,34 @@ def _jaxmb_fns(model):
             "forward_dynamics": lambda m, q, qd, tau: mb.forward_dynamics(m, q, qd, tau)}
 
 
+BUNDLED_OSIM = H.ROOT / "jaxmb" / "data" / "gait2354_simbody.osim"
+
+
+def osim_calls(paths, batch_sizes, rng):
+    """jaxmb's timed calls on OpenSim models: ``{(library, quantity, name, batch): (call, compile s, states)}``."""
+    calls = {}
+    for path in paths:
+        model = mb.io.read_osim(path).model
+        name = Path(path).stem
+        big = max(batch_sizes)
+        spread = rng.uniform(-0.05, 0.05, (big, model.nq))
+        Q, QD, QDD = (jnp.asarray(np.asarray(model.q_default)[None] + spread), jnp.asarray(spread * 10),
+                      jnp.asarray(spread * 100))
+        fns = {"mass_matrix": lambda m, q, qd, qdd: mb.mass_matrix(m, q),
+               "inverse_dynamics": lambda m, q, qd, qdd: mb.inverse_dynamics(m, q, qd, qdd),
+               "forward_dynamics": lambda m, q, qd, qdd: mb.forward_dynamics(m, q, qd, qdd)}
+        for quantity, f in fns.items():
+            c, lo, co = H.compile_apart(f, model, Q[0], QD[0], QDD[0])
+            calls[("jaxmb", quantity, name, "single")] = (lambda c=c, a=(model, Q[0], QD[0], QDD[0]): c(*a), lo + co, 1)
+            c, lo, co = H.compile_apart(jax.vmap(f, in_axes=(None, 0, 0, 0)), model, Q, QD, QDD)
+            calls[("jaxmb", quantity, name, big)] = (lambda c=c, a=(model, Q, QD, QDD): c(*a), lo + co, big)
+    return calls
+
+
 def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio", "mujoco"), rounds=None,
-        min_time=None, out_dir=H.RESULTS):
+        min_time=None, out_dir=H.RESULTS, osim=None):
     ns = ns or ((7,) if quick else (2, 7, 20))
+    osim = osim if osim is not None else (() if quick else (BUNDLED_OSIM,))
     batch_sizes = batch_sizes or ((1, 8192) if quick else (1, 64, 512, 8192))
     rounds = rounds or (3 if quick else 7)
     min_time = min_time or (0.02 if quick else 0.1)
@@ -149,6 +181,8 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
                   lambda a=(pm, pd, qn, qdn, taun): pin.aba(*a))
             for quantity, f in zip(QUANTITIES, fs):
                 calls[("pinocchio", quantity, n, "single")] = (f, None, 1)
+    if "jaxmb" in libs and osim:
+        calls.update(osim_calls(osim, batch_sizes, rng))
     for lib, quantity, n, got, want in agreement:
         rel = float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))
         if rel > 1e-9:
@@ -162,9 +196,10 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
                          us_per_state_median=H.us(t["median_s"]) / states))
     notes.append(f"agreement with jaxmb within 1e-9 (relative): {sorted({a[0] for a in agreement}) or 'no competitor'}")
     result = {"meta": H.meta("dynamics", batch_sizes=batch_sizes, quick=quick, ns=list(ns), rounds=rounds,
-                             model="planar_chain", model_passed_as="argument"),
+                             model="planar_chain", osim=[str(p) for p in osim], model_passed_as="argument"),
               "rows": rows, "notes": notes, "headline": headline(rows)}
-    table = H.markdown_table(rows, [("library", "library"), ("quantity", "quantity"), ("n", "n"), ("batch", "batch"),
+    table = H.markdown_table(rows, [("library", "library"), ("quantity", "quantity"), ("n", "n (chain) or model"),
+                                    ("batch", "batch"),
                                     ("compile_s", "compile s"), ("us_per_call", "µs/call"),
                                     ("us_per_state", "µs/state")])
     return H.write(result, out_dir, table)
@@ -173,7 +208,7 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
 def headline(rows):
     """One headline row: forward dynamics of the largest chain timed near n = 7, µs per
     state, jaxmb's best batch against each competitor's."""
-    fd = [r for r in rows if r["quantity"] == "forward_dynamics"]
+    fd = [r for r in rows if r["quantity"] == "forward_dynamics" and isinstance(r["n"], int)]  # the chains
     if not fd:
         return []
     n = min({r["n"] for r in fd}, key=lambda k: abs(k - 7))
@@ -196,11 +231,12 @@ def main(argv=None):
     p.add_argument("--n", help="comma-separated chain lengths")
     p.add_argument("--batch-sizes", help="comma-separated vmap batch sizes")
     p.add_argument("--libs", default="jaxmb,mjx,pinocchio,mujoco")
+    p.add_argument("--osim", help="comma-separated OpenSim model files (default: the bundled gait2354; none with --quick)")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
     ints = lambda s: tuple(int(x) for x in s.split(",")) if s else None  # noqa: E731
     run(quick=a.quick, ns=ints(a.n), batch_sizes=ints(a.batch_sizes), libs=tuple(a.libs.split(",")),
-        out_dir=a.out_dir)
+        out_dir=a.out_dir, osim=tuple(a.osim.split(",")) if a.osim else None)
 
 
 if __name__ == "__main__":

@@ -95,9 +95,12 @@ def test_bench_dynamics_tiny(bench):
     from benchmarks import bench_dynamics
 
     rows = _check(bench_dynamics.run(ns=(2,), batch_sizes=(1, 2), libs=("jaxmb", "pinocchio", "mujoco", "mjx"),
-                                     rounds=1, min_time=1e-4, out_dir=None), "dynamics")
-    assert {(r["library"], r["quantity"], r["batch"]) for r in rows if r["library"] == "jaxmb"} == {
+                                     rounds=1, min_time=1e-4, out_dir=None,
+                                     osim=(bench_dynamics.H.ROOT / "jaxmb" / "data" / "arm26.osim",)), "dynamics")
+    assert {(r["library"], r["quantity"], r["batch"]) for r in rows if r["library"] == "jaxmb" and r["n"] == 2} == {
         ("jaxmb", q, b) for q in bench_dynamics.QUANTITIES for b in ("single", 1, 2)}
+    assert {(r["quantity"], r["batch"]) for r in rows if r["n"] == "arm26"} == {
+        (q, b) for q in ("mass_matrix", "inverse_dynamics", "forward_dynamics") for b in ("single", 2)}
     assert all(r["us_per_state"] > 0.0 for r in rows)
 
 
