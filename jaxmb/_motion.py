@@ -20,11 +20,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._dynamics import generalized_forces, inverse_dynamics
+from ._dynamics import inverse_dynamics
 from ._errors import ModelError
+from ._forces._base import translation, wrench_generalized_force
 from ._functions._splines import _cubic_spline_coefficients
 from ._kinematics import body_transforms
-from ._loads import BodyTorque, PointForce
 from ._model import GROUND, Model
 from ._signal import opensim_coordinate_operators
 
@@ -183,40 +183,24 @@ def _spec(ext: ExternalForce) -> tuple:
             ext.force is not None, ext.point is not None, ext.torque is not None)
 
 
-def _skew(v):
-    return jnp.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]], dtype=v.dtype)
-
-
 def _external_generalized_force(model: Model, specs, q, samples):
-    """``Σ J_pᵀ F + J_ωᵀ τ`` of the external forces at one frame, by virtual power: the
-    gradient in ``x`` at ``x = q`` of ``Σ F · p(x) + ½ Σ [τ]× : (R(x) R(q)ᵀ)`` with ``F``,
-    ``τ``, the point in its body and ``R(q)`` taken at ``q`` (``[δθ]× = δR Rᵀ``, and
-    ``[τ]× : [δθ]× = 2 τ · δθ``): one reverse pass through the body poses."""
+    """``Σ J_pᵀ F + J_ωᵀ τ`` of the external forces at one frame: each a wrench (ground axes)
+    at its point on the body, by one reverse pass of their virtual power
+    (`wrench_generalized_force`)."""
     poses = body_transforms(model, q)
-    held = []  # per load, at q: (body index, force in ground, point on the body, torque in ground, R_body)
+    frames, wrenches = [], []
     for (body, force_frame, point_frame, has_force, has_point, has_torque), (force, point, torque) in zip(
             specs, samples):
         body_rot, body_org = _frame(model, poses, body, q.dtype)
         f_rot, _ = _frame(model, poses, force_frame, q.dtype)
-        on_body = None
+        on_body = jnp.zeros(3, q.dtype)
         if has_force:
             p_rot, p_org = _frame(model, poses, point_frame, q.dtype)
             on_body = body_rot.T @ (p_rot @ point + p_org - body_org) if has_point else point
-        held.append((body, f_rot @ force if has_force else None, on_body,
-                     f_rot @ torque if has_torque else None, body_rot))
-
-    def power(x):
-        at_x = body_transforms(model, x)
-        total = jnp.zeros((), q.dtype)
-        for body, force, on_body, torque, body_rot in held:
-            rot, org = _frame(model, at_x, body, q.dtype)
-            if force is not None:
-                total = total + force @ (rot @ on_body + org)
-            if torque is not None:
-                total = total + 0.5 * jnp.sum(_skew(torque) * (rot @ body_rot.T))
-        return total
-
-    return jax.grad(power)(q)
+        frames.append((body, translation(on_body)))
+        wrenches.append((f_rot @ torque if has_torque else jnp.zeros(3, q.dtype),
+                         f_rot @ force if has_force else jnp.zeros(3, q.dtype)))
+    return wrench_generalized_force(model, q, tuple(frames), tuple(wrenches))
 
 
 @eqx.filter_jit
