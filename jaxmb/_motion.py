@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 
 import equinox as eqx
 import jax
@@ -19,11 +20,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._dynamics import generalized_forces, inverse_dynamics
+from ._dynamics import inverse_dynamics
 from ._errors import ModelError
+from ._forces._base import translation, wrench_generalized_force
 from ._functions._splines import _cubic_spline_coefficients
 from ._kinematics import body_transforms
-from ._loads import BodyTorque, PointForce
 from ._model import GROUND, Model
 from ._signal import opensim_coordinate_operators
 
@@ -99,30 +100,48 @@ class ExternalForce:
         ``2 * 40 + 2`` samples around it: the influence of a sample on an interpolating
         cubic spline decays by ``2 - √3 ≈ 0.27`` per knot, so this equals the spline
         through all samples (OpenSim's) to round-off, at a cost that does not grow with
-        the length of the data."""
+        the length of the data. The spline is linear in the samples: one matrix, built
+        from the times alone (`cubic_sampling_operator`), maps them to the frames."""
         times = np.asarray(times, dtype=float)
-        n = self.time.size
-        width = min(2 * _SPLINE_MARGIN + 2, n)
-        j = np.searchsorted(self.time, times, side="right") - 1
-        start = np.clip(j - width // 2 + 1, 0, n - width)
-        idx = start[:, None] + np.arange(width)  # (k, width): each frame's window of samples
-        x = self.time[idx]
-        local = np.clip(j - start, 0, width - 2)
-        out = []
-        for data in (self.force, self.point, self.torque):
-            if data is None:
-                out.append(np.zeros((times.size, 3)))
-                continue
-            y = np.moveaxis(data[idx], 2, 1)  # (k, 3, width)
-            b, c, d = (np.asarray(v) for v in _fit_natural_cubic(jnp.asarray(x), jnp.asarray(y)))
-            pick = lambda v: np.take_along_axis(v, local[:, None, None], axis=2)[..., 0]  # noqa: E731
-            t = (times - x[np.arange(times.size), local])[:, None]
-            val = pick(y) + t * (pick(b) + t * (pick(c) + t * pick(d)))
-            below, above = (times < self.time[0])[:, None], (times > self.time[-1])[:, None]
-            val = np.where(below, data[0] + pick(b) * (times[:, None] - self.time[0]), val)
-            val = np.where(above, data[-1] + pick(b) * (times[:, None] - self.time[-1]), val)
-            out.append(val)
-        return out[0], out[1], out[2]
+        w = cubic_sampling_operator(self.time, times)
+        return tuple(np.zeros((times.size, 3)) if data is None else w @ data
+                     for data in (self.force, self.point, self.torque))
+
+
+def cubic_sampling_operator(time, times) -> np.ndarray:
+    """The (k, n) matrix ``W`` with ``W @ y`` the values at `times` (k,) of the natural cubic
+    spline through samples ``y`` (n, ...) at `time` (n,), as `ExternalForce.sample`
+    interpolates (each frame from the ``2 * 40 + 2`` samples around it; linear extrapolation
+    with the end slopes outside `time`). Read-only; cached on the times' values, so that
+    repeated calls on one motion do not refit."""
+    return _cubic_operator(tuple(np.asarray(time, dtype=float).tolist()),
+                           tuple(np.asarray(times, dtype=float).ravel().tolist()))
+
+
+@functools.lru_cache(maxsize=16)
+def _cubic_operator(time: tuple, times: tuple) -> np.ndarray:
+    """`cubic_sampling_operator` for hashable arguments: the windowed fit applied to the
+    unit samples of each window (the spline's values are linear in the samples)."""
+    time, times = np.array(time), np.array(times)
+    n, k = time.size, times.size
+    width = min(2 * _SPLINE_MARGIN + 2, n)
+    j = np.searchsorted(time, times, side="right") - 1
+    start = np.clip(j - width // 2 + 1, 0, n - width)
+    idx = start[:, None] + np.arange(width)  # (k, width): each frame's window of samples
+    x = time[idx]
+    local = np.clip(j - start, 0, width - 2)
+    y = np.broadcast_to(np.eye(width), (k, width, width))  # (frame, unit sample, knot)
+    b, c, d = (np.asarray(v) for v in _fit_natural_cubic(jnp.asarray(x), jnp.asarray(y)))
+    pick = lambda v: np.take_along_axis(v, local[:, None, None], axis=2)[..., 0]  # noqa: E731  (k, width)
+    t = (times - x[np.arange(k), local])[:, None]
+    on_window = pick(y) + t * (pick(b) + t * (pick(c) + t * pick(d)))
+    first, last = np.eye(width)[0], np.eye(width)[-1]  # below: start = 0; above: start = n - width
+    on_window = np.where((times < time[0])[:, None], first + pick(b) * (times[:, None] - time[0]), on_window)
+    on_window = np.where((times > time[-1])[:, None], last + pick(b) * (times[:, None] - time[-1]), on_window)
+    w = np.zeros((k, n))
+    np.put_along_axis(w, idx, on_window, axis=1)
+    w.setflags(write=False)
+    return w
 
 
 @jax.jit
@@ -165,20 +184,23 @@ def _spec(ext: ExternalForce) -> tuple:
 
 
 def _external_generalized_force(model: Model, specs, q, samples):
-    """``Σ J_pᵀ F + J_ωᵀ τ`` of the external forces at one frame."""
+    """``Σ J_pᵀ F + J_ωᵀ τ`` of the external forces at one frame: each a wrench (ground axes)
+    at its point on the body, by one reverse pass of their virtual power
+    (`wrench_generalized_force`)."""
     poses = body_transforms(model, q)
-    loads = []
+    frames, wrenches = [], []
     for (body, force_frame, point_frame, has_force, has_point, has_torque), (force, point, torque) in zip(
             specs, samples):
         body_rot, body_org = _frame(model, poses, body, q.dtype)
         f_rot, _ = _frame(model, poses, force_frame, q.dtype)
+        on_body = jnp.zeros(3, q.dtype)
         if has_force:
             p_rot, p_org = _frame(model, poses, point_frame, q.dtype)
             on_body = body_rot.T @ (p_rot @ point + p_org - body_org) if has_point else point
-            loads.append(PointForce(body, on_body, f_rot @ force))
-        if has_torque:
-            loads.append(BodyTorque(body, f_rot @ torque))
-    return generalized_forces(model, q, loads)
+        frames.append((body, translation(on_body)))
+        wrenches.append((f_rot @ torque if has_torque else jnp.zeros(3, q.dtype),
+                         f_rot @ force if has_force else jnp.zeros(3, q.dtype)))
+    return wrench_generalized_force(model, q, tuple(frames), tuple(wrenches))
 
 
 @eqx.filter_jit

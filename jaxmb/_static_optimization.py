@@ -305,16 +305,24 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if _is_concrete(w) and not bool(jnp.all(w > 0)):
         raise ValueError("static_optimization: weights must be positive.")
     frames, w0, w1, w2 = opensim_states_operators(time, lowpass_hz=lowpass_hz, time_range=time_range)
-    w0, w1, w2 = (jnp.asarray(m, dtype=dtype) for m in (w0, w1, w2))
-    qs, qds, qdds = w0 @ q, w1 @ q, w2 @ q
-    samples = tuple(tuple(jnp.asarray(a, dtype=dtype) for a in ext.sample(frames)) for ext in externals)
-    lo, hi = _bounds(model, extra, dtype)
+    samples = tuple(ext.sample(frames) for ext in externals)
     if tolerance is None:
         tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
-    tau, B, target, f_active, f_passive = _problems(model, extra, tuple(_spec(e) for e in externals), qs, qds, qdds,
-                                                    samples, bool(passive_forces))
-    x, balance, kkt, steps, ok = _solve_frames(B, target, w, lo, hi, float(exponent), float(tolerance),
-                                               int(max_steps))
+    return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
+                bool(passive_forces), float(exponent), float(tolerance), int(max_steps))
+
+
+@eqx.filter_jit
+def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol, max_steps):
+    """`static_optimization` after its checks, as one compiled program (NumPy operators and
+    samples enter as constants of the data's dtype)."""
+    dtype = q.dtype
+    w0, w1, w2 = (jnp.asarray(m, dtype=dtype) for m in operators)
+    qs, qds, qdds = w0 @ q, w1 @ q, w2 @ q
+    samples = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), samples)
+    lo, hi = _bounds(model, extra, dtype)
+    tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive)
+    x, balance, kkt, steps, ok = _solve_frames(B, target, w, lo, hi, p, tol, max_steps)
     nm = len(model.muscles)
     a, u = x[:, :nm], x[:, nm:]
     opt = jnp.stack([e.optimal_force for e in extra]).astype(dtype) if extra else jnp.zeros((0,), dtype)

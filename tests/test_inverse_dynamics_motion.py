@@ -173,6 +173,29 @@ def test_external_force_is_jacobian_transpose(tmp_path, arm26):
         np.testing.assert_allclose(without.forces[i] - with_load.forces[i], expected, rtol=1e-10, atol=1e-12)
 
 
+def test_external_force_samples_the_natural_cubic_spline():
+    """Independent route: scipy's natural cubic spline through all the samples (the sampled
+    values come from a cached matrix of the times, built from each frame's window)."""
+    from scipy.interpolate import CubicSpline
+
+    rng = np.random.default_rng(3)
+    time = np.cumsum(rng.uniform(0.5e-3, 1.5e-3, 400))
+    data = np.stack([np.sin(40 * time), np.cos(25 * time) + rng.normal(0, 1e-2, time.size), time ** 2], axis=1)
+    load = mb.ExternalForce("f", "r_humerus", time, force=data, point=2 * data)
+    frames = np.concatenate([[time[0] - 0.01], np.linspace(time[0], time[-1], 37)[:-1], time[150:153]])
+    force, point, torque = load.sample(frames)
+    spline = CubicSpline(time, data, bc_type="natural")
+    expected = spline(frames)
+    expected[0] = data[0] + spline(time[0], 1) * (frames[0] - time[0])  # linear below the samples
+    np.testing.assert_allclose(force, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(point, 2 * expected, rtol=0, atol=2e-12)
+    np.testing.assert_array_equal(torque, 0.0)
+    # A second call reuses the matrix (same times' values, new arrays).
+    from jaxmb._motion import cubic_sampling_operator
+
+    assert cubic_sampling_operator(time, frames) is cubic_sampling_operator(time.copy(), frames.copy())
+
+
 def test_external_loads_name_a_missing_body(tmp_path, arm26):
     model = arm26[0]
     path = _arm_with_load(tmp_path, arm26, body="r_ulna_radius_hnd")
