@@ -66,7 +66,7 @@ def run(quick=False, model=None, tols=None, batch_sizes=None, baumgarte=None, ro
                        out_dir, "")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # MoBL's impossible inertias are reported, not errors
-        model = studies.shoulder_model(path)
+        model = studies.shoulder_model(mb.io.read_osim(path, muscles=False, locked=studies.locked_coordinates()).model)
     flat, rebuild = model_as_vector(model)
     high = jnp.asarray(np.deg2rad(110.0))
     configs = {("embedded ODE", None): route("ODE")}

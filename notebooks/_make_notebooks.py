@@ -134,7 +134,7 @@ NOTEBOOKS["shoulder_study"] = [
            "(Eq. 200-201, K = diag(100, 100, 1000)). See `docs/how-to/shoulder-study.md`."),
     ("code", SHOULDER_SETUP),
     ("code", "with warnings.catch_warnings():\n    warnings.simplefilter('ignore')  # MoBL's impossible inertias\n"
-             "    model = studies.shoulder_model(MODEL)\n"
+             "    model = studies.shoulder_model(mb.io.read_osim(MODEL, muscles=False, locked=studies.locked_coordinates()).model)\n"
              "trajectory = studies.ElevationTrajectory()\n"
              "print(model.coordinate_names, '| massless bodies:', sum(b.massless for b in model.bodies), 'of', len(model.bodies))"),
     ("md", "## Tracking (Eq. 200-201) and Fig. 19\n\nStarted on the desired motion, the error of the exact "
@@ -166,7 +166,7 @@ NOTEBOOKS["shoulder_study"] = [
            "wrapped as such a function."),
     ("code", "share = None  # e.g. a wrapper of mb.static_optimization: share(model, ts, q, qd, tau) -> (T, n_muscles)\n"
              "if share is None:\n    print('no force-sharing function given: Fig. 21 skipped')\n"
-             "else:\n    muscled = studies.shoulder_model(MODEL, muscles=True)\n"
+             "else:\n    muscled = studies.shoulder_model(mb.io.read_osim(MODEL, muscles=True, locked=studies.locked_coordinates()).model)\n"
              "    forces = studies.shoulder_muscle_forces(muscled, result, share)\n"
              "    studies.plot_muscle_forces(result.ts, forces);"),
 ]

@@ -34,7 +34,7 @@ def _path(shared_dir) -> pathlib.Path:
 def model(shared_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # MoBL's impossible inertias are reported, not errors
-        return studies.shoulder_model(_path(shared_dir))
+        return studies.shoulder_model(read_osim(_path(shared_dir), muscles=False, locked=studies.locked_coordinates()).model)
 
 
 _track = eqx.filter_jit(lambda m: studies.track_shoulder(m, t1=T1, n_frames=FRAMES, rtol=TOL, atol=TOL))
@@ -54,7 +54,7 @@ def test_model_holds_the_shoulder_coordinates_and_locks_the_rest(model, shared_d
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         full = read_osim(_path(shared_dir), muscles=False).model
-        bent = studies.shoulder_model(_path(shared_dir), distal={"elbow_flexion": 1.2})
+        bent = studies.shoulder_model(read_osim(_path(shared_dir), locked=studies.locked_coordinates({"elbow_flexion": 1.2})).model)
     # The locked model's poses are the full model's with the distal coordinates at their values.
     q3 = jnp.array([1.2, 0.9, -0.4])
     q7 = jnp.concatenate([q3, jnp.asarray([1.2, 0.0, 0.0, 0.0])])
@@ -71,9 +71,9 @@ def test_read_osim_locked_rejects_bad_names(shared_dir):
         with pytest.raises(mb.ModelError, match=r"the value of 'elbow_flexion' must be finite"):
             read_osim(_path(shared_dir), muscles=False, locked={"elbow_flexion": float("nan")})
         with pytest.raises(mb.ModelError, match=r"distal names 'elv_angle'; the locked coordinates are"):
-            studies.shoulder_model(_path(shared_dir), distal={"elv_angle": 0.0})
+            studies.locked_coordinates({"elv_angle": 0.0})
         with pytest.raises(mb.ModelError, match=r"the shoulder study needs MoBL-ARMS's"):
-            studies.shoulder_model(pathlib.Path(mb.__file__).parent / "data" / "arm26.osim")
+            studies.shoulder_model(read_osim(pathlib.Path(mb.__file__).parent / "data" / "arm26.osim", muscles=False).model)
 
 
 def test_trajectory_derivatives_and_the_dissertation_values():
@@ -187,7 +187,7 @@ def test_force_sharing_hook_picks_the_fourteen_muscles_and_checks_shapes(trackin
     np.testing.assert_allclose(forces, np.asarray(tracking.tau[:, 1:2]) * np.asarray(expected)[None, :])
     with pytest.raises(ValueError, match=r"returned shape \(51, 2\); expected \(frames, muscles\) = \(51, 15\)"):
         studies.shoulder_muscle_forces(_Muscled(), tracking, lambda *a: np.zeros((FRAMES, 2)))
-    with pytest.raises(ValueError, match=r"has no muscles \['XYZ'\]; read it with shoulder_model\(path, muscles=True\)"):
+    with pytest.raises(ValueError, match=r"has no muscles \['XYZ'\]; read it with read_osim\(path, muscles=True"):
         studies.shoulder_muscle_forces(_Muscled(), tracking, share, muscles=("XYZ",))
     studies.plot_muscle_forces(tracking.ts, forces, path=tmp_path / "fig21.png")
     report = studies.report_markdown(tracking, forces=forces, figures={"Fig. 21": "fig21.png"})
@@ -215,7 +215,8 @@ def test_command_errors_are_one_line(tmp_path, capsys, monkeypatch):
     assert main(["shoulder-study", "--model", str(arm26), "--out", str(tmp_path / "a"),
                  "--compile-cache", "none"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("jaxmb: error: shoulder_model: ") and "the shoulder study needs MoBL-ARMS's" in err
+    # arm26 has none of the coordinates to lock: read_osim names the first.
+    assert err.startswith("jaxmb: error: ") and "elbow_flexion" in err and err.count("\n") == 1
     assert main(["shoulder-study", "--model", str(arm26), "--out", str(tmp_path / "a"), "--fps", "0"]) == 2
     assert not (tmp_path / "a").exists()
 

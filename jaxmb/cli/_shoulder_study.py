@@ -59,6 +59,7 @@ def shoulder_study(args) -> int:
     import jax
 
     from .. import studies
+    from ..io import read_osim
 
     out = check_out_folder(args.out)
     path = _model_path(args)
@@ -73,7 +74,7 @@ def shoulder_study(args) -> int:
         progress.start(stages[0])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # MoBL's impossible inertias: reported by `jaxmb info`
-            model = studies.shoulder_model(path)
+            model = studies.shoulder_model(read_osim(path, muscles=False, locked=studies.locked_coordinates()).model)
         trajectory = studies.ElevationTrajectory(period=args.period)
         runs = {"embedded ODE": studies.track_shoulder}
         if args.dae:
@@ -100,7 +101,7 @@ def shoulder_study(args) -> int:
         if share is not None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                muscled = studies.shoulder_model(path, muscles=True)
+                muscled = studies.shoulder_model(read_osim(path, muscles=True, locked=studies.locked_coordinates()).model)
             forces = studies.shoulder_muscle_forces(muscled, tracking, share)
             figures["Fig. 21: muscle forces"] = "fig21_muscle_forces.png"
             studies.plot_muscle_forces(tracking.ts, forces, path=out / "fig21_muscle_forces.png")

@@ -5,6 +5,7 @@ from ._shoulder import DISTAL_COORDINATES as DISTAL_COORDINATES
 from ._shoulder import computed_torque as computed_torque
 from ._shoulder import ElevationTrajectory as ElevationTrajectory
 from ._shoulder import SHOULDER_COORDINATES as SHOULDER_COORDINATES
+from ._shoulder import locked_coordinates as locked_coordinates
 from ._shoulder import SHOULDER_MUSCLES as SHOULDER_MUSCLES
 from ._shoulder import shoulder_model as shoulder_model
 from ._shoulder import ShoulderTracking as ShoulderTracking

@@ -11,7 +11,6 @@ the same tracking with the rhythm as algebraic constraints, for the cost compari
 
 from __future__ import annotations
 
-import os
 
 import equinox as eqx
 import jax
@@ -24,7 +23,6 @@ from .._errors import ModelError
 from .._model import Body, Model
 from .._simulate import simulate
 from .._typing import RealLike
-from ..io._osim import read_osim
 
 #: The independent coordinates of the study, in the order of ``q``: plane of elevation,
 #: elevation and axial rotation (MoBL-ARMS's names).
@@ -52,8 +50,33 @@ def _phantoms_massless(model: Model) -> Model:
                  name=model.name, forces=model.forces)
 
 
-def shoulder_model(path: str | os.PathLike, *, distal: dict[str, float] | None = None,
-                   muscles: bool = False, phantoms: bool = False) -> Model:
+def locked_coordinates(distal: dict[str, float] | None = None) -> dict[str, float]:
+    """The ``locked=`` mapping of [`jaxmb.io.read_osim`][jaxmb.io.read_osim] that reduces
+    MoBL-ARMS to the study's shoulder: every coordinate of `DISTAL_COORDINATES` held.
+
+    **Arguments:**
+
+    - `distal`: ``{coordinate: value}`` in rad (default: all 0, the elbow extended and the
+      forearm and wrist neutral); any coordinate not named is held at 0.
+
+    **Returns:**
+
+    ``{coordinate: value}`` for every name of `DISTAL_COORDINATES`, rad.
+
+    **Raises:**
+
+    [`jaxmb.ModelError`][jaxmb.ModelError] if `distal` names another coordinate.
+    """
+    values = {name: 0.0 for name in DISTAL_COORDINATES}
+    for name, value in (distal or {}).items():
+        if name not in values:
+            raise ModelError(f"locked_coordinates: distal names {name!r}; the locked coordinates are "
+                             f"{DISTAL_COORDINATES}.")
+        values[name] = float(value)
+    return values
+
+
+def shoulder_model(model: Model, *, phantoms: bool = False) -> Model:
     """MoBL-ARMS (Saul et al. 2015) reduced to its shoulder: ``q = (elv_angle,
     shoulder_elv, shoulder_rot)``, the elbow, forearm and wrist locked.
 
@@ -61,18 +84,20 @@ def shoulder_model(path: str | os.PathLike, *, distal: dict[str, float] | None =
     coordinates (its simplification of de Groot and Brand's (2001) rhythm, Holzbaur et
     al. 2005), i.e. the empirically-based joints of Ehsani (2016), section 4-4 C. The
     dissertation's model has no forearm (thorax, clavicle, scapula, humerus); here the
-    forearm and hand stay rigidly attached to the humerus at `distal`'s angles, as
-    locked coordinates (OpenSim's ``locked``).
+    forearm and hand stay rigidly attached to the humerus, as locked coordinates
+    (OpenSim's ``locked``). The file is read by `jaxmb.io` (this layer reads none):
+
+    ```python
+    osim = mb.io.read_osim("MOBL_ARMS_fixed_41.osim", muscles=False, locked=studies.locked_coordinates())
+    model = studies.shoulder_model(osim.model)
+    ```
+
+    (``muscles=True`` in `read_osim` for the force sharing of Fig. 21; their paths make
+    the first compilation of a muscle computation take minutes, the tracking needs none.)
 
     **Arguments:**
 
-    - `path`: MoBL-ARMS's ``.osim`` file (``MOBL_ARMS_fixed_41.osim``).
-    - `distal`: ``{coordinate: value}`` in rad for the locked coordinates
-      `DISTAL_COORDINATES` (default: all 0, the elbow extended and the forearm and
-      wrist neutral); any coordinate not named is locked at 0.
-    - `muscles`: read the muscles (for the force sharing of Fig. 21). Their paths make
-      the first compilation of a muscle computation take minutes; the tracking needs
-      none.
+    - `model`: MoBL-ARMS as read with ``locked=locked_coordinates(...)``.
     - `phantoms`: keep the inertia of MoBL-ARMS's four phantom bodies (1e-4 kg with
       1 kg m² each, carriers of moving via points in SIMM; OpenSim's mass matrix
       includes them). By default they are made massless: 1 kg m² about the shoulder
@@ -85,29 +110,14 @@ def shoulder_model(path: str | os.PathLike, *, distal: dict[str, float] | None =
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] if the file lacks these coordinates or `distal` names
-    another coordinate.
+    [`jaxmb.ModelError`][jaxmb.ModelError] if `model` leaves other coordinates free.
     """
-    values = {name: 0.0 for name in DISTAL_COORDINATES}
-    for name, value in (distal or {}).items():
-        if name not in values:
-            raise ModelError(f"shoulder_model: distal names {name!r}; the locked coordinates are "
-                             f"{DISTAL_COORDINATES}.")
-        values[name] = float(value)
-    need = (f"the shoulder study needs MoBL-ARMS's coordinates {SHOULDER_COORDINATES} free and "
-            f"{DISTAL_COORDINATES} to lock (give MOBL_ARMS_fixed_41.osim)")
-    try:
-        model = read_osim(path, muscles=muscles, locked=values).model
-    except ModelError as exc:
-        if "read_osim(locked=...)" not in str(exc):
-            raise
-        raise ModelError(f"shoulder_model: {exc} So {need}.") from None
     if tuple(model.coordinate_names) != SHOULDER_COORDINATES:
-        raise ModelError(f"shoulder_model: {os.fspath(path)} leaves the coordinates {model.coordinate_names} "
-                         f"free; {need}.")
-    if not phantoms:
-        model = _phantoms_massless(model)
-    return model
+        raise ModelError(f"shoulder_model: model {model.name!r} leaves the coordinates {model.coordinate_names} "
+                         f"free; the shoulder study needs MoBL-ARMS's coordinates {SHOULDER_COORDINATES} free "
+                         f"and {DISTAL_COORDINATES} locked (read MOBL_ARMS_fixed_41.osim with "
+                         "locked=studies.locked_coordinates()).")
+    return model if phantoms else _phantoms_massless(model)
 
 
 class ElevationTrajectory(eqx.Module):

@@ -28,7 +28,7 @@ def shoulder_muscle_forces(model, tracking: ShoulderTracking, share: ForceSharin
 
     **Arguments:**
 
-    - `model`: the shoulder model with its muscles (``shoulder_model(path, muscles=True)``).
+    - `model`: the shoulder model with its muscles (``shoulder_model`` of a model read with ``muscles=True``).
     - `tracking`: `track_shoulder`'s result (its ``ts``, ``q``, ``qd``, ``tau``).
     - `share`: ``share(model, ts, q, qd, tau) -> (T, n_muscles)`` forces in N in the
       order of ``model.muscle_names``, from ``ts`` (T,) s and ``q``, ``qd``, ``tau``
@@ -49,7 +49,7 @@ def shoulder_muscle_forces(model, tracking: ShoulderTracking, share: ForceSharin
     missing = [m for m in muscles if m not in names]
     if missing:
         raise ValueError(f"shoulder_muscle_forces: model {model.name!r} has no muscles {missing}; read it with "
-                         "shoulder_model(path, muscles=True).")
+                         "read_osim(path, muscles=True, locked=locked_coordinates()) and shoulder_model.")
     forces = np.asarray(share(model, tracking.ts, tracking.q, tracking.qd, tracking.tau))
     expected = (tracking.ts.shape[0], len(names))
     if forces.shape != expected:
