@@ -3,7 +3,7 @@
 - `forward_dynamics` of `planar_chain(7)` over B random states: one plain ``jax.vmap``
   over all of them (which jaxmb's batching rule runs in chunks of 128 on a CPU) against
   ``jax.lax.map(..., batch_size=128)`` written by hand, µs per state; B from 128 to
-  65536 (a curve of cost per state against batch size).
+  131072 (a curve of cost per state against batch size, past 10^5).
 - Andrews' squeezer, B simulations with the spring's stiffness scaled by
   1 + 0.05 N(0, 1) (the first member nominal), one ``jax.vmap``, Dopri8: the embedded
   ODE (implicit, pre-modeled) at rtol = atol = `tol` against the index-1 DAE (Baumgarte
@@ -93,7 +93,7 @@ def andrews_rows(sims, tol, kinds, rounds):
 
 def run(quick=False, n=7, batch_sizes=None, chunk=128, sims=None, tol=1e-8, kinds=None, rounds=None,
         out_dir=H.RESULTS):
-    batch_sizes = batch_sizes or ((8192,) if quick else (128, 1024, 8192, 65536))
+    batch_sizes = batch_sizes or ((8192,) if quick else (128, 1024, 8192, 65536, 131072))
     sims = sims if sims is not None else (64 if quick else 1024)
     kinds = kinds or (("quintic",) if quick else ("implicit", "quintic", "fourier"))
     rounds = rounds or (3 if quick else 5)

@@ -16,18 +16,26 @@ one call at a time from Python. Libraries not installed are skipped with a note
 
 OpenSim models (``--osim``; the full run takes jaxmb's bundled gait2354): mass matrix,
 inverse dynamics and forward dynamics at the model's default pose, compile time and µs
-per state, single calls and the largest batch; jaxmb only (no competitor is timed on
-them yet). RajagopalLaiUhlrich2023 is in the opensim-models repository
+per state, single calls and the largest batch, against OpenSim 4.6 itself on the same
+states (``SimbodyMatterSubsystem.calcM``, ``InverseDynamicsSolver``, ``realizeAcceleration``;
+`benchmarks/_opensim_dynamics.py`, run in a Python of its own: ``--opensim-python`` or
+``$JAXMB_OPENSIM_PYTHON``). Where every OpenSim coordinate is one of jaxmb's (no coupler
+constraint embedded), the first state's mass matrix and inverse dynamics are compared too.
+RajagopalLaiUhlrich2023 is in the opensim-models repository
 (Models/Rajagopal/RajagopalLaiUhlrich2023.osim).
 
     python benchmarks/bench_dynamics.py [--quick] [--n 2,7,20] [--batch-sizes 1,512,8192]
-                                        [--osim PATH[,PATH]]
+                                        [--osim PATH[,PATH]] [--opensim-python PY]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -78,9 +86,30 @@ def _jaxmb_fns(model):
 BUNDLED_OSIM = H.ROOT / "jaxmb" / "data" / "gait2354_simbody.osim"
 
 
-def osim_calls(paths, batch_sizes, rng):
-    """jaxmb's timed calls on OpenSim models: ``{(library, quantity, name, batch): (call, compile s, states)}``."""
-    calls = {}
+OPENSIM_STATES = 50  # states OpenSim is timed on (one call each)
+
+
+def opensim_dynamics(python, path, model, Q, QD, QDD):
+    """OpenSim's CPU seconds per state for each quantity on jaxmb's first states, and its
+    first state's (M, τ) in jaxmb's coordinate order, or None where OpenSim has mobilities
+    that jaxmb embeds (coupler constraints)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        states, out = Path(tmp) / "states.npz", Path(tmp) / "out.json"
+        k = min(OPENSIM_STATES, Q.shape[0])
+        np.savez(states, coordinate_names=np.array(model.coordinate_names), q=np.asarray(Q[:k]),
+                 qd=np.asarray(QD[:k]), qdd=np.asarray(QDD[:k]))
+        subprocess.run([python, str(H.ROOT / "benchmarks" / "_opensim_dynamics.py"), str(path), str(states), str(out)],
+                       check=True, capture_output=True)
+        d = json.loads(out.read_text())
+    seconds = {q: d[q]["cpu_s_per_state"] for q in ("mass_matrix", "inverse_dynamics", "forward_dynamics")}
+    first = d["first_state"] if d["nu"] == model.nq else None
+    return seconds, first
+
+
+def osim_calls(paths, batch_sizes, rng, opensim_python=""):
+    """jaxmb's timed calls on OpenSim models: ``{(library, quantity, name, batch): (call, compile s, states)}``,
+    OpenSim's rows ``(library, quantity, name, batch, µs per state)`` and agreement checks."""
+    calls, opensim_rows, agreement = {}, [], []
     for path in paths:
         model = mb.io.read_osim(path).model
         name = Path(path).stem
@@ -96,11 +125,19 @@ def osim_calls(paths, batch_sizes, rng):
             calls[("jaxmb", quantity, name, "single")] = (lambda c=c, a=(model, Q[0], QD[0], QDD[0]): c(*a), lo + co, 1)
             c, lo, co = H.compile_apart(jax.vmap(f, in_axes=(None, 0, 0, 0)), model, Q, QD, QDD)
             calls[("jaxmb", quantity, name, big)] = (lambda c=c, a=(model, Q, QD, QDD): c(*a), lo + co, big)
-    return calls
+        if opensim_python:
+            seconds, first = opensim_dynamics(opensim_python, path, model, Q, QD, QDD)
+            opensim_rows += [("opensim", quantity, name, "single", H.us(s)) for quantity, s in seconds.items()]
+            if first is not None:
+                agreement += [("opensim", "mass_matrix", name, np.asarray(first["mass_matrix"]),
+                               np.asarray(mb.mass_matrix(model, Q[0]))),
+                              ("opensim", "inverse_dynamics", name, np.asarray(first["inverse_dynamics"]),
+                               np.asarray(mb.inverse_dynamics(model, Q[0], QD[0], QDD[0])))]
+    return calls, opensim_rows, agreement
 
 
 def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio", "mujoco"), rounds=None,
-        min_time=None, out_dir=H.RESULTS, osim=None):
+        min_time=None, out_dir=H.RESULTS, osim=None, opensim_python=None):
     ns = ns or ((7,) if quick else (2, 7, 20))
     osim = osim if osim is not None else (() if quick else (BUNDLED_OSIM,))
     batch_sizes = batch_sizes or ((1, 8192) if quick else (1, 64, 512, 8192))
@@ -181,8 +218,14 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
                   lambda a=(pm, pd, qn, qdn, taun): pin.aba(*a))
             for quantity, f in zip(QUANTITIES, fs):
                 calls[("pinocchio", quantity, n, "single")] = (f, None, 1)
+    opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
+    opensim_rows = []
     if "jaxmb" in libs and osim:
-        calls.update(osim_calls(osim, batch_sizes, rng))
+        more, opensim_rows, checks = osim_calls(osim, batch_sizes, rng, opensim_python)
+        calls.update(more)
+        agreement += checks
+        if not opensim_python:
+            notes.append("OpenSim not timed on the OpenSim models: give --opensim-python (or $JAXMB_OPENSIM_PYTHON)")
     for lib, quantity, n, got, want in agreement:
         rel = float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))
         if rel > 1e-9:
@@ -194,6 +237,9 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
         rows.append(dict(library=lib, quantity=quantity, n=n, batch=batch, compile_s=compile_s,
                          us_per_call=H.us(t["best_s"]), us_per_state=H.us(t["best_s"]) / states,
                          us_per_state_median=H.us(t["median_s"]) / states))
+    for lib, quantity, n, batch, us in opensim_rows:  # CPU time per state over its states, one call each
+        rows.append(dict(library=lib, quantity=quantity, n=n, batch=batch, compile_s=None, us_per_call=us,
+                         us_per_state=us, us_per_state_median=None))
     notes.append(f"agreement with jaxmb within 1e-9 (relative): {sorted({a[0] for a in agreement}) or 'no competitor'}")
     result = {"meta": H.meta("dynamics", batch_sizes=batch_sizes, quick=quick, ns=list(ns), rounds=rounds,
                              model="planar_chain", osim=[str(p) for p in osim], model_passed_as="argument"),
@@ -221,8 +267,31 @@ def headline(rows):
     def at(r):
         return f"{r['us_per_state']:.3g} (batch {r['batch']})"
     others = "; ".join(f"{lib} {at(r)}" for lib, r in best.items() if lib != "jaxmb") or "no competitor installed"
-    return [{"what": f"planar_chain({n}) forward dynamics, µs per state", "jaxmb": at(best["jaxmb"]),
+    head = [{"what": f"planar_chain({n}) forward dynamics, µs per state", "jaxmb": at(best["jaxmb"]),
              "alternative": others, "script": "bench_dynamics.py"}]
+    return head + _osim_headline(rows)
+
+
+def _osim_headline(rows):
+    """One row per OpenSim model: mass matrix / inverse dynamics / forward dynamics, µs per
+    state, jaxmb single and in its largest batch against OpenSim's single calls."""
+    out = []
+    for name in dict.fromkeys(r["n"] for r in rows if not isinstance(r["n"], int)):
+        def cost(lib, batch):
+            got = {r["quantity"]: r["us_per_state"] for r in rows
+                   if r["n"] == name and r["library"] == lib and (batch is None or r["batch"] == batch)}
+            return " / ".join(f"{got[q]:.3g}" for q in ("mass_matrix", "inverse_dynamics", "forward_dynamics")
+                              if q in got)
+        batches = [r["batch"] for r in rows if r["n"] == name and r["library"] == "jaxmb" and r["batch"] != "single"]
+        compile_s = [r["compile_s"] for r in rows if r["n"] == name and r["library"] == "jaxmb" and r["batch"] == "single"]
+        jx = f"{cost('jaxmb', 'single')} single (compile {max(compile_s):.0f} s at most)"
+        if batches:
+            jx += f"; {cost('jaxmb', max(batches))} (batch {max(batches)})"
+        osim = cost("opensim", None)
+        out.append({"what": f"{name}: mass matrix / inverse dynamics / forward dynamics, µs per state", "jaxmb": jx,
+                    "alternative": f"OpenSim 4.6 {osim} (single calls, CPU)" if osim else "OpenSim not timed",
+                    "script": "bench_dynamics.py"})
+    return out
 
 
 def main(argv=None):
@@ -232,11 +301,12 @@ def main(argv=None):
     p.add_argument("--batch-sizes", help="comma-separated vmap batch sizes")
     p.add_argument("--libs", default="jaxmb,mjx,pinocchio,mujoco")
     p.add_argument("--osim", help="comma-separated OpenSim model files (default: the bundled gait2354; none with --quick)")
+    p.add_argument("--opensim-python", help="a Python with `opensim` (default: $JAXMB_OPENSIM_PYTHON)")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
     ints = lambda s: tuple(int(x) for x in s.split(",")) if s else None  # noqa: E731
     run(quick=a.quick, ns=ints(a.n), batch_sizes=ints(a.batch_sizes), libs=tuple(a.libs.split(",")),
-        out_dir=a.out_dir, osim=tuple(a.osim.split(",")) if a.osim else None)
+        out_dir=a.out_dir, osim=tuple(a.osim.split(",")) if a.osim else None, opensim_python=a.opensim_python)
 
 
 if __name__ == "__main__":
