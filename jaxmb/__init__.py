@@ -93,6 +93,7 @@ from ._muscles import Millard2012EquilibriumMuscle as Millard2012EquilibriumMusc
 from ._muscles import FirstOrderActivation as FirstOrderActivation
 from ._muscles import muscle_forces as muscle_forces
 from ._muscles import muscle_states as muscle_states
+from ._muscles import activation_rates as activation_rates
 from ._muscles import MusculotendonForces as MusculotendonForces
 from ._muscles import Thelen2003Muscle as Thelen2003Muscle
 from ._muscles import ConditionalPathPoint as ConditionalPathPoint

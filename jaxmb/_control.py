@@ -9,10 +9,13 @@ import abc
 from collections.abc import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
 from ._dynamics import inverse_dynamics
+from ._errors import ModelError
+from ._muscles import activation_rates, muscle_lengths_and_moment_arms, muscle_states
 from ._typing import RealLike
 
 
@@ -143,3 +146,76 @@ class ComputedTorque(AbstractController):
 
     def state_derivative(self, t, q, qd, z):
         return jnp.zeros_like(z)
+
+
+class MuscleExcitations(AbstractController):
+    """Muscles driven by excitations (OpenSim's forward simulation with a prescribed
+    controller): the state is the muscles' activations ``a``,
+
+    ``tau = R(q) F_T(a, L(q), L'(q, q'))``,  ``a' = f(u(t), a)``,
+
+    with ``R = -dL/dq`` the moment arms (Ehsani 2016, Eq. 195), ``L' = -Rᵀ q'`` the
+    lengthening speeds, ``F_T`` each muscle's tendon force by its force model
+    (`Muscle.force_model`: Thelen 2003, Millard et al. 2013, De Groote et al. 2016) and ``f``
+    its activation dynamics (`Muscle.activation_dynamics`).
+    A compliant tendon is taken in equilibrium at every evaluation (the fibre length
+    from the force model's equilibrium, not a state of its own).
+
+    **Arguments:**
+
+    - `model`: the model whose muscles act (its muscles need a force model and activation
+      dynamics).
+    - `excitation`: a callable ``t -> u`` with ``u`` (n_muscles,) in [0, 1] (values outside
+      are clipped), in `model.muscle_names` order; a function or an equinox Module (whose
+      arrays stay leaves, so that ``jax.grad`` reaches them).
+    - `activation0`: initial activations (n_muscles,) or a scalar (default 0.05, OpenSim's
+      default activation).
+    - `inextensible_tendon`: True to take every tendon as rigid.
+
+    **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] for a model without muscles or a
+    muscle without a force model or activation dynamics; ``ValueError`` when `excitation`
+    does not return (n_muscles,) or `activation0` has the wrong shape.
+    """
+
+    model: object
+    excitation: Callable
+    activation0: Float[Array, " n_muscles"]
+    inextensible_tendon: bool = eqx.field(static=True)
+
+    def __init__(self, model, excitation: Callable, activation0: RealLike = 0.05, *, inextensible_tendon: bool = False):
+        n = len(model.muscles)
+        if not n:
+            raise ModelError(f"MuscleExcitations: model {model.name!r} has no muscles.")
+        activation_rates(model, jnp.zeros(n), jnp.zeros(n))  # names a muscle without activation dynamics
+        muscle_states(model, jnp.zeros(n), jnp.ones(n), jnp.zeros(n))  # ... or without a force model
+        shape = jax.eval_shape(excitation, jnp.zeros(())).shape
+        if shape != (n,):
+            raise ValueError(f"MuscleExcitations: excitation(t) must return shape ({n},), one excitation per "
+                             f"muscle of {model.name!r} ({', '.join(model.muscle_names)}), got {shape}.")
+        a0 = jnp.broadcast_to(jnp.asarray(activation0, dtype=float), (n,)) if jnp.ndim(activation0) == 0 else (
+            jnp.asarray(activation0, dtype=float))
+        if a0.shape != (n,):
+            raise ValueError(f"MuscleExcitations: activation0 must be a scalar or have shape ({n},), got {a0.shape}.")
+        self.model = model
+        self.excitation = excitation
+        self.activation0 = a0
+        self.inextensible_tendon = bool(inextensible_tendon)
+
+    def init(self, q0, qd0):
+        return self.activation0.astype(jnp.asarray(q0).dtype)
+
+    def tendon_forces(self, q: Float[Array, " nq"], qd: Float[Array, " nq"],
+                      a: Float[Array, " n_muscles"]) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
+        """The tendon forces ``F_T`` (n_muscles,), N, at activations `a` and the moment arms ``R`` (nq, n_muscles), m."""
+        lengths, R = muscle_lengths_and_moment_arms(self.model, q)
+        state = muscle_states(self.model, jnp.clip(a, 0.0, 1.0), lengths, -(R.T @ qd),
+                              inextensible_tendon=self.inextensible_tendon)
+        return state.tendon_force, R
+
+    def torque(self, t, q, qd, z):
+        force, R = self.tendon_forces(q, qd, z)
+        return R @ force
+
+    def state_derivative(self, t, q, qd, z):
+        u = jnp.clip(jnp.asarray(self.excitation(t), dtype=z.dtype), 0.0, 1.0)
+        return activation_rates(self.model, u, z)

@@ -16,6 +16,7 @@ forces ``F`` of all of them at once.
 """
 
 from ._activation import AbstractActivationDynamics as AbstractActivationDynamics
+from ._muscle_forces import activation_rates as activation_rates
 from ._activation import DeGrooteActivation as DeGrooteActivation
 from ._activation import FirstOrderActivation as FirstOrderActivation
 from ._cylinder import WrapCylinder as WrapCylinder

@@ -8,18 +8,38 @@ from .._errors import ModelError
 from ._musculotendon import MusculotendonForces
 
 
-def _groups(model):
-    """Muscle indices grouped by force-model structure (class, static options): one vmap each."""
+_MISSING = {
+    "force_model": ("has no force model: jaxmb computes the forces of Thelen2003Muscle, "
+                    "Millard2012EquilibriumMuscle and DeGrooteFregly2016Muscle; give it one with "
+                    "eqx.tree_at(lambda m: m.force_model, muscle, jaxmb.DeGrooteFregly2016Muscle(...), "
+                    "is_leaf=lambda x: x is None)."),
+    "activation_dynamics": ("has no activation dynamics; give it one with "
+                            "eqx.tree_at(lambda m: m.activation_dynamics, muscle, jaxmb.FirstOrderActivation(), "
+                            "is_leaf=lambda x: x is None)."),
+}
+
+
+def _groups(model, part="force_model"):
+    """Muscle indices grouped by the structure of their `part` (class, static options): one vmap each."""
     groups = {}
     for i, m in enumerate(model.muscles):
-        if m.force_model is None:
-            raise ModelError(f"muscle {m.name!r} ({m.kind}) has no force model: jaxmb computes the forces of "
-                             "Thelen2003Muscle, Millard2012EquilibriumMuscle and DeGrooteFregly2016Muscle; "
-                             "give it one with "
-                             "eqx.tree_at(lambda m: m.force_model, muscle, jaxmb.DeGrooteFregly2016Muscle(...), "
-                             "is_leaf=lambda x: x is None).")
-        groups.setdefault(jax.tree_util.tree_structure(m.force_model), []).append(i)
+        if getattr(m, part) is None:
+            raise ModelError(f"muscle {m.name!r} ({m.kind}) {_MISSING[part]}")
+        groups.setdefault(jax.tree_util.tree_structure(getattr(m, part)), []).append(i)
     return list(groups.values())
+
+
+def _per_muscle(model, part, fn, *arrays):
+    """``fn(muscle.<part>, *arrays[i])`` for every muscle, vmapped over the muscles whose `part`
+    shares a structure (parameters stacked), in `model.muscle_names` order."""
+    outs, order = [], []
+    for idx in _groups(model, part):
+        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[getattr(model.muscles[i], part) for i in idx])
+        sel = jnp.asarray(idx)
+        outs.append(jax.vmap(fn)(stacked, *(x[sel] for x in arrays)))
+        order.extend(idx)
+    inverse = jnp.argsort(jnp.asarray(order))
+    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[inverse], *outs)
 
 
 def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
@@ -45,16 +65,34 @@ def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
         if x.shape != (n,):
             raise ValueError(f"muscle_forces: {what} must have shape ({n},) (one per muscle of "
                              f"{model.name!r}), got {x.shape}; use jax.vmap for batches.")
-    parts, order = [], []
-    for idx in _groups(model):
-        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[model.muscles[i].force_model for i in idx])
-        sel = jnp.asarray(idx)
-        state = (lambda fm, x, y, z: fm.inextensible_tendon_state(x, y, z)) if inextensible_tendon else (
-            lambda fm, x, y, z: fm(x, y, z))
-        parts.append(jax.vmap(state)(stacked, a[sel], l_mt[sel], v_mt[sel]))
-        order.extend(idx)
-    inverse = jnp.argsort(jnp.asarray(order)) if order else jnp.zeros((0,), int)
-    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[inverse], *parts)
+    if inextensible_tendon:
+        return _per_muscle(model, "force_model", lambda fm, x, y, z: fm.inextensible_tendon_state(x, y, z),
+                           a, l_mt, v_mt)
+    return _per_muscle(model, "force_model", lambda fm, x, y, z: fm(x, y, z), a, l_mt, v_mt)
+
+
+def activation_rates(model, excitations: ArrayLike, activations: ArrayLike) -> Float[Array, " n_muscles"]:
+    """``da/dt`` of every muscle of `model` by its own activation dynamics
+    (`Muscle.activation_dynamics`: Thelen 2003's first order, De Groote et al. 2016's
+    smooth one), vectorised over the muscles that share a class.
+
+    **Arguments:** `model`; `excitations` ``(n_muscles,)`` in [0, 1]; `activations`
+    ``(n_muscles,)``.
+
+    **Returns:** ``(n_muscles,)`` activation rates (1/s), in `model.muscle_names` order.
+
+    **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] naming a muscle without activation
+    dynamics; ``ValueError`` for arrays of the wrong shape.
+    """
+    u, a = jnp.asarray(excitations), jnp.asarray(activations)
+    n = len(model.muscles)
+    for what, x in (("excitations", u), ("activations", a)):
+        if x.shape != (n,):
+            raise ValueError(f"activation_rates: {what} must have shape ({n},) (one per muscle of "
+                             f"{model.name!r}), got {x.shape}.")
+    if not n:
+        return jnp.zeros((0,), a.dtype)
+    return _per_muscle(model, "activation_dynamics", lambda dyn, x, y: dyn(x, y), u, a)
 
 
 def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
