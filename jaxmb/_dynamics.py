@@ -33,14 +33,13 @@ from ._typing import RealLike
 from ._kinematics import (
     angular_jacobians,
     body_angular_velocities,
-    body_transforms_from_joints,
     body_transforms,
     joint_gradients,
     joint_rates,
     joint_values,
 )
 from ._kinematics import _ground_frame, _joint_rates_and_gradients
-from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
+from ._loads import AbstractJointSpaceLoad, AbstractLoad, _body_pose_from_joints, _PoseLoad
 from ._model import Model
 from ._batching import batches_in_chunks
 from ._rigid_body import _joint_space_crba, _joint_space_rnea, _projected_terms, _projects
@@ -243,7 +242,7 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, projected=None) ->
     the bodies' spatial Jacobians in q (n_bodies, 6, nq; body coordinates) and the
     joints' local frames, from which a pose load's ``Q = J_bᵀ (n, f)``."""
     total = jnp.zeros_like(q)
-    motion = None
+    motions = {}  # loaded body -> its ground pose and the pose's rate per unit coordinate rate
     frames = {}  # loaded body -> its ground (R, p)
     body_jacobians, rot, trans = (None, None, None) if projected is None else projected
     for load in loads:
@@ -259,13 +258,14 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, projected=None) ->
                     frames[b] = _ground_frame(model, rot, trans, b)
                 total = total + jnp.sum(body_jacobians[b] * load.body_wrench(*frames[b])[:, None], axis=0)
                 continue
-            if motion is None:
-                # All body poses and their rates per unit coordinate rate, once for all loads.
-                poses = lambda x: body_transforms_from_joints(model, x)  # noqa: E731
-                motion = jax.vmap(lambda col: jax.jvp(poses, (f,), (col,)), in_axes=1)(jac)
-                motion = (motion[0][0], jnp.moveaxis(motion[1], 0, 1))  # (n, 4, 4), (n, nq, 4, 4)
-            pose, dpose = motion[0][b], motion[1][b]
-            total = total + jax.vmap(load.pose_power, in_axes=(None, 0))(pose, dpose)
+            if b not in motions:
+                # The loaded body's pose and its rates per unit coordinate rate, along its own
+                # path from ground (all bodies' poses would cost the whole tree per load),
+                # shared by the loads on that body.
+                pose = lambda x, body=load.body: _body_pose_from_joints(model, x, body)  # noqa: E731
+                poses, rates = jax.vmap(lambda col: jax.jvp(pose, (f,), (col,)), in_axes=1)(jac)
+                motions[b] = (poses[0], rates)  # (4, 4), (nq, 4, 4)
+            total = total + jax.vmap(load.pose_power, in_axes=(None, 0))(*motions[b])
         elif isinstance(load, AbstractJointSpaceLoad):
             total = total + load.generalized_force_from_joints(model, f, jac)
         else:

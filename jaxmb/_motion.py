@@ -185,8 +185,8 @@ def _spec(ext: ExternalForce) -> tuple:
 
 def _external_generalized_force(model: Model, specs, q, samples):
     """``Σ J_pᵀ F + J_ωᵀ τ`` of the external forces at one frame: each a wrench (ground axes)
-    at its point on the body, by one reverse pass of their virtual power
-    (`wrench_generalized_force`)."""
+    at its point on the body, by their virtual power (`wrench_generalized_force`: each
+    loaded body's motion along its path, once per body)."""
     poses = body_transforms(model, q)
     frames, wrenches = [], []
     for (body, force_frame, point_frame, has_force, has_point, has_torque), (force, point, torque) in zip(

@@ -34,7 +34,7 @@ from jaxtyping import Array, Float, Int
 
 from ._checks import _is_concrete
 from ._errors import ModelError
-from ._forces._base import AbstractActuator, actuators, force_set_forces
+from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
 from ._motion import _external_generalized_force, _spec, ExternalForce
 from ._dynamics import inverse_dynamics
 from ._muscles import muscle_lengths_and_moment_arms, muscle_states
@@ -215,8 +215,7 @@ def _problems(model, extra, specs, q, qd, qdd, samples, passive):
             columns.append(R * f_active[None, :])
             target = tau - R @ f_passive
         if extra:
-            columns.append(jnp.stack([a.generalized_force(model, qi, qdi, jnp.ones((), qi.dtype)) for a in extra],
-                                     axis=1))
+            columns.append(unit_actuation_matrix(model, extra, qi, qdi))
         return tau, jnp.concatenate(columns, axis=1), target, f_active, f_passive
 
     return jax.vmap(one)(q, qd, qdd, samples)

@@ -18,9 +18,10 @@ from jaxtyping import Array, Float
 
 from .._checks import _is_concrete
 from .._errors import ModelError
+from .._dynamics import generalized_forces
 from .._kinematics import body_transforms
+from .._loads import BodyTorque, PointForce
 from .._model import GROUND, Model, _f
-from .._spatial import vee
 from .._typing import RealLike
 
 
@@ -120,18 +121,16 @@ def frame_poses(model: Model, q, frames) -> list:
 
 def wrench_generalized_force(model: Model, q, frames, wrenches) -> Float[Array, " nq"]:
     """``Q = Σ_i J_iᵀ w_i`` for wrenches ``w_i = (n_i, f_i)`` (moment N m, force N, both in
-    ground axes) applied at the origins of `frames`: the gradient over ``q'`` of their
-    virtual power ``P = Σ n_i · ω_i + f_i · v_i`` (linear in ``q'``, so one reverse pass)."""
-    q = jnp.asarray(q)
-
-    def power(u):
-        pose, rate = jax.jvp(lambda x: frame_poses(model, x, frames), (q,), (u,))
-        total = jnp.zeros((), q.dtype)
-        for t, dt, (n, f) in zip(pose, rate, wrenches):
-            total = total + jnp.dot(n, vee(dt[:3, :3] @ t[:3, :3].T)) + jnp.dot(f, dt[:3, 3])
-        return total
-
-    return jax.grad(power)(jnp.zeros_like(q))
+    ground axes) applied at the origins of `frames` (``(body, pose in the body (4, 4))``):
+    a force at the frame's origin and a torque on its body
+    ([`jaxmb.PointForce`][jaxmb.PointForce], [`jaxmb.BodyTorque`][jaxmb.BodyTorque]), whose
+    generalized force is their virtual power (`jaxmb.generalized_forces`: each loaded body's
+    motion along its own path, once per body). Wrenches on ground do no work."""
+    loads = []
+    for (body, offset), (n, f) in zip(frames, wrenches):
+        if body != GROUND:
+            loads += [PointForce(body, offset[:3, 3], f), BodyTorque(body, n)]
+    return generalized_forces(model, jnp.asarray(q), loads) if loads else jnp.zeros_like(jnp.asarray(q))
 
 
 def translation(point) -> Float[Array, "4 4"]:
@@ -141,6 +140,21 @@ def translation(point) -> Float[Array, "4 4"]:
 
 def actuators(model: Model) -> tuple:
     return tuple(f for f in model.forces if isinstance(f, AbstractActuator))
+
+
+def unit_actuation_matrix(model: Model, elements, q, qd) -> Float[Array, "nq n"]:
+    """``Q_act`` (nq, n): the generalized force of each actuator in `elements` per unit control,
+    so that their total is ``Q_act u``. An actuator's force is linear in its control, so the
+    matrix is the derivative of ``Σ_j Q_j(q, q', u_j)`` over ``u``: one forward pass with a
+    tangent per actuator, sharing the joint functions and body motions among them."""
+    elements = tuple(elements)
+    if not elements:
+        return jnp.zeros((q.shape[0], 0), q.dtype)
+
+    def total(u):
+        return sum(a.generalized_force(model, q, qd, u[j]) for j, a in enumerate(elements))
+
+    return jax.jacfwd(total)(jnp.zeros(len(elements), q.dtype))
 
 
 def actuator_names(model: Model) -> tuple[str, ...]:
