@@ -177,13 +177,13 @@ def _frame(B, b, w, lo, hi, p, tol, max_steps):
 
 
 def _bounds(model, extra, dtype):
-    """Lower and upper bounds of ``(a, u)``: muscles ``[minimum_activation or 0, 1]``
-    (OpenSim's Thelen2003Muscle sets its min_control to its minimum activation), actuators
-    their ``[min_control, max_control]``."""
+    """Lower and upper bounds of ``(a, u)``: muscles and actuators their
+    ``[min_control, max_control]``, as OpenSim's StaticOptimization (a muscle's default
+    min_control is its minimum activation, 0.01 for Thelen 2003 and Millard 2012)."""
     lo, hi = [], []
     for m in model.muscles:
-        lo.append(jnp.asarray(getattr(m.force_model, "minimum_activation", 0.0), dtype))
-        hi.append(jnp.asarray(1.0, dtype))
+        lo.append(jnp.asarray(m.min_control, dtype))
+        hi.append(jnp.asarray(m.max_control, dtype))
     for a in extra:
         lo.append(jnp.asarray(a.min_control, dtype))
         hi.append(jnp.asarray(a.max_control, dtype))
