@@ -40,6 +40,8 @@ from ._dynamics import inverse_dynamics
 from ._muscles import muscle_lengths_and_moment_arms, muscle_states
 from ._results import RESULTS
 from ._signal import opensim_states_operators
+from ._static_optimization_matching import MATCHING, matching_problem
+from ._static_optimization_optax import solve_frames_optax
 
 __all__ = ["StaticOptimization", "static_optimization"]
 
@@ -232,7 +234,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                         lowpass_hz: float | None = None, time_range: tuple[float, float] | None = None,
                         external_loads=(), actuators_extra=(), exponent: float = 2.0, weights=None,
                         passive_forces: bool = False, use_model_actuators: bool = True,
-                        tolerance: float | None = None, max_steps: int = 50) -> StaticOptimization:
+                        tolerance: float | None = None, max_steps: int | None = None, solver: str = "newton",
+                        matching: str = "moments", residual_weight: float | None = None) -> StaticOptimization:
     """Muscle activations and actuator controls over a whole motion, as OpenSim 4.6's Static
     Optimization (Anderson and Pandy 2001; Crowninshield and Brand 1981).
 
@@ -267,7 +270,22 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       ([`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion]).
     - `tolerance`: the torque balance to reach, relative to ``max(1, max |τ|)`` (default
       1e-11 in float64, 1e-4 in float32).
-    - `max_steps`: Newton steps per frame at most.
+    - `max_steps`: Newton steps per frame at most (default 50), or optax steps with
+      ``solver="optax"`` (default 20000).
+    - `solver`: ``"newton"`` (default) solves each frame's dual by a semismooth Newton
+      method, the frames batched with `vmap`; ``"optax"`` by an augmented Lagrangian
+      around `optax.sgd` projected on the bounds (Nocedal and Wright 2006, Framework
+      17.3), the frames in order, each started from the previous one's solution
+      (`jaxmb._static_optimization_optax`); it needs ``exponent >= 2`` and takes many
+      more (cheaper) steps. Both end on the same KKT check and result code.
+    - `matching`: ``"moments"`` (default) writes the constraint as the torque balance
+      ``B x = b``; ``"accelerations"`` as OpenSim does, ``M⁻¹(B x - b) = 0``. Imposed,
+      the two have the same solution; they differ with `residual_weight`.
+    - `residual_weight`: None (default) imposes the constraint; a positive ``c`` penalises
+      it instead, adding ``c Σ_k |e_k|^p`` to the cost with ``e = B x - b`` (moments, N m
+      or N) or ``e = M⁻¹(B x - b)`` (accelerations, rad/s² or m/s²): frames the muscles
+      cannot balance then get the activations that come closest, rather than a failure
+      (`jaxmb._static_optimization_matching`).
 
     **Returns:**
 
@@ -282,6 +300,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                          f"for {time.size} times and model {model.name!r}, got {q.shape}.")
     if not exponent > 1.0:
         raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
+    _check_options(solver, matching, residual_weight, exponent)
     extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
     for a in extra:
         if not isinstance(a, AbstractActuator):
@@ -308,12 +327,30 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     samples = tuple(ext.sample(frames) for ext in externals)
     if tolerance is None:
         tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
+    if max_steps is None:
+        max_steps = 20000 if solver == "optax" else 50
+    options = (solver, matching, None if residual_weight is None else float(residual_weight))
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
-                bool(passive_forces), float(exponent), float(tolerance), int(max_steps))
+                bool(passive_forces), float(exponent), float(tolerance), int(max_steps), options)
+
+
+def _check_options(solver, matching, residual_weight, exponent):
+    """Refuse an unknown solver or matching, a non-positive residual weight, and the optax
+    route with an exponent below 2."""
+    if solver not in ("newton", "optax"):
+        raise ValueError(f"static_optimization: solver must be 'newton' or 'optax', got {solver!r}.")
+    if matching not in MATCHING:
+        raise ValueError(f"static_optimization: matching must be one of {MATCHING}, got {matching!r}.")
+    if residual_weight is not None and not (np.isfinite(residual_weight) and residual_weight > 0):
+        raise ValueError(f"static_optimization: residual_weight must be None (constraint imposed) or a finite "
+                         f"positive weight, got {residual_weight}.")
+    if solver == "optax" and exponent < 2.0:
+        raise ValueError(f"static_optimization: solver='optax' needs exponent >= 2 (its gradient steps need a "
+                         f"Lipschitz gradient), got {exponent}; use solver='newton'.")
 
 
 @eqx.filter_jit
-def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol, max_steps):
+def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol, max_steps, options):
     """`static_optimization` after its checks, as one compiled program (NumPy operators and
     samples enter as constants of the data's dtype)."""
     dtype = q.dtype
@@ -322,7 +359,11 @@ def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol,
     samples = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), samples)
     lo, hi = _bounds(model, extra, dtype)
     tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive)
-    x, balance, kkt, steps, ok = _solve_frames(B, target, w, lo, hi, p, tol, max_steps)
+    solver, matching, residual_weight = options
+    problem = matching_problem(model, qs, B, target, w, lo, hi, matching, residual_weight)
+    x, _, kkt, steps, ok = (solve_frames_optax if solver == "optax" else _solve_frames)(*problem, p, tol, max_steps)
+    x = x[:, :B.shape[2]]  # without the penalised residuals
+    balance = jnp.max(jnp.abs(jnp.einsum("kqn,kn->kq", B, x) - target), axis=1)
     nm = len(model.muscles)
     a, u = x[:, :nm], x[:, nm:]
     opt = jnp.stack([e.optimal_force for e in extra]).astype(dtype) if extra else jnp.zeros((0,), dtype)

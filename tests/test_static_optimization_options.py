@@ -3,6 +3,7 @@ route against the dual Newton route and SLSQP, and acceleration vs moment matchi
 
 import pathlib
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,3 +56,128 @@ def test_max_control_bounds_the_activation(tmp_path):
 def test_bad_control_bounds_are_refused(tmp_path, controls, message):
     with pytest.raises(mb.ModelError, match=message):
         _two_link(tmp_path, controls)
+
+
+# ---- the optax route (augmented Lagrangian around optax.sgd) against the dual Newton route ----
+
+from scipy.optimize import minimize  # noqa: E402
+from test_static_optimization import _problem, _slsqp, _solve  # noqa: E402
+
+from jaxmb._static_optimization_matching import matching_problem  # noqa: E402
+from jaxmb._static_optimization_optax import solve_frames_optax  # noqa: E402
+
+_solve_optax = jax.jit(solve_frames_optax, static_argnums=(5, 6, 7))
+_matching = eqx.filter_jit(matching_problem)
+
+
+def _frames(seeds):
+    B, b, w, lo, hi = (np.stack(z) for z in zip(*[_problem(seed) for seed in seeds]))
+    return jnp.asarray(B), jnp.asarray(b), jnp.asarray(w[0]), jnp.asarray(lo[0]), jnp.asarray(hi[0])
+
+
+@pytest.mark.parametrize("p", [2.0, 3.0])
+def test_optax_frames_equal_newton_and_slsqp(p):
+    args = _frames(range(4))
+    x, balance, kkt, steps, ok = _solve_optax(*args, p, 1e-12, 20000)
+    assert bool(jnp.all(ok)) and float(jnp.max(balance)) < 1e-10 * float(jnp.max(jnp.abs(args[1])))
+    assert float(jnp.max(kkt)) < 1e-10
+    newton = _solve(*args, p, 1e-12, 50)[0]
+    np.testing.assert_allclose(np.asarray(x), np.asarray(newton), rtol=0, atol=1e-9)
+    for k in range(4):
+        expected = _slsqp(*(np.asarray(a[k]) if a.ndim > 1 or i == 1 else np.asarray(a) for i, a in enumerate(args)),
+                          p)
+        np.testing.assert_allclose(np.asarray(x[k]), expected, rtol=0, atol=1e-6)
+
+
+def test_optax_infeasible_frame_is_reported():
+    B, b, w, lo, hi = _problem(0)
+    lo[-1], hi[-1] = -1e-3, 1e-3
+    b = b + 1e4 * np.abs(B).max(axis=1)
+    x, balance, kkt, steps, ok = _solve_optax(*(jnp.asarray(a) for a in (B[None], b[None], w, lo, hi)), 2.0, 1e-12, 400)
+    assert not bool(ok[0]) and int(steps[0]) >= 400 and float(balance[0]) > 1.0 and bool(jnp.all(jnp.isfinite(x)))
+
+
+def test_optax_implicit_derivative_equals_newtons():
+    B, b, w, lo, hi = _frames([2, 3])
+    c = jnp.asarray(np.random.default_rng(5).normal(size=B.shape[2]))
+
+    def loss(solve, steps, Bm, bv):
+        x = solve(Bm, bv, w, lo, hi, 2.0, 1e-12, steps)[0]
+        return jnp.sum(x @ c) + 0.5 * jnp.sum(x ** 2)
+
+    g_optax = jax.grad(lambda Bm, bv: loss(_solve_optax, 20000, Bm, bv), argnums=(0, 1))(B, b)
+    g_newton = jax.grad(lambda Bm, bv: loss(_solve, 50, Bm, bv), argnums=(0, 1))(B, b)
+    for go, gn in zip(g_optax, g_newton):
+        assert float(jnp.max(jnp.abs(gn))) > 1e-3
+        np.testing.assert_allclose(np.asarray(go), np.asarray(gn), rtol=0, atol=1e-8 * float(jnp.max(jnp.abs(gn))))
+
+
+def test_optax_route_of_a_motion_equals_the_newton_route(tmp_path):
+    model = _two_link(tmp_path, "<max_control>0.5</max_control>")
+    newton = mb.static_optimization(model, _TIME, _Q, actuators_extra=_reserves())
+    so = mb.static_optimization(model, _TIME, _Q, actuators_extra=_reserves(), solver="optax")
+    assert bool(jnp.all(so.result == mb.RESULTS.successful)) and float(jnp.max(so.torque_residual)) < 1e-9
+    np.testing.assert_allclose(np.asarray(so.activations), np.asarray(newton.activations), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(so.controls), np.asarray(newton.controls), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(solver="adam"), "solver must be 'newton' or 'optax', got 'adam'"),
+    (dict(solver="optax", exponent=1.5), r"solver='optax' needs exponent >= 2 .* got 1\.5; use solver='newton'"),
+    (dict(matching="forces"), r"matching must be one of \('moments', 'accelerations'\), got 'forces'"),
+    (dict(residual_weight=-1.0), "residual_weight must be None .* or a finite positive weight, got -1.0"),
+])
+def test_bad_options_are_refused(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        mb.static_optimization(_two_link(tmp_path), _TIME, _Q, **kwargs)
+
+
+# ---- moments vs accelerations ----
+
+
+def test_imposed_acceleration_matching_equals_moment_matching(tmp_path):
+    model = _two_link(tmp_path)
+    moments = mb.static_optimization(model, _TIME, _Q, actuators_extra=_reserves())
+    accelerations = mb.static_optimization(model, _TIME, _Q, actuators_extra=_reserves(), matching="accelerations")
+    assert bool(jnp.all(accelerations.result == mb.RESULTS.successful))
+    assert float(jnp.max(accelerations.torque_residual)) < 1e-10
+    x_m = np.hstack([moments.activations, moments.controls])
+    x_a = np.hstack([accelerations.activations, accelerations.controls])
+    np.testing.assert_allclose(x_a, x_m, rtol=0, atol=1e-10)
+
+
+def _penalised(B, b, E, w, lo, hi, c, p):
+    """The penalised problem by scipy's L-BFGS-B (an independent route)."""
+    def cost(x):
+        e = E @ (B @ x - b)
+        return np.sum(w * np.abs(x) ** p) + c * np.sum(np.abs(e) ** p)
+
+    def grad(x):
+        e = E @ (B @ x - b)
+        return p * w * np.sign(x) * np.abs(x) ** (p - 1) + B.T @ (E.T @ (c * p * np.sign(e) * np.abs(e) ** (p - 1)))
+
+    res = minimize(cost, np.clip(np.zeros(B.shape[1]), lo, hi), jac=grad, method="L-BFGS-B",
+                   bounds=list(zip(lo, hi)), options={"ftol": 1e-15, "gtol": 1e-13, "maxiter": 5000})
+    return res.x
+
+
+def test_penalised_matching_of_an_unbalanced_motion(tmp_path):
+    # No muscle or actuator crosses q2: the balance cannot hold; penalised, the flexor's
+    # activation depends on how the residual is measured (M⁻¹ couples q1 and q2).
+    model = _two_link(tmp_path)
+    so = mb.static_optimization(model, _TIME, _Q, matching="accelerations", residual_weight=1e-3)
+    assert bool(jnp.all(so.result == mb.RESULTS.successful)) and float(jnp.min(so.torque_residual)) > 1.0
+    bounds = (jnp.ones(1), jnp.full(1, 0.01), jnp.ones(1))
+    out = {}
+    for matching in ("moments", "accelerations"):  # the same frames through both per-frame solvers
+        problem = _matching(model, so.q, so.constraint_matrix, so.constraint_target, *bounds, matching, 1e-3)
+        out[matching] = np.asarray(_solve(*problem, 2.0, 1e-12, 50)[0][:, :1])
+        optax = np.asarray(_solve_optax(*problem, 2.0, 1e-12, 20000)[0][:, :1])
+        np.testing.assert_allclose(optax, out[matching], rtol=0, atol=1e-8)
+        for k in (0, 7, 13):
+            E = np.eye(2) if matching == "moments" else np.linalg.inv(np.asarray(mb.mass_matrix(model, so.q[k])))
+            expected = _penalised(np.asarray(so.constraint_matrix[k]), np.asarray(so.constraint_target[k]), E,
+                                  np.ones(1), np.array([0.01]), np.ones(1), 1e-3, 2.0)
+            np.testing.assert_allclose(out[matching][k], expected, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(so.activations), out["accelerations"], rtol=0, atol=1e-12)
+    assert np.max(np.abs(out["moments"] - out["accelerations"])) > 1e-2
