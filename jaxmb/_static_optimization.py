@@ -62,11 +62,12 @@ class StaticOptimization(eqx.Module):
     - `constraint_matrix`: (k, nq, n_muscles + n_actuators) ``B``: the generalized force of
       each muscle at full activation (``R F_A``) and of each actuator per unit control.
     - `constraint_target`: (k, nq) ``τ_ID - R F_P``, what ``B (a, u)`` balances.
-    - `torque_residual`: (k,) ``max |B x - τ_ID|`` (N m or N): the torque balance.
+    - `torque_residual`: (k,) ``max |B x - τ_ID|`` (N m or N): the torque balance (what is
+      left of it where `residual_weight` penalises it).
     - `kkt_residual`: (k,) the natural residual of the other optimality conditions,
       ``max_i |x_i - clip(x_i - ∂L/∂x_i, lo_i, hi_i)|`` with ``L`` the Lagrangian (stationarity,
-      bounds and complementarity; 0 at a KKT point).
-    - `iterations`: (k,) Newton steps taken.
+      bounds and complementarity; 0 at a KKT point), of the penalised problem with `residual_weight`.
+    - `iterations`: (k,) Newton steps taken (optax steps with ``solver="optax"``).
     - `result`: (k,) a [`jaxmb.RESULTS`][jaxmb.RESULTS] code per frame.
     - `muscle_names`, `actuator_names`: the columns' names.
     """

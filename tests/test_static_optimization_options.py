@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
+from jaxmb.cli import main
 
 _TWO_LINK = (pathlib.Path(__file__).parent / "data" / "broken_osim" / "path_point_nan_location.osim").read_text(
 ).replace("nan 0.1 0", "0.1 0.1 0")
@@ -112,13 +113,28 @@ def test_optax_implicit_derivative_equals_newtons():
         np.testing.assert_allclose(np.asarray(go), np.asarray(gn), rtol=0, atol=1e-8 * float(jnp.max(jnp.abs(gn))))
 
 
-def test_optax_route_of_a_motion_equals_the_newton_route(tmp_path):
+_RESERVES = """<OpenSimDocument Version="40000"><ForceSet name="r"><objects>
+  <CoordinateActuator name="q1_reserve"><coordinate>q1</coordinate><optimal_force>2</optimal_force>
+    <min_control>-infinity</min_control><max_control>infinity</max_control></CoordinateActuator>
+  <CoordinateActuator name="q2_reserve"><coordinate>q2</coordinate><optimal_force>50</optimal_force>
+    <min_control>-infinity</min_control><max_control>infinity</max_control></CoordinateActuator>
+</objects></ForceSet></OpenSimDocument>"""
+
+
+def test_optax_command_equals_the_newton_route(tmp_path, capsys):
     model = _two_link(tmp_path, "<max_control>0.5</max_control>")
-    newton = mb.static_optimization(model, _TIME, _Q, actuators_extra=_reserves())
-    so = mb.static_optimization(model, _TIME, _Q, actuators_extra=_reserves(), solver="optax")
-    assert bool(jnp.all(so.result == mb.RESULTS.successful)) and float(jnp.max(so.torque_residual)) < 1e-9
-    np.testing.assert_allclose(np.asarray(so.activations), np.asarray(newton.activations), rtol=0, atol=1e-9)
-    np.testing.assert_allclose(np.asarray(so.controls), np.asarray(newton.controls), rtol=0, atol=1e-9)
+    (tmp_path / "reserves.xml").write_text(_RESERVES)
+    mb.io.write_storage(tmp_path / "motion.mot", mb.io.MotionData(_TIME, ("q1", "q2"), _Q, in_degrees=False))
+    args = ["static-optimization", str(tmp_path / "two_link.osim"), str(tmp_path / "motion.mot"), "--out",
+            str(tmp_path / "so"), "--actuators", str(tmp_path / "reserves.xml"), "--compile-cache", "none"]
+    assert main(args + ["--residual-weight", "-1"]) == 1
+    assert "residual_weight must be None (constraint imposed) or a finite positive weight" in capsys.readouterr().err
+    assert main(args + ["--solver", "optax"]) == 0
+    written = mb.io.read_storage(tmp_path / "so" / "two_link_StaticOptimization_activation.sto")
+    newton = mb.static_optimization(model, _TIME, _Q, actuators_extra=mb.io.read_actuators(tmp_path / "reserves.xml",
+                                                                                            model))
+    assert float(np.max(written.values[:, 0])) == 0.5
+    np.testing.assert_allclose(written.values, np.hstack([newton.activations, newton.controls]), rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -181,3 +197,17 @@ def test_penalised_matching_of_an_unbalanced_motion(tmp_path):
             np.testing.assert_allclose(out[matching][k], expected, rtol=0, atol=1e-6)
     np.testing.assert_allclose(np.asarray(so.activations), out["accelerations"], rtol=0, atol=1e-12)
     assert np.max(np.abs(out["moments"] - out["accelerations"])) > 1e-2
+
+
+@pytest.mark.slow
+def test_arm26_optax_route_equals_newtons():
+    data = pathlib.Path(__file__).parent / "data" / "opensim" / "motion"
+    model = mb.load_osim(data / "arm26.osim")
+    motion = mb.io.read_storage(data / "arm26_InverseKinematics.mot")
+    q = mb.io.coordinates_from_motion(model, motion)
+    kw = dict(lowpass_hz=6.0, time_range=(0.4, 0.5))
+    newton = mb.static_optimization(model, motion.time, q, **kw)
+    so = mb.static_optimization(model, motion.time, q, solver="optax", **kw)
+    assert so.time.size >= 5 and bool(jnp.all(so.result == mb.RESULTS.successful))
+    assert float(jnp.max(so.torque_residual)) < 1e-8 and float(jnp.max(so.kkt_residual)) < 1e-10
+    np.testing.assert_allclose(np.asarray(so.activations), np.asarray(newton.activations), rtol=0, atol=1e-6)
