@@ -271,7 +271,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       ([`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion]).
     - `tolerance`: the torque balance to reach, relative to ``max(1, max |τ|)`` (default
       1e-11 in float64, 1e-4 in float32).
-    - `max_steps`: Newton steps per frame at most (default 50), or optax steps with
+    - `max_steps`: Newton steps per frame at most (default 100), or optax steps with
       ``solver="optax"`` (default 20000).
     - `solver`: ``"newton"`` (default) solves each frame's dual by a semismooth Newton
       method, the frames batched with `vmap`; ``"optax"`` by an augmented Lagrangian
@@ -329,7 +329,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if tolerance is None:
         tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
     if max_steps is None:
-        max_steps = 20000 if solver == "optax" else 50
+        max_steps = 20000 if solver == "optax" else 100
     options = (solver, matching, None if residual_weight is None else float(residual_weight))
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
                 bool(passive_forces), float(exponent), float(tolerance), int(max_steps), options)

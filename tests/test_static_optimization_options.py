@@ -52,12 +52,26 @@ def test_max_control_bounds_the_activation(tmp_path):
      r"Thelen2003Muscle name='flexor'> at .*two_link\.osim:\d+: .*min_control 0\.6 is above max_control 0\.5"),
     ("<max_control>nan</max_control>", r"two_link\.osim:\d+.*non-finite number \('nan'\)"),
     ("<min_control>0.001</min_control>",
-     r"two_link\.osim:\d+: .*min_control 0\.001 is below the Thelen 2003 model's minimum_activation 0\.01"),
+     r"two_link\.osim:\d+: .*min_control 0\.001 is below the Thelen2003Muscle model's minimum_activation 0\.01"),
 ])
 def test_bad_control_bounds_are_refused(tmp_path, controls, message):
     with pytest.raises(mb.ModelError, match=message):
         _two_link(tmp_path, controls)
 
+
+
+def test_millard_min_control_floor_only_for_the_classic_model():
+    points = [mb.PathPoint("ground", (0.0, 0.0, 0.0)), mb.PathPoint("ground", (0.3, 0.0, 0.0))]
+
+    def muscle(damping, compliant):
+        return mb.Muscle("m", points, min_control=0.0, force_model=mb.Millard2012EquilibriumMuscle(
+            100.0, 0.1, 0.2, fiber_damping=damping, compliant_tendon=compliant))
+
+    with pytest.raises(mb.ModelError, match=r"Muscle 'm': min_control 0\.0 is below the Millard2012EquilibriumMuscle "
+                                            r"model's minimum_activation 0\.01"):
+        muscle(0.0, True)
+    assert float(muscle(0.1, True).min_control) == 0.0 and float(muscle(0.0, False).min_control) == 0.0
+    assert float(mb.Muscle("d", points, force_model=mb.DeGrooteFregly2016Muscle(100.0, 0.1, 0.2)).min_control) == 0.0
 
 # ---- the optax route (augmented Lagrangian around optax.sgd) against the dual Newton route ----
 

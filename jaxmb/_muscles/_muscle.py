@@ -11,6 +11,7 @@ from ._activation import AbstractActivationDynamics
 from ._checks import concrete
 from ._musculotendon import AbstractMusculotendonModel
 from ._path_points import AbstractPathPoint
+from ._millard import Millard2012EquilibriumMuscle
 from ._thelen import Thelen2003Muscle
 from ._wrap_base import AbstractWrapObject
 
@@ -78,8 +79,8 @@ class Muscle(eqx.Module):
     [`jaxmb.ModelError`][jaxmb.ModelError] for fewer than two points, a conditional end point, an
     object that is not a path point or wrap object, a non-positive max isometric force,
     optimal fiber length or tendon slack length, non-finite control bounds, `min_control`
-    above `max_control`, or (Thelen 2003) `min_control` below the minimum activation
-    (OpenSim 4.6 refuses it too).
+    above `max_control`, or `min_control` below the minimum activation of a Thelen 2003
+    muscle or a compliant, undamped Millard 2012 one (OpenSim 4.6 refuses them too).
     """
 
     name: str = eqx.field(static=True)
@@ -130,8 +131,8 @@ class Muscle(eqx.Module):
 
 
 def _check_controls(m: Muscle) -> None:
-    """Refuse non-finite control bounds, ``min_control > max_control`` and a Thelen 2003 muscle
-    whose ``min_control`` is below its minimum activation (as OpenSim 4.6 does)."""
+    """Refuse non-finite control bounds, ``min_control > max_control`` and a ``min_control``
+    below the minimum activation where OpenSim 4.6 refuses it."""
     lo, hi = m.min_control, m.max_control
     if not (concrete(lo) and concrete(hi)):
         return
@@ -141,8 +142,11 @@ def _check_controls(m: Muscle) -> None:
     if bool(jnp.any(lo > hi)):
         raise ModelError(f"Muscle {m.name!r}: min_control {float(lo)} is above max_control {float(hi)}; "
                          "give min_control <= max_control.")
-    if isinstance(m.force_model, Thelen2003Muscle) and concrete(m.force_model.minimum_activation) and bool(
-            jnp.any(lo < m.force_model.minimum_activation)):
-        raise ModelError(f"Muscle {m.name!r}: min_control {float(lo)} is below the Thelen 2003 model's "
-                         f"minimum_activation {float(m.force_model.minimum_activation)} (OpenSim 4.6 refuses it "
-                         "too); raise min_control or lower minimum_activation.")
+    fm = m.force_model
+    # OpenSim 4.6 refuses it for Thelen 2003 and for Millard 2012's classic (compliant, undamped) form.
+    floor = isinstance(fm, Thelen2003Muscle) or (
+        isinstance(fm, Millard2012EquilibriumMuscle) and fm.compliant_tendon and not fm.damped)
+    if floor and concrete(fm.minimum_activation) and bool(jnp.any(lo < fm.minimum_activation)):
+        raise ModelError(f"Muscle {m.name!r}: min_control {float(lo)} is below the {type(fm).__name__} model's "
+                         f"minimum_activation {float(fm.minimum_activation)} (OpenSim 4.6 refuses it too); raise "
+                         "min_control or lower minimum_activation.")
