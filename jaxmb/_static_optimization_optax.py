@@ -10,7 +10,7 @@ Each frame's problem is ``min Σ w_i |x_i|^p`` subject to ``B x = b``, ``lo ≤ 
 has a Hessian with eigenvalues 2 and 2 + ρ only. Its box-constrained minimiser is sought by
 projected gradient steps of ``optax.sgd`` followed by ``optax.projections.projection_box``,
 and the multipliers are updated outside, ``μ ← μ - ρ (A y - b̃)`` (Hestenes 1969; Powell
-1969; Nocedal and Wright 2006, Framework 17.3 with bound constraints, Eq. 17.50). The frames
+1969; Nocedal and Wright 2006, Section 17.4, the bound-constrained formulation). The frames
 are solved in order by a `lax.scan` whose carry, the previous frame's ``(x, λ)``, starts the
 next frame (warm start). Derivatives come from the implicit-function theorem applied to the
 KKT conditions in their natural-residual form (`jax.lax.custom_root`):
