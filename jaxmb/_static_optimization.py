@@ -181,8 +181,8 @@ def _frame(B, b, w, lo, hi, p, tol, max_steps):
 
 def _bounds(model, extra, dtype):
     """Lower and upper bounds of ``(a, u)``: muscles and actuators their
-    ``[min_control, max_control]``, as OpenSim's StaticOptimization (a muscle's default
-    min_control is its minimum activation, 0.01 for Thelen 2003 and Millard 2012)."""
+    ``[min_control, max_control]``, as OpenSim's StaticOptimization
+    ([`jaxmb.Muscle`][jaxmb.Muscle] gives a muscle's defaults)."""
     lo, hi = [], []
     for m in model.muscles:
         lo.append(jnp.asarray(m.min_control, dtype))

@@ -47,6 +47,23 @@ def test_max_control_bounds_the_activation(tmp_path):
     np.testing.assert_allclose(np.asarray(tau), np.asarray(so.constraint_target), rtol=0, atol=1e-10)
 
 
+def test_omitted_bounds_take_opensims_defaults(tmp_path):
+    # OpenSim 4.6's getMinControl(): 0.01 for Thelen2003Muscle and Millard2012EquilibriumMuscle
+    # whatever their minimum_activation (MoBL-ARMS's Millard muscles have 0), 0 for DeGroote-Fregly.
+    millard = _TWO_LINK.replace("Thelen2003Muscle", "Millard2012EquilibriumMuscle").replace(
+        "<max_isometric_force>", "<minimum_activation>0</minimum_activation><max_isometric_force>")
+    degroote = _TWO_LINK.replace("Thelen2003Muscle", "DeGrooteFregly2016Muscle")
+    for text, expected in ((_TWO_LINK, 0.01), (millard, 0.01), (degroote, 0.0)):
+        (tmp_path / "m.osim").write_text(text)
+        (m,) = mb.load_osim(tmp_path / "m.osim").muscles
+        assert (float(m.min_control), float(m.max_control)) == (expected, 1.0)
+    (tmp_path / "m.osim").write_text(_TWO_LINK.replace("<max_isometric_force>",
+                                                       "<minimum_activation>0.05</minimum_activation><max_isometric_force>"))
+    with pytest.raises(mb.ModelError, match=r"m\.osim:\d+: .*min_control 0\.01 is below the Thelen2003Muscle model's "
+                                            r"minimum_activation 0\.05"):
+        mb.load_osim(tmp_path / "m.osim")  # as OpenSim 4.6: give <min_control> at least minimum_activation
+
+
 @pytest.mark.parametrize("controls, message", [
     ("<min_control>0.6</min_control><max_control>0.5</max_control>",
      r"Thelen2003Muscle name='flexor'> at .*two_link\.osim:\d+: .*min_control 0\.6 is above max_control 0\.5"),

@@ -71,8 +71,10 @@ class Muscle(eqx.Module):
     - `min_control`, `max_control`: the bounds of its excitation (OpenSim's properties of
       the same name), which static optimization takes as the activation's bounds
       ([`jaxmb.static_optimization`][jaxmb.static_optimization]). Default: the force model's
-      `minimum_activation` where it has one (Thelen 2003, Millard 2012: 0.01, OpenSim 4.6's
-      default), else 0; and 1.
+      `minimum_activation` where it has one, else 0; and 1. The OpenSim importer gives
+      OpenSim 4.6's defaults where the file omits them: 0.01 for Thelen2003Muscle and
+      Millard2012EquilibriumMuscle (their constructors' value, whatever the file's
+      minimum activation), else 0; and 1.
 
     **Raises:**
 
