@@ -71,6 +71,27 @@ def slsqp(B, b, lo, hi, p=2.0):
     return res.x, bool(res.success)
 
 
+def per_frame_solvers(B, b, lo, hi, rounds):
+    """The frames' problems alone by the dual Newton route (vmapped) and by the augmented
+    Lagrangian around optax (`solver="optax"`, frames in order, warm-started): label ->
+    (warm s, compile s, max |x - Newton's|)."""
+    from jaxmb._static_optimization import _solve_frames
+    from jaxmb._static_optimization_optax import solve_frames_optax
+
+    args = tuple(jax.numpy.asarray(a) for a in (B, b, np.ones(B.shape[2]), lo, hi))
+    out, reference = {}, None
+    for label, solve, steps in (("dual Newton (vmap)", _solve_frames, 100),
+                                ("augmented Lagrangian around optax (scan)", solve_frames_optax, 20000)):
+        f = jax.jit(lambda *a, solve=solve, steps=steps: solve(*a, 2.0, 1e-11, steps)[0])
+        t = time.perf_counter()
+        x = jax.block_until_ready(f(*args))
+        first = time.perf_counter() - t
+        warm = H.time_calls({label: lambda: f(*args)}, rounds=rounds, min_time=0.0)[label]["best_s"]
+        reference = x if reference is None else reference
+        out[label] = (warm, first - warm, float(np.max(np.abs(np.asarray(x - reference)))))
+    return out
+
+
 def run(quick=False, opensim_python=None, rounds=None, out_dir=H.RESULTS):
     case = "arm26" if quick else "gait2392"
     model_file, motion_file, loads_file, actuator_file, time_range, name = CASES[case]
@@ -100,14 +121,14 @@ def run(quick=False, opensim_python=None, rounds=None, out_dir=H.RESULTS):
     vs_opensim = float(np.max(np.abs(ours[interior] - ref.values[interior])))
     # scipy SLSQP frame by frame on the same problems.
     B, b = np.asarray(result.constraint_matrix), np.asarray(result.constraint_target)
-    lo = np.array([float(getattr(m.force_model, "minimum_activation", 0.0)) for m in model.muscles]
-                  + [float(a.min_control) for a in extra])
-    hi = np.array([1.0] * len(model.muscles) + [float(a.max_control) for a in extra])
+    lo = np.array([float(m.min_control) for m in model.muscles] + [float(a.min_control) for a in extra])
+    hi = np.array([float(m.max_control) for m in model.muscles] + [float(a.max_control) for a in extra])
     cpu = time.process_time()
     sols = [slsqp(B[i], b[i], lo, hi) for i in range(k)]
     scipy_s = time.process_time() - cpu
     vs_scipy = float(np.max(np.abs(np.stack([s[0] for s in sols]) - ours)))
     scipy_ok = sum(s[1] for s in sols)
+    solvers = per_frame_solvers(B, b, lo, hi, rounds)
     if opensim_python:
         osim = opensim_cpu_seconds(opensim_python, case)
         source = f"measured in this run ({opensim_python})"
@@ -121,6 +142,9 @@ def run(quick=False, opensim_python=None, rounds=None, out_dir=H.RESULTS):
                  ms_per_frame=H.ms(osim / k), compile_s=0.0, max_diff=f"{vs_opensim:.2g} (interior frames)"),
             dict(what=f"scipy SLSQP frame by frame ({scipy_ok}/{k} converged)", seconds=scipy_s,
                  ms_per_frame=H.ms(scipy_s / k), compile_s=0.0, max_diff=f"{vs_scipy:.2g}")]
+    for label, (seconds, compile_s, diff) in solvers.items():
+        rows.append(dict(what=f"per-frame solver alone, same B and b: {label}", seconds=seconds,
+                         ms_per_frame=H.ms(seconds / k), compile_s=compile_s, max_diff=f"{diff:.2g}"))
     notes = [f"{case}: {len(model.muscles)} muscles, {len(extra)} actuators, {model.nq} coordinates, {k} frames; "
              f"OpenSim's figure {source}; its time includes reading the model and states, jaxmb's includes "
              "smoothing the motion and sampling the external loads",

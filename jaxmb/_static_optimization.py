@@ -40,6 +40,8 @@ from ._dynamics import inverse_dynamics
 from ._muscles import muscle_lengths_and_moment_arms, muscle_states
 from ._results import RESULTS
 from ._signal import opensim_states_operators
+from ._static_optimization_matching import MATCHING, matching_problem
+from ._static_optimization_optax import solve_frames_optax
 
 __all__ = ["StaticOptimization", "static_optimization"]
 
@@ -60,11 +62,12 @@ class StaticOptimization(eqx.Module):
     - `constraint_matrix`: (k, nq, n_muscles + n_actuators) ``B``: the generalized force of
       each muscle at full activation (``R F_A``) and of each actuator per unit control.
     - `constraint_target`: (k, nq) ``τ_ID - R F_P``, what ``B (a, u)`` balances.
-    - `torque_residual`: (k,) ``max |B x - τ_ID|`` (N m or N): the torque balance.
+    - `torque_residual`: (k,) ``max |B x - τ_ID|`` (N m or N): the torque balance (what is
+      left of it where `residual_weight` penalises it).
     - `kkt_residual`: (k,) the natural residual of the other optimality conditions,
       ``max_i |x_i - clip(x_i - ∂L/∂x_i, lo_i, hi_i)|`` with ``L`` the Lagrangian (stationarity,
-      bounds and complementarity; 0 at a KKT point).
-    - `iterations`: (k,) Newton steps taken.
+      bounds and complementarity; 0 at a KKT point), of the penalised problem with `residual_weight`.
+    - `iterations`: (k,) Newton steps taken (optax steps with ``solver="optax"``).
     - `result`: (k,) a [`jaxmb.RESULTS`][jaxmb.RESULTS] code per frame.
     - `muscle_names`, `actuator_names`: the columns' names.
     """
@@ -177,13 +180,13 @@ def _frame(B, b, w, lo, hi, p, tol, max_steps):
 
 
 def _bounds(model, extra, dtype):
-    """Lower and upper bounds of ``(a, u)``: muscles ``[minimum_activation or 0, 1]``
-    (OpenSim's Thelen2003Muscle sets its min_control to its minimum activation), actuators
-    their ``[min_control, max_control]``."""
+    """Lower and upper bounds of ``(a, u)``: muscles and actuators their
+    ``[min_control, max_control]``, as OpenSim's StaticOptimization
+    ([`jaxmb.Muscle`][jaxmb.Muscle] gives a muscle's defaults)."""
     lo, hi = [], []
     for m in model.muscles:
-        lo.append(jnp.asarray(getattr(m.force_model, "minimum_activation", 0.0), dtype))
-        hi.append(jnp.asarray(1.0, dtype))
+        lo.append(jnp.asarray(m.min_control, dtype))
+        hi.append(jnp.asarray(m.max_control, dtype))
     for a in extra:
         lo.append(jnp.asarray(a.min_control, dtype))
         hi.append(jnp.asarray(a.max_control, dtype))
@@ -231,7 +234,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                         lowpass_hz: float | None = None, time_range: tuple[float, float] | None = None,
                         external_loads=(), actuators_extra=(), exponent: float = 2.0, weights=None,
                         passive_forces: bool = False, use_model_actuators: bool = True,
-                        tolerance: float | None = None, max_steps: int = 50) -> StaticOptimization:
+                        tolerance: float | None = None, max_steps: int | None = None, solver: str = "newton",
+                        matching: str = "moments", residual_weight: float | None = None) -> StaticOptimization:
     """Muscle activations and actuator controls over a whole motion, as OpenSim 4.6's Static
     Optimization (Anderson and Pandy 2001; Crowninshield and Brand 1981).
 
@@ -266,7 +270,23 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       ([`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion]).
     - `tolerance`: the torque balance to reach, relative to ``max(1, max |τ|)`` (default
       1e-11 in float64, 1e-4 in float32).
-    - `max_steps`: Newton steps per frame at most.
+    - `max_steps`: Newton steps per frame at most (default 100), or optax steps with
+      ``solver="optax"`` (default 20000).
+    - `solver`: ``"newton"`` (default) solves each frame's dual by a semismooth Newton
+      method, the frames batched with `vmap`; ``"optax"`` by an augmented Lagrangian
+      around `optax.sgd` projected on the bounds (Nocedal and Wright 2006, Section 17.4,
+      the bound-constrained formulation), the frames in order, each started from the
+      previous one's solution (`jaxmb._static_optimization_optax`); it needs
+      ``exponent >= 2`` and takes many more (cheaper) steps. Both end on the same KKT
+      check and result code.
+    - `matching`: ``"moments"`` (default) writes the constraint as the torque balance
+      ``B x = b``; ``"accelerations"`` as OpenSim does, ``M⁻¹(B x - b) = 0``. Imposed,
+      the two have the same solution; they differ with `residual_weight`.
+    - `residual_weight`: None (default) imposes the constraint; a positive ``c`` penalises
+      it instead, adding ``c Σ_k |e_k|^p`` to the cost with ``e = B x - b`` (moments, N m
+      or N) or ``e = M⁻¹(B x - b)`` (accelerations, rad/s² or m/s²): frames the muscles
+      cannot balance then get the activations that come closest, rather than a failure
+      (`jaxmb._static_optimization_matching`).
 
     **Returns:**
 
@@ -281,6 +301,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                          f"for {time.size} times and model {model.name!r}, got {q.shape}.")
     if not exponent > 1.0:
         raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
+    _check_options(solver, matching, residual_weight, exponent)
     extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
     for a in extra:
         if not isinstance(a, AbstractActuator):
@@ -307,12 +328,30 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     samples = tuple(ext.sample(frames) for ext in externals)
     if tolerance is None:
         tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
+    if max_steps is None:
+        max_steps = 20000 if solver == "optax" else 100
+    options = (solver, matching, None if residual_weight is None else float(residual_weight))
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
-                bool(passive_forces), float(exponent), float(tolerance), int(max_steps))
+                bool(passive_forces), float(exponent), float(tolerance), int(max_steps), options)
+
+
+def _check_options(solver, matching, residual_weight, exponent):
+    """Refuse an unknown solver or matching, a non-positive residual weight, and the optax
+    route with an exponent below 2."""
+    if solver not in ("newton", "optax"):
+        raise ValueError(f"static_optimization: solver must be 'newton' or 'optax', got {solver!r}.")
+    if matching not in MATCHING:
+        raise ValueError(f"static_optimization: matching must be one of {MATCHING}, got {matching!r}.")
+    if residual_weight is not None and not (np.isfinite(residual_weight) and residual_weight > 0):
+        raise ValueError(f"static_optimization: residual_weight must be None (constraint imposed) or a finite "
+                         f"positive weight, got {residual_weight}.")
+    if solver == "optax" and exponent < 2.0:
+        raise ValueError(f"static_optimization: solver='optax' needs exponent >= 2 (its gradient steps need a "
+                         f"Lipschitz gradient), got {exponent}; use solver='newton'.")
 
 
 @eqx.filter_jit
-def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol, max_steps):
+def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol, max_steps, options):
     """`static_optimization` after its checks, as one compiled program (NumPy operators and
     samples enter as constants of the data's dtype)."""
     dtype = q.dtype
@@ -321,7 +360,11 @@ def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol,
     samples = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), samples)
     lo, hi = _bounds(model, extra, dtype)
     tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive)
-    x, balance, kkt, steps, ok = _solve_frames(B, target, w, lo, hi, p, tol, max_steps)
+    solver, matching, residual_weight = options
+    problem = matching_problem(model, qs, B, target, w, lo, hi, matching, residual_weight)
+    x, _, kkt, steps, ok = (solve_frames_optax if solver == "optax" else _solve_frames)(*problem, p, tol, max_steps)
+    x = x[:, :B.shape[2]]  # without the penalised residuals
+    balance = jnp.max(jnp.abs(jnp.einsum("kqn,kn->kq", B, x) - target), axis=1)
     nm = len(model.muscles)
     a, u = x[:, :nm], x[:, nm:]
     opt = jnp.stack([e.optimal_force for e in extra]).astype(dtype) if extra else jnp.zeros((0,), dtype)

@@ -11,6 +11,8 @@ from ._activation import AbstractActivationDynamics
 from ._checks import concrete
 from ._musculotendon import AbstractMusculotendonModel
 from ._path_points import AbstractPathPoint
+from ._millard import Millard2012EquilibriumMuscle
+from ._thelen import Thelen2003Muscle
 from ._wrap_base import AbstractWrapObject
 
 class MuscleParameters(eqx.Module):
@@ -66,12 +68,21 @@ class Muscle(eqx.Module):
       from the muscle's class and properties.
     - `activation_dynamics`: its activation dynamics (e.g.
       [`jaxmb.FirstOrderActivation`][jaxmb.FirstOrderActivation]), or None.
+    - `min_control`, `max_control`: the bounds of its excitation (OpenSim's properties of
+      the same name), which static optimization takes as the activation's bounds
+      ([`jaxmb.static_optimization`][jaxmb.static_optimization]). Default: the force model's
+      `minimum_activation` where it has one, else 0; and 1. The OpenSim importer gives
+      OpenSim 4.6's defaults where the file omits them: 0.01 for Thelen2003Muscle and
+      Millard2012EquilibriumMuscle (their constructors' value, whatever the file's
+      minimum activation), else 0; and 1.
 
     **Raises:**
 
     [`jaxmb.ModelError`][jaxmb.ModelError] for fewer than two points, a conditional end point, an
-    object that is not a path point or wrap object, or a non-positive max isometric force,
-    optimal fiber length or tendon slack length.
+    object that is not a path point or wrap object, a non-positive max isometric force,
+    optimal fiber length or tendon slack length, non-finite control bounds, `min_control`
+    above `max_control`, or `min_control` below the minimum activation of a Thelen 2003
+    muscle or a compliant, undamped Millard 2012 one (OpenSim 4.6 refuses them too).
     """
 
     name: str = eqx.field(static=True)
@@ -81,11 +92,14 @@ class Muscle(eqx.Module):
     kind: str = eqx.field(static=True)
     force_model: AbstractMusculotendonModel | None
     activation_dynamics: AbstractActivationDynamics | None
+    min_control: Float[Array, ""]
+    max_control: Float[Array, ""]
 
     def __init__(self, name: str, points: Sequence[AbstractPathPoint], wraps: Sequence[AbstractWrapObject] = (),
                  parameters: MuscleParameters | None = None, kind: str = "Muscle",
                  force_model: AbstractMusculotendonModel | None = None,
-                 activation_dynamics: AbstractActivationDynamics | None = None):
+                 activation_dynamics: AbstractActivationDynamics | None = None, min_control=None,
+                 max_control=1.0):
         self.name = str(name)
         self.points = tuple(points)
         self.wraps = tuple(wraps)
@@ -93,6 +107,11 @@ class Muscle(eqx.Module):
         self.kind = str(kind)
         self.force_model = force_model
         self.activation_dynamics = activation_dynamics
+        if min_control is None:
+            min_control = getattr(force_model, "minimum_activation", 0.0)
+        self.min_control = jnp.asarray(min_control, dtype=float)
+        self.max_control = jnp.asarray(max_control, dtype=float)
+        _check_controls(self)
         for p in ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length"):
             v = getattr(self.parameters, p)
             if concrete(v) and not bool(jnp.all(v > 0.0)):
@@ -111,3 +130,25 @@ class Muscle(eqx.Module):
         for w in self.wraps:
             if not isinstance(w, AbstractWrapObject):
                 raise ModelError(f"Muscle {name!r}: {type(w).__name__} is not a wrap object.")
+
+
+def _check_controls(m: Muscle) -> None:
+    """Refuse non-finite control bounds, ``min_control > max_control`` and a ``min_control``
+    below the minimum activation where OpenSim 4.6 refuses it."""
+    lo, hi = m.min_control, m.max_control
+    if not (concrete(lo) and concrete(hi)):
+        return
+    if not (bool(jnp.all(jnp.isfinite(lo))) and bool(jnp.all(jnp.isfinite(hi)))):
+        raise ModelError(f"Muscle {m.name!r}: min_control and max_control must be finite, got "
+                         f"[{float(lo)}, {float(hi)}]; give finite bounds (0 and 1 by default).")
+    if bool(jnp.any(lo > hi)):
+        raise ModelError(f"Muscle {m.name!r}: min_control {float(lo)} is above max_control {float(hi)}; "
+                         "give min_control <= max_control.")
+    fm = m.force_model
+    # OpenSim 4.6 refuses it for Thelen 2003 and for Millard 2012's classic (compliant, undamped) form.
+    floor = isinstance(fm, Thelen2003Muscle) or (
+        isinstance(fm, Millard2012EquilibriumMuscle) and fm.compliant_tendon and not fm.damped)
+    if floor and concrete(fm.minimum_activation) and bool(jnp.any(lo < fm.minimum_activation)):
+        raise ModelError(f"Muscle {m.name!r}: min_control {float(lo)} is below the {type(fm).__name__} model's "
+                         f"minimum_activation {float(fm.minimum_activation)} (OpenSim 4.6 refuses it too); raise "
+                         "min_control or lower minimum_activation.")

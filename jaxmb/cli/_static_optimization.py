@@ -29,6 +29,16 @@ def add_parser(sub, parents, non_negative_float) -> None:
                         "(repeatable; default: none, or the setup file's force_set_files)")
     p.add_argument("--exponent", type=float, default=None,
                    help="exponent p of the activations in the cost (default 2, or the setup file's)")
+    p.add_argument("--solver", choices=("newton", "optax"), default="newton",
+                   help="per-frame solver: newton (default; the dual by a semismooth Newton method, frames "
+                        "batched) or optax (an augmented Lagrangian around projected optax.sgd, frames warm-started "
+                        "in order; slower)")
+    p.add_argument("--matching", choices=("moments", "accelerations"), default="moments",
+                   help="constraint written as the torque balance (moments, default) or as OpenSim's acceleration "
+                        "matching; the same solution unless --residual-weight is given")
+    p.add_argument("--residual-weight", type=float, default=None, metavar="C",
+                   help="penalise the constraint's residual with weight C instead of imposing it (frames the "
+                        "muscles cannot balance get the closest activations)")
 
 
 def _inputs(args):
@@ -72,7 +82,9 @@ def static_optimization(args) -> int:
         extra = tuple(a for path in inp["actuators"] for a in mb.io.read_actuators(path, model))
         progress.start(_STAGES[1])
         result = mb.static_optimization(model, motion.time, q, lowpass_hz=lowpass, time_range=inp["time_range"],
-                                        external_loads=loads, actuators_extra=extra, exponent=inp["exponent"])
+                                        external_loads=loads, actuators_extra=extra, exponent=inp["exponent"],
+                                        solver=args.solver, matching=args.matching,
+                                        residual_weight=args.residual_weight)
         progress.start(_STAGES[2])
         labels = result.muscle_names + result.actuator_names
         time = np.asarray(result.time)

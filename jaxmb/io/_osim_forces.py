@@ -44,7 +44,7 @@ from .._functions import AbstractJointFunction, Constant
 from .._muscles import (ClampedCoordinate, ConditionalPathPoint, MovingPathPoint, Muscle, MuscleParameters, PathPoint,
                         WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus)
 from ._osim_functions import parse_function
-from ._osim_muscle_models import force_model
+from ._osim_muscle_models import MIN_CONTROL_DEFAULTS, force_model
 from ._xml import XmlReader
 
 MUSCLE_TYPES = (
@@ -264,7 +264,13 @@ def _parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges=None):
     params = MuscleParameters(**vals)
     try:
         model, activation = force_model(xml, f, params) if f.tag in MUSCLE_TYPES else (None, None)
-        return Muscle(name, points, wlist, params, kind=f.tag, force_model=model, activation_dynamics=activation)
+        controls = {}  # a muscle's excitation bounds (static optimization's activation bounds)
+        if f.tag in MUSCLE_TYPES:
+            controls = {k: xml.number(f, k, None, blank_is_missing=True) for k in ("min_control", "max_control")}
+            controls = {k: v for k, v in controls.items() if v is not None}
+            controls.setdefault("min_control", MIN_CONTROL_DEFAULTS.get(f.tag, 0.0))
+        return Muscle(name, points, wlist, params, kind=f.tag, force_model=model, activation_dynamics=activation,
+                      **controls)
     except ModelError as exc:
         xml.fail(f, str(exc))
 

@@ -34,6 +34,11 @@ _DEGROOTE = {"tendon_strain_at_one": ("tendon_strain_at_one_norm_force", 0.049),
              "passive_strain_at_one": ("passive_fiber_strain_at_one_norm_force", 0.6),
              "active_width_scale": ("active_force_width_scale", 1.0), "fiber_damping": ("fiber_damping", 0.0)}
 
+# OpenSim 4.6's min_control where the file omits it: the constructors of these classes set
+# it to the default minimum activation, 0.01, whatever the file's minimum_activation
+# (MoBL-ARMS's Millard muscles, minimum_activation 0, get 0.01); 0 for the others.
+MIN_CONTROL_DEFAULTS = {"Thelen2003Muscle": 0.01, "Millard2012EquilibriumMuscle": 0.01}
+
 
 def _number(xml: XmlReader, f: ET.Element, tag: str, default: float) -> float:
     return float(xml.floats(f, tag, 1, (default,), blank_is_missing=True)[0])
