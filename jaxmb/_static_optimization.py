@@ -40,6 +40,7 @@ from ._dynamics import inverse_dynamics
 from ._muscles import muscle_lengths_and_moment_arms, muscle_states
 from ._results import RESULTS
 from ._signal import opensim_states_operators
+from ._static_optimization_compliant import compliant_frames
 
 __all__ = ["StaticOptimization", "static_optimization"]
 
@@ -190,6 +191,22 @@ def _bounds(model, extra, dtype):
     return jnp.stack(lo), jnp.stack(hi)
 
 
+def _frame_torque(model, specs, qi, qdi, qddi, si):
+    """One frame's ``τ_ID``: inverse dynamics less the external loads and the ForceSet's
+    passive elements (its actuators at zero control)."""
+    tau = inverse_dynamics(model, qi, qdi, qddi)
+    if specs:
+        tau = tau - _external_generalized_force(model, specs, qi, si)
+    if model.forces:
+        tau = tau - force_set_forces(model, qi, qdi)
+    return tau
+
+
+def _actuator_columns(model, extra, qi, qdi):
+    """The generalized force of each actuator per unit control (nq, n_actuators)."""
+    return jnp.stack([a.generalized_force(model, qi, qdi, jnp.ones((), qi.dtype)) for a in extra], axis=1)
+
+
 @eqx.filter_jit
 def _problems(model, extra, specs, q, qd, qdd, samples, passive):
     """Per frame: ``τ_ID``, the constraint matrix ``B`` (nq, n), its right side
@@ -197,11 +214,7 @@ def _problems(model, extra, specs, q, qd, qdd, samples, passive):
     n_muscles = len(model.muscles)
 
     def one(qi, qdi, qddi, si):
-        tau = inverse_dynamics(model, qi, qdi, qddi)
-        if specs:
-            tau = tau - _external_generalized_force(model, specs, qi, si)
-        if model.forces:  # the ForceSet's passive elements (actuators at zero control) are applied
-            tau = tau - force_set_forces(model, qi, qdi)
+        tau = _frame_torque(model, specs, qi, qdi, qddi, si)
         columns = []
         f_active = f_passive = jnp.zeros((0,), qi.dtype)
         target = tau
@@ -215,8 +228,7 @@ def _problems(model, extra, specs, q, qd, qdd, samples, passive):
             columns.append(R * f_active[None, :])
             target = tau - R @ f_passive
         if extra:
-            columns.append(jnp.stack([a.generalized_force(model, qi, qdi, jnp.ones((), qi.dtype)) for a in extra],
-                                     axis=1))
+            columns.append(_actuator_columns(model, extra, qi, qdi))
         return tau, jnp.concatenate(columns, axis=1), target, f_active, f_passive
 
     return jax.vmap(one)(q, qd, qdd, samples)
@@ -232,7 +244,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                         lowpass_hz: float | None = None, time_range: tuple[float, float] | None = None,
                         external_loads=(), actuators_extra=(), exponent: float = 2.0, weights=None,
                         passive_forces: bool = False, use_model_actuators: bool = True,
-                        tolerance: float | None = None, max_steps: int = 50) -> StaticOptimization:
+                        tolerance: float | None = None, max_steps: int = 50,
+                        tendon: str = "rigid") -> StaticOptimization:
     """Muscle activations and actuator controls over a whole motion, as OpenSim 4.6's Static
     Optimization (Anderson and Pandy 2001; Crowninshield and Brand 1981).
 
@@ -267,7 +280,18 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       ([`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion]).
     - `tolerance`: the torque balance to reach, relative to ``max(1, max |τ|)`` (default
       1e-11 in float64, 1e-4 in float32).
-    - `max_steps`: Newton steps per frame at most.
+    - `max_steps`: Newton steps per frame at most (per linearisation with ``tendon="compliant"``).
+    - `tendon`: ``"rigid"`` (default, OpenSim's formulation above) or ``"compliant"``: the
+      force sharing of Ehsani (2016), section 4-4 C (Fig. 21), whose constraints are the torque
+      balance ``R F_T(a) + Q_act u = τ_ID`` (Eq. 195) and the musculotendon equations: ``F_T`` is
+      each muscle's tendon force with its fibre in equilibrium with its tendon (each force
+      model's own tendon, `compliant_tendon`; the fibre velocity its equilibrium uses: zero for
+      Millard et al. (2013) as OpenSim 4.6, ``v_MT cos(phi)`` for De Groote et al. (2016)),
+      passive force included (`passive_forces` is ignored). Solved by sequential
+      linearisation of ``F_T`` about the current activations, each step the rigid route's
+      exact affine solve (`jaxmb._static_optimization_compliant`); `iterations` counts the
+      linearisations, `muscle_forces` are the tendon forces and `constraint_matrix`,
+      `constraint_target` the last linearisation's.
 
     **Returns:**
 
@@ -280,6 +304,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if q.ndim != 2 or q.shape != (time.size, model.nq):
         raise ModelError(f"static_optimization: q must have shape (n, nq) = ({time.size}, {model.nq}) "
                          f"for {time.size} times and model {model.name!r}, got {q.shape}.")
+    if tendon not in ("rigid", "compliant"):
+        raise ValueError(f"static_optimization: tendon must be 'rigid' or 'compliant', got {tendon!r}.")
     if not exponent > 1.0:
         raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
     extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
@@ -309,11 +335,11 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if tolerance is None:
         tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
-                bool(passive_forces), float(exponent), float(tolerance), int(max_steps))
+                bool(passive_forces), float(exponent), float(tolerance), int(max_steps), tendon)
 
 
 @eqx.filter_jit
-def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol, max_steps):
+def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol, max_steps, tendon="rigid"):
     """`static_optimization` after its checks, as one compiled program (NumPy operators and
     samples enter as constants of the data's dtype)."""
     dtype = q.dtype
@@ -321,14 +347,20 @@ def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol,
     qs, qds, qdds = w0 @ q, w1 @ q, w2 @ q
     samples = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), samples)
     lo, hi = _bounds(model, extra, dtype)
-    tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive)
-    x, balance, kkt, steps, ok = _solve_frames(B, target, w, lo, hi, p, tol, max_steps)
     nm = len(model.muscles)
+    if tendon == "compliant":
+        tau, x, forces, B, target, balance, kkt, steps, ok = compliant_frames(
+            model, extra, specs, qs, qds, qdds, samples, w, lo, hi, p, tol, max_steps, frame_torque=_frame_torque,
+            actuator_columns=_actuator_columns, affine_frame=_frame)
+    else:
+        tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive)
+        x, balance, kkt, steps, ok = _solve_frames(B, target, w, lo, hi, p, tol, max_steps)
+        forces = x[:, :nm] * f_active + f_passive
     a, u = x[:, :nm], x[:, nm:]
     opt = jnp.stack([e.optimal_force for e in extra]).astype(dtype) if extra else jnp.zeros((0,), dtype)
     result = jax.vmap(lambda o: RESULTS.where(o, RESULTS.successful, RESULTS.static_optimization_failed))(ok)
     return StaticOptimization(
-        time=jnp.asarray(frames, dtype=dtype), activations=a, muscle_forces=a * f_active + f_passive, controls=u,
+        time=jnp.asarray(frames, dtype=dtype), activations=a, muscle_forces=forces, controls=u,
         actuator_forces=u * opt[None, :], q=qs, qd=qds, qdd=qdds, generalized_forces=tau, constraint_matrix=B,
         constraint_target=target, torque_residual=balance,
         kkt_residual=kkt, iterations=steps, result=result, muscle_names=tuple(model.muscle_names),
