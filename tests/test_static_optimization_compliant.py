@@ -40,19 +40,18 @@ def _elbow(compliant=True, strain=0.049):
 MODEL = _elbow()
 
 
-def _loss(fmax, q):
-    m = eqx.tree_at(lambda x: x.muscles[0].force_model.max_isometric_force, MODEL, fmax)
+def _loss(model, fmax, q):
+    m = eqx.tree_at(lambda x: x.muscles[0].force_model.max_isometric_force, model, fmax)
     so = mb.static_optimization(m, TIME, q, actuators_extra=RESERVE, tendon="compliant")
     return jnp.sum(so.activations ** 2) + 1e-3 * jnp.sum(so.controls ** 2), so
 
 
-_value_and_grad = jax.jit(jax.value_and_grad(_loss, argnums=(0, 1), has_aux=True))
+# One compiled program serves every compliant solve of this file (the model is an argument).
+_value_and_grad = eqx.filter_jit(jax.value_and_grad(_loss, argnums=(1, 2), has_aux=True))
 
 
 def _value(fmax, q):
-    """The loss without jit around it: `static_optimization`'s own compiled program is reused
-    across calls (and by `test_stiff_tendons_give_the_rigid_route`)."""
-    return _loss(fmax, q)[0]
+    return _value_and_grad(MODEL, fmax, q)[0][0]
 
 
 @jax.jit
@@ -66,7 +65,7 @@ def _muscle_check(q, qd, a):
 
 @pytest.fixture(scope="module")
 def solved():
-    return _value_and_grad(jnp.asarray(300.0), Q)
+    return _value_and_grad(MODEL, jnp.asarray(300.0), Q)
 
 
 def test_torque_balance_and_equilibrium_hold(solved):
@@ -123,7 +122,7 @@ def test_stiff_tendons_give_the_rigid_route():
     v_MT cos(phi)); the difference is first order in the strain."""
     diffs = []
     for strain in (1e-3, 1e-4):
-        comp = mb.static_optimization(_elbow(True, strain), TIME, Q, actuators_extra=RESERVE, tendon="compliant")
+        (_, comp), _ = _value_and_grad(_elbow(True, strain), jnp.asarray(300.0), Q)
         rigid = mb.static_optimization(_elbow(False, strain), TIME, Q, actuators_extra=RESERVE, passive_forces=True)
         assert bool(jnp.all(comp.result == mb.RESULTS.successful))
         diffs.append(float(jnp.max(jnp.abs(comp.activations - rigid.activations))))
