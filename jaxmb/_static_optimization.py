@@ -52,7 +52,8 @@ class StaticOptimization(eqx.Module):
 
     - `time`: the solved frames (k,), s.
     - `activations`: (k, n_muscles), in `muscle_names` order.
-    - `muscle_forces`: (k, n_muscles) tendon forces, N (``a F_A + F_P``).
+    - `muscle_forces`: (k, n_muscles) tendon forces, N (``a F_A + F_P``; with
+      ``tendon="compliant"`` the equilibrium tendon force ``F_T(a)``).
     - `controls`: (k, n_actuators) actuator controls, in `actuator_names` order.
     - `actuator_forces`: (k, n_actuators) ``optimal_force · u`` (N or N m).
     - `q`, `qd`, `qdd`: the smoothed kinematics (k, nq).
@@ -65,7 +66,7 @@ class StaticOptimization(eqx.Module):
     - `kkt_residual`: (k,) the natural residual of the other optimality conditions,
       ``max_i |x_i - clip(x_i - ∂L/∂x_i, lo_i, hi_i)|`` with ``L`` the Lagrangian (stationarity,
       bounds and complementarity; 0 at a KKT point).
-    - `iterations`: (k,) Newton steps taken.
+    - `iterations`: (k,) Newton steps taken (linearisations with ``tendon="compliant"``).
     - `result`: (k,) a [`jaxmb.RESULTS`][jaxmb.RESULTS] code per frame.
     - `muscle_names`, `actuator_names`: the columns' names.
     """
