@@ -307,6 +307,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                          f"for {time.size} times and model {model.name!r}, got {q.shape}.")
     if tendon not in ("rigid", "compliant"):
         raise ValueError(f"static_optimization: tendon must be 'rigid' or 'compliant', got {tendon!r}.")
+    if not model.muscles:
+        tendon = "rigid"  # actuators alone: the problem is affine either way
     if not exponent > 1.0:
         raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
     extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
