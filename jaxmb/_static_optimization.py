@@ -42,6 +42,7 @@ from ._results import RESULTS
 from ._signal import opensim_states_operators
 from ._static_optimization_matching import MATCHING, matching_problem
 from ._static_optimization_optax import solve_frames_optax
+from ._static_optimization_compliant import compliant_frames
 
 __all__ = ["StaticOptimization", "static_optimization"]
 
@@ -53,7 +54,8 @@ class StaticOptimization(eqx.Module):
 
     - `time`: the solved frames (k,), s.
     - `activations`: (k, n_muscles), in `muscle_names` order.
-    - `muscle_forces`: (k, n_muscles) tendon forces, N (``a F_A + F_P``).
+    - `muscle_forces`: (k, n_muscles) tendon forces, N (``a F_A + F_P``; with
+      ``tendon="compliant"`` the equilibrium tendon force ``F_T(a)``).
     - `controls`: (k, n_actuators) actuator controls, in `actuator_names` order.
     - `actuator_forces`: (k, n_actuators) ``optimal_force · u`` (N or N m).
     - `q`, `qd`, `qdd`: the smoothed kinematics (k, nq).
@@ -67,7 +69,8 @@ class StaticOptimization(eqx.Module):
     - `kkt_residual`: (k,) the natural residual of the other optimality conditions,
       ``max_i |x_i - clip(x_i - ∂L/∂x_i, lo_i, hi_i)|`` with ``L`` the Lagrangian (stationarity,
       bounds and complementarity; 0 at a KKT point), of the penalised problem with `residual_weight`.
-    - `iterations`: (k,) Newton steps taken (optax steps with ``solver="optax"``).
+    - `iterations`: (k,) Newton steps taken (optax steps with ``solver="optax"``, linearisations with
+      ``tendon="compliant"``).
     - `result`: (k,) a [`jaxmb.RESULTS`][jaxmb.RESULTS] code per frame.
     - `muscle_names`, `actuator_names`: the columns' names.
     """
@@ -193,6 +196,17 @@ def _bounds(model, extra, dtype):
     return jnp.stack(lo), jnp.stack(hi)
 
 
+def _frame_torque(model, specs, qi, qdi, qddi, si):
+    """One frame's ``τ_ID``: inverse dynamics less the external loads and the ForceSet's
+    passive elements (its actuators at zero control)."""
+    tau = inverse_dynamics(model, qi, qdi, qddi)
+    if specs:
+        tau = tau - _external_generalized_force(model, specs, qi, si)
+    if model.forces:
+        tau = tau - force_set_forces(model, qi, qdi)
+    return tau
+
+
 @eqx.filter_jit
 def _problems(model, extra, specs, q, qd, qdd, samples, passive):
     """Per frame: ``τ_ID``, the constraint matrix ``B`` (nq, n), its right side
@@ -200,11 +214,7 @@ def _problems(model, extra, specs, q, qd, qdd, samples, passive):
     n_muscles = len(model.muscles)
 
     def one(qi, qdi, qddi, si):
-        tau = inverse_dynamics(model, qi, qdi, qddi)
-        if specs:
-            tau = tau - _external_generalized_force(model, specs, qi, si)
-        if model.forces:  # the ForceSet's passive elements (actuators at zero control) are applied
-            tau = tau - force_set_forces(model, qi, qdi)
+        tau = _frame_torque(model, specs, qi, qdi, qddi, si)
         columns = []
         f_active = f_passive = jnp.zeros((0,), qi.dtype)
         target = tau
@@ -235,7 +245,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                         external_loads=(), actuators_extra=(), exponent: float = 2.0, weights=None,
                         passive_forces: bool = False, use_model_actuators: bool = True,
                         tolerance: float | None = None, max_steps: int | None = None, solver: str = "newton",
-                        matching: str = "moments", residual_weight: float | None = None) -> StaticOptimization:
+                        matching: str = "moments", residual_weight: float | None = None,
+                        tendon: str = "rigid") -> StaticOptimization:
     """Muscle activations and actuator controls over a whole motion, as OpenSim 4.6's Static
     Optimization (Anderson and Pandy 2001; Crowninshield and Brand 1981).
 
@@ -287,6 +298,18 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       or N) or ``e = M⁻¹(B x - b)`` (accelerations, rad/s² or m/s²): frames the muscles
       cannot balance then get the activations that come closest, rather than a failure
       (`jaxmb._static_optimization_matching`).
+    - `tendon`: ``"rigid"`` (default, OpenSim's formulation above) or ``"compliant"``: the
+      force sharing of Ehsani (2016), section 4-4 C (Fig. 21), whose constraints are the torque
+      balance ``R F_T(a) + Q_act u = τ_ID`` (Eq. 195) and the musculotendon equations: ``F_T`` is
+      each muscle's tendon force with its fibre in equilibrium with its tendon (each force
+      model's own tendon, `compliant_tendon`; the fibre velocity its equilibrium uses: zero for
+      Millard et al. (2013) as OpenSim 4.6, ``v_MT cos(phi)`` for De Groote et al. (2016)),
+      passive force included (`passive_forces` is ignored). Solved by sequential
+      linearisation of ``F_T`` about the current activations, each step the rigid route's
+      exact affine solve (`jaxmb._static_optimization_compliant`; with the Newton solver and the
+      torque balance imposed); `iterations` counts the
+      linearisations, `muscle_forces` are the tendon forces and `constraint_matrix`,
+      `constraint_target` the last linearisation's.
 
     **Returns:**
 
@@ -299,9 +322,13 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if q.ndim != 2 or q.shape != (time.size, model.nq):
         raise ModelError(f"static_optimization: q must have shape (n, nq) = ({time.size}, {model.nq}) "
                          f"for {time.size} times and model {model.name!r}, got {q.shape}.")
+    if tendon not in ("rigid", "compliant"):
+        raise ValueError(f"static_optimization: tendon must be 'rigid' or 'compliant', got {tendon!r}.")
+    if not model.muscles:
+        tendon = "rigid"  # actuators alone: the problem is affine either way
     if not exponent > 1.0:
         raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
-    _check_options(solver, matching, residual_weight, exponent)
+    _check_options(solver, matching, residual_weight, exponent, tendon)
     extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
     for a in extra:
         if not isinstance(a, AbstractActuator):
@@ -332,12 +359,12 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
         max_steps = 20000 if solver == "optax" else 100
     options = (solver, matching, None if residual_weight is None else float(residual_weight))
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
-                bool(passive_forces), float(exponent), float(tolerance), int(max_steps), options)
+                bool(passive_forces), float(exponent), float(tolerance), int(max_steps), options + (tendon,))
 
 
-def _check_options(solver, matching, residual_weight, exponent):
+def _check_options(solver, matching, residual_weight, exponent, tendon):
     """Refuse an unknown solver or matching, a non-positive residual weight, and the optax
-    route with an exponent below 2."""
+    route with an exponent below 2, and compliant tendons with other than the imposed Newton route."""
     if solver not in ("newton", "optax"):
         raise ValueError(f"static_optimization: solver must be 'newton' or 'optax', got {solver!r}.")
     if matching not in MATCHING:
@@ -348,6 +375,9 @@ def _check_options(solver, matching, residual_weight, exponent):
     if solver == "optax" and exponent < 2.0:
         raise ValueError(f"static_optimization: solver='optax' needs exponent >= 2 (its gradient steps need a "
                          f"Lipschitz gradient), got {exponent}; use solver='newton'.")
+    if tendon == "compliant" and (solver != "newton" or residual_weight is not None):
+        raise ValueError("static_optimization: tendon='compliant' is solved by the Newton route with the torque "
+                         f"balance imposed; got solver={solver!r}, residual_weight={residual_weight}.")
 
 
 @eqx.filter_jit
@@ -359,18 +389,25 @@ def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol,
     qs, qds, qdds = w0 @ q, w1 @ q, w2 @ q
     samples = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), samples)
     lo, hi = _bounds(model, extra, dtype)
-    tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive)
-    solver, matching, residual_weight = options
-    problem = matching_problem(model, qs, B, target, w, lo, hi, matching, residual_weight)
-    x, _, kkt, steps, ok = (solve_frames_optax if solver == "optax" else _solve_frames)(*problem, p, tol, max_steps)
-    x = x[:, :B.shape[2]]  # without the penalised residuals
-    balance = jnp.max(jnp.abs(jnp.einsum("kqn,kn->kq", B, x) - target), axis=1)
+    solver, matching, residual_weight, tendon = options
     nm = len(model.muscles)
+    if tendon == "compliant":
+        tau, x, forces, B, target, balance, kkt, steps, ok = compliant_frames(
+            model, extra, specs, qs, qds, qdds, samples, w, lo, hi, p, tol, max_steps, frame_torque=_frame_torque,
+            actuator_columns=unit_actuation_matrix, affine_frame=_frame)
+    else:
+        tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive)
+        problem = matching_problem(model, qs, B, target, w, lo, hi, matching, residual_weight)
+        solve = solve_frames_optax if solver == "optax" else _solve_frames
+        x, _, kkt, steps, ok = solve(*problem, p, tol, max_steps)
+        x = x[:, :B.shape[2]]  # without the penalised residuals
+        balance = jnp.max(jnp.abs(jnp.einsum("kqn,kn->kq", B, x) - target), axis=1)
+        forces = x[:, :nm] * f_active + f_passive
     a, u = x[:, :nm], x[:, nm:]
     opt = jnp.stack([e.optimal_force for e in extra]).astype(dtype) if extra else jnp.zeros((0,), dtype)
     result = jax.vmap(lambda o: RESULTS.where(o, RESULTS.successful, RESULTS.static_optimization_failed))(ok)
     return StaticOptimization(
-        time=jnp.asarray(frames, dtype=dtype), activations=a, muscle_forces=a * f_active + f_passive, controls=u,
+        time=jnp.asarray(frames, dtype=dtype), activations=a, muscle_forces=forces, controls=u,
         actuator_forces=u * opt[None, :], q=qs, qd=qds, qdd=qdds, generalized_forces=tau, constraint_matrix=B,
         constraint_target=target, torque_residual=balance,
         kkt_residual=kkt, iterations=steps, result=result, muscle_names=tuple(model.muscle_names),

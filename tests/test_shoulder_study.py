@@ -212,7 +212,7 @@ def test_command_errors_are_one_line(tmp_path, capsys, monkeypatch):
     assert main(["shoulder-study", "--out", str(tmp_path / "a"), "--compile-cache", "none"]) == 1
     assert "give MoBL-ARMS's .osim with --model PATH" in capsys.readouterr().err
     arm26 = pathlib.Path(mb.__file__).parent / "data" / "arm26.osim"
-    assert main(["shoulder-study", "--model", str(arm26), "--out", str(tmp_path / "a"),
+    assert main(["shoulder-study", "--model", str(arm26), "--out", str(tmp_path / "a"), "--muscles",
                  "--compile-cache", "none"]) == 1
     err = capsys.readouterr().err
     # arm26 has none of the coordinates to lock: read_osim names the first.

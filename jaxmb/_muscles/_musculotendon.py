@@ -7,8 +7,9 @@ length and the compliant-tendon equilibrium are computed here, once for the whol
 
 The compliant-tendon equilibrium is a bracketed Newton iteration of fixed length on the fibre
 length along the tendon (vectorises under `jax.vmap` without a per-lane while loop), finished by
-one Newton step whose derivative is the implicit-function theorem's
-(``dx/dtheta = -(dr/dx)^-1 dr/dtheta``; the solve itself is under `jax.lax.stop_gradient`).
+two Newton steps whose derivatives are the implicit-function theorem's
+(``dx/dtheta = -(dr/dx)^-1 dr/dtheta``, and the second derivatives too; the solve itself is
+under `jax.lax.stop_gradient`).
 """
 
 import abc
@@ -195,15 +196,20 @@ class AbstractMusculotendonModel(eqx.Module):
         x0 = 0.5 * (lo_s + hi_s)
         x, _, _ = jax.lax.fori_loop(0, _NEWTON_ITERATIONS, step, (x0, lo_s, hi_s))
         x = jax.lax.stop_gradient(x)
-        # One more Newton step, differentiable: its derivative is -(dr/dx)^-1 dr/dtheta.
-        r = self._residual(x, a, l_mt, v_mt)
-        dr = jax.lax.stop_gradient(jax.jvp(res, (x,), (jnp.ones_like(x),))[1])
-        step = safe_div(r, dr)
+
+        def newton(z):  # differentiable in (z, theta)
+            r, dr = jax.jvp(lambda y: self._residual(y, a, l_mt, v_mt), (z,), (jnp.ones_like(z),))
+            return z - safe_div(r, dr)
+
+        # Two more Newton steps, differentiable: at the root the Newton map N has dN/dx = 0, so
+        # N(N(x)) has the root's first derivative -(dr/dx)^-1 dr/dtheta and also its second
+        # (what a derivative of a derivative, e.g. the compliant static optimization's, needs).
+        x1 = newton(x)
         # Where the bracket closed on a jump of the residual instead of a root (a model whose
         # fibre velocity switches, e.g. Thelen's at a slack tendon), no Newton step is taken.
-        converged = jax.lax.stop_gradient(jnp.abs(step) <= 1e-6 * self.optimal_fiber_length)
+        converged = jax.lax.stop_gradient(jnp.abs(x1 - x) <= 1e-6 * self.optimal_fiber_length)
         at_bound = jax.lax.stop_gradient(res(lo_s) >= 0.0) | (hi_s <= lo_s)
-        return jnp.where(at_bound, lo, jnp.where(converged, x - step, x))
+        return jnp.where(at_bound, lo, jnp.where(converged, newton(x1), x))
 
     # -- the public evaluation ---------------------------------------------------------------
     def __call__(self, activation: Float[ArrayLike, ""], length: Float[ArrayLike, ""],

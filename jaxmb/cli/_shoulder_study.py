@@ -2,9 +2,9 @@
 
 Tracks the desired elevation with computed-torque control on MoBL-ARMS's shoulder and
 writes, in DIR: ``fig19_elevation.png``, ``fig20_torques.png``, ``tracking.csv`` and
-``report.md`` (with ``--dae``, the DAE route's comparison too). Fig. 21 (the 14 muscles'
-forces) needs a force-sharing function (`jaxmb.studies.shoulder_muscle_forces`); the
-command draws it once jaxmb has one (`_force_sharing`).
+``report.md`` (with ``--dae``, the DAE route's comparison too; with ``--muscles``, Fig. 21:
+the 14 muscles' forces by static optimization with compliant tendons,
+``fig21_muscle_forces.png`` and ``muscle_forces.csv``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ def add_parser(sub, parents, positive_float, relative_tolerance) -> None:
                    help="integrator tolerance rtol = atol (default 1e-10)")
     p.add_argument("--dae", action="store_true",
                    help="also run the DAE route (the rhythm as constraints) and compare costs")
+    p.add_argument("--muscles", action="store_true",
+                   help="also share the torques among the 14 muscles (Fig. 21: static optimization with "
+                        "compliant tendons; compiles the muscles' paths, minutes and several GB)")
 
 
 def _model_path(args) -> pathlib.Path:
@@ -46,17 +49,12 @@ def _model_path(args) -> pathlib.Path:
     return check_model_file(path)
 
 
-def _force_sharing():
-    """The force-sharing function for Fig. 21 (`jaxmb.studies.ForceSharing`), or None while
-    jaxmb has none: plug static optimization in here once it exists."""
-    return None
-
-
 def shoulder_study(args) -> int:
     import warnings
 
     import equinox as eqx
     import jax
+    import numpy as np
 
     from .. import studies
     from ..io import read_osim
@@ -65,6 +63,7 @@ def shoulder_study(args) -> int:
     path = _model_path(args)
     stages = ["reading the model", "compiling and tracking (embedded ODE)"]
     stages += ["compiling and tracking (DAE)"] if args.dae else []
+    stages += ["reading the muscles, compiling and sharing the torques (Fig. 21)"] if args.muscles else []
     stages += ["writing figures and report"]
     n_frames = int(round(args.period * args.fps)) + 1
     if n_frames < 2:
@@ -89,22 +88,32 @@ def shoulder_study(args) -> int:
             t = time.perf_counter()
             results[name] = jax.block_until_ready(f(model, trajectory))
             timings[f"{name} run"] = time.perf_counter() - t
+        tracking = results["embedded ODE"]
+        forces = None
+        if args.muscles:
+            progress.start(stages[-2])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # MoBL's impossible inertias and skipped forces
+                muscled = studies.shoulder_model(read_osim(path, muscles=studies.SHOULDER_MUSCLES,
+                                                           locked=studies.locked_coordinates()).model)
+            t = time.perf_counter()
+            forces = studies.shoulder_muscle_forces(muscled, tracking, studies.compliant_static_optimization)
+            timings["Fig. 21 compile and run"] = time.perf_counter() - t
+            t = time.perf_counter()
+            forces = studies.shoulder_muscle_forces(muscled, tracking, studies.compliant_static_optimization)
+            timings["Fig. 21 run"] = time.perf_counter() - t
         progress.start(stages[-1])
         out.mkdir(parents=True, exist_ok=True)
-        tracking = results["embedded ODE"]
         figures = {"Fig. 19: desired and achieved elevation": "fig19_elevation.png",
                    "Fig. 20: required torques": "fig20_torques.png"}
         studies.plot_elevation(tracking, out / figures["Fig. 19: desired and achieved elevation"])
         studies.plot_torques(tracking, out / figures["Fig. 20: required torques"])
-        forces = None
-        share = _force_sharing()
-        if share is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                muscled = studies.shoulder_model(read_osim(path, muscles=True, locked=studies.locked_coordinates()).model)
-            forces = studies.shoulder_muscle_forces(muscled, tracking, share)
+        if forces is not None:
             figures["Fig. 21: muscle forces"] = "fig21_muscle_forces.png"
             studies.plot_muscle_forces(tracking.ts, forces, path=out / "fig21_muscle_forces.png")
+            np.savetxt(out / "muscle_forces.csv", np.column_stack([np.asarray(tracking.ts), forces]), delimiter=",",
+                       header=",".join(["time_s"] + [f"{m}_N" for m in studies.SHOULDER_MUSCLES]), comments="",
+                       fmt="%.17g")
         studies.write_csv(tracking, out / "tracking.csv")
         report = studies.report_markdown(tracking, dae=results.get("DAE"), timings=timings, figures=figures,
                                          forces=forces)

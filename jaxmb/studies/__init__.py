@@ -11,6 +11,7 @@ from ._shoulder import shoulder_model as shoulder_model
 from ._shoulder import ShoulderTracking as ShoulderTracking
 from ._shoulder import track_shoulder as track_shoulder
 from ._shoulder_dae import CoupledDAE as CoupledDAE
+from ._shoulder_muscles import compliant_static_optimization as compliant_static_optimization
 from ._shoulder_dae import track_shoulder_dae as track_shoulder_dae
 from ._shoulder_report import plot_elevation as plot_elevation
 from ._shoulder_report import plot_muscle_forces as plot_muscle_forces

@@ -202,8 +202,8 @@ def report_markdown(tracking: ShoulderTracking, *, dae: ShoulderTracking | None 
                           "equal accuracy)."]
     lines += ["", "## Muscle forces (Fig. 21)", ""]
     if forces is None:
-        lines.append("Not computed: no force-sharing function was given (`jaxmb.studies.shoulder_muscle_forces` "
-                     "takes one, e.g. static optimization).")
+        lines.append("Not computed: no force-sharing function was given (`jaxmb shoulder-study --muscles`, or "
+                     "`jaxmb.studies.shoulder_muscle_forces` with `jaxmb.studies.compliant_static_optimization`).")
     else:
         forces = np.asarray(forces)
         lines += ["| muscle | peak force (N) |", "|---|---|"]
