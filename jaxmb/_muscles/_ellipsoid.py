@@ -204,32 +204,51 @@ def _ell_tangent(pe, r0, p, a, vs, vs4):
     return jnp.where(jnp.abs(pe) < 1e-4, p, r)
 
 
-def _ell_polyline(r1, r2, a, vs, vs4, n, far):
-    """OpenSim's surface path: n segments at equal angles about a0 (the plane's point on the
-    coordinate axis most normal to it), each point on the ray from a0; returns (length, w1, w2)."""
+def _ell_fan_frame(r1, r2, vs, vs4):
+    """OpenSim's surface-path frame: a0 (the plane's point on the coordinate axis most
+    normal to it), the unit ray to r1, the in-plane normal to it towards r2, and the
+    angle between the rays to r1 and r2."""
     imax = jnp.argmax(jnp.abs(vs))
     e = jnp.eye(3, dtype=r1.dtype)[imax]
     a0 = e * safe_div(-vs4, vs @ e)
     ar1, ar2 = unit(r1 - a0), unit(r2 - a0)
-    phi0 = acos(ar1 @ ar2)
-    nn = jnp.maximum(n, 1).astype(r1.dtype)
-    dphi = jnp.where(far, -(2.0 * jnp.pi - phi0), phi0) / nn
     vsz = unit(jnp.cross(ar1, ar2))
-    vsy = jnp.cross(vsz, ar1)
-    k = jnp.arange(1, _ELL_MAX_SEG, dtype=r1.dtype)  # interior points 1 .. 498
-    phi = k * dphi
+    return a0, ar1, jnp.cross(vsz, ar1), acos(ar1 @ ar2)
+
+
+def _ell_surface_points(a, a0, ar1, vsy, phi):
+    """The ellipsoid's points on the rays from a0 at angles `phi` (m,) from ar1: (m, 3)."""
     ray = jnp.cos(phi)[:, None] * ar1[None] + jnp.sin(phi)[:, None] * vsy[None]
     f1, f2 = ray / a[None], a0 / a
     aa = jnp.sum(f1 * f1, axis=-1)
     bb = 2.0 * (f1 @ f2)
     cc = f2 @ f2 - 1.0
     mu3 = safe_div(-bb + sqrt0(bb * bb - 4.0 * aa * cc), 2.0 * aa)
-    s = a0[None] + mu3[:, None] * ray
+    return a0[None] + mu3[:, None] * ray
+
+
+def _ell_polyline(r1, r2, a, vs, vs4, n, sign, P1, P2):
+    """OpenSim's surface path: n segments at equal angles about a0, each point on the ray
+    from a0, the short way round unless (with a quadrant) its first or last segment
+    points back towards the segment end, then the long way; returns its length.
+
+    The short way's end segments decide, so that only the chosen polyline (499 points)
+    is evaluated."""
+    a0, ar1, vsy, phi0 = _ell_fan_frame(r1, r2, vs, vs4)
+    nn = jnp.maximum(n, 1).astype(r1.dtype)
+    dphi_near = phi0 / nn
+    ends = _ell_surface_points(a, a0, ar1, vsy, jnp.stack([dphi_near, (n - 1).astype(r1.dtype) * dphi_near]))
+    w1 = jnp.where(n >= 2, ends[0], r2)
+    w2 = jnp.where(n >= 2, ends[1], r1)
+    wrong = (unit(P1 - r1) @ unit(w1 - r1) > 0.0) | (unit(P2 - r2) @ unit(w2 - r2) > 0.0)
+    far = (sign != 0) & (n >= 2) & wrong
+    dphi = jnp.where(far, -(2.0 * jnp.pi - phi0) / nn, dphi_near)
+    k = jnp.arange(1, _ELL_MAX_SEG, dtype=r1.dtype)  # interior points 1 .. 498
+    s = _ell_surface_points(a, a0, ar1, vsy, k * dphi)
     idx = jnp.arange(_ELL_MAX_SEG + 1, dtype=jnp.asarray(n).dtype)
     pts = jnp.concatenate([r1[None], s, r2[None]])
     pts = jnp.where((idx == 0)[:, None], r1[None], jnp.where((idx < n)[:, None], pts, r2[None]))
-    length = jnp.sum(norm(pts[1:] - pts[:-1]))
-    return length, pts[1], pts[jnp.clip(n - 1, 0, _ELL_MAX_SEG)]
+    return jnp.sum(norm(pts[1:] - pts[:-1]))
 
 
 def _ellipsoid_scaled(p1, p2, dims):
@@ -335,11 +354,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     chord = norm(r1 - r2)
     lm = chord / factor
     n = jnp.clip(jnp.floor(jax.lax.stop_gradient(lm) / _ELL_SEG), 0, _ELL_MAX_SEG).astype(jnp.int32)
-    lens, w1s, w2s = jax.vmap(lambda far: _ell_polyline(r1, r2, a, vs, vs4, n, far))(jnp.asarray([False, True]))
-    (near_len, far_len), w1, w2 = lens, w1s[0], w2s[0]
-    wrong = (unit(P1 - r1) @ unit(w1 - r1) > 0.0) | (unit(P2 - r2) @ unit(w2 - r2) > 0.0)
-    far = (sign != 0) & (n >= 2) & wrong
-    wl = jnp.where(lm < _ELL_SEG, chord, jnp.where(far, far_len, near_len))
+    wl = jnp.where(lm < _ELL_SEG, chord, _ell_polyline(r1, r2, a, vs, vs4, n, sign, P1, P2))
     code = jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))
     return code, r1 / factor, r2 / factor, wl / factor
 
