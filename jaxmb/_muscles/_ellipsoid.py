@@ -41,11 +41,11 @@ def _newton_t(f_fp, t0, n=64, tol=1e-9):
     return jax.lax.while_loop(cond, body, (0, t0, jnp.zeros((), bool)))[1]
 
 
-@iterate_derivative
-def _ellipse_lagrange(x):
+@iterate_derivative(n_in=2)
+def _ellipse_lagrange(ab, uv):
     """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipse
-    (semi-axes x[0], x[1]) closest to (x[2], x[3]), differentiable as that iterate."""
-    a, b, u, v = x
+    (semi-axes ab) closest to uv, differentiable as that iterate."""
+    (a, b), (u, v) = ab, uv
     a2, b2, au, bv = a * a, b * b, a * a * u * u, b * b * v * v
 
     def f_fp(t):
@@ -60,7 +60,7 @@ def _ellipse_closest(a, b, u, v):
     """Closest point (x, y) of the ellipse (x/a)^2 + (y/b)^2 = 1 to (u, v), with OpenSim's
     special cases for points on an axis and its Newton iteration on the Lagrange parameter."""
     a2, b2 = a * a, b * b
-    t = _ellipse_lagrange(jnp.stack([a, b, u, v]))
+    t = _ellipse_lagrange(jnp.stack([a, b]), jnp.stack([u, v]))
     xg, yg = safe_div(a2 * u, t + a2), safe_div(b2 * v, t + b2)
     near_x, near_y = jnp.abs(u) <= ROUNDOFF, jnp.abs(v) <= ROUNDOFF
     # Both near zero: the end of the shorter semi-axis.
@@ -93,11 +93,9 @@ def _ellipsoid_closest_on_plane(a, p, axis):
     return p.at[i].set(x).at[j].set(y)
 
 
-@iterate_derivative
-def _ellipsoid_lagrange(x):
+def _ellipsoid_newton_plain(a, p):
     """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipsoid
-    (semi-axes x[:3]) closest to x[3:], differentiable as that iterate."""
-    a, p = x[:3], x[3:]
+    (semi-axes a) closest to p."""
     a2 = a * a
     au, bv, cw = a2 * p * p
 
@@ -112,10 +110,15 @@ def _ellipsoid_lagrange(x):
     return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.max(a) * norm(p)))
 
 
+# Differentiable as that iterate; the semi-axes, an input of their own, cost no
+# forward-mode direction where they are constant.
+_ellipsoid_lagrange = iterate_derivative(_ellipsoid_newton_plain, n_in=2)
+
+
 def _ellipsoid_closest(a, p):
     """Closest point of the ellipsoid with semi-axes a to p (OpenSim's findClosestPoint)."""
     a2 = a * a
-    t = _ellipsoid_lagrange(jnp.concatenate([a, p]))
+    t = _ellipsoid_lagrange(a, p)
     general = a2 * p / jnp.where(t + a2 != 0.0, t + a2, 1.0)
     # Points within round-off of a coordinate plane: the 2-D problem in that plane
     # (the section with the smallest sum of radii when several planes qualify).
@@ -190,9 +193,9 @@ def _ell_tangent_lm(r, p, a, vs, vs4):
     return jax.lax.while_loop(cond, outer, init)[1]
 
 
-@iterate_derivative
-def _ell_tangent_iterate(x):
-    return _ell_tangent_lm(x[0:3], x[3:6], x[6:9], x[9:12], x[12])
+@iterate_derivative(n_in=2)
+def _ell_tangent_iterate(x, a):
+    return _ell_tangent_lm(x[0:3], x[3:6], a, x[6:9], x[9])
 
 
 def _ell_tangent(pe, r0, p, a, vs, vs4):
@@ -200,7 +203,7 @@ def _ell_tangent(pe, r0, p, a, vs, vs4):
     OpenSim's stopped Gauss-Newton iterate (`iterate_derivative`): OpenSim's
     length follows that iterate, up to 1e-4 off the exact tangent point, and the
     exact point's derivative differs from the iterate's by up to ~1e-3 per unit."""
-    r = _ell_tangent_iterate(jnp.concatenate([r0, p, a, vs, jnp.reshape(vs4, (1,))]))
+    r = _ell_tangent_iterate(jnp.concatenate([r0, p, vs, jnp.reshape(vs4, (1,))]), a)
     return jnp.where(jnp.abs(pe) < 1e-4, p, r)
 
 
