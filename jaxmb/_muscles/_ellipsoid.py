@@ -26,8 +26,10 @@ _ELL_SEG = 0.001  # m, the surface polyline's segment length
 _ELL_MAX_SEG = 499
 
 
-def _newton_t(f_fp, t0, n=64, tol=1e-9):
-    """Newton on t, at most n steps, stopping once |f| < tol (OpenSim's iteration)."""
+def _newton_t(f_fp, t0, n=64, tol=1e-9, skip=False):
+    """Newton on t, at most n steps, stopping once |f| < tol (OpenSim's iteration);
+    `skip` (may be traced): the caller discards t, no step is made (so that a batch
+    whose lanes all skip runs no iteration)."""
     def cond(c):
         i, _, done = c
         return (i < n) & ~done
@@ -38,11 +40,11 @@ def _newton_t(f_fp, t0, n=64, tol=1e-9):
         ok = jnp.abs(f) < tol
         return i + 1, jnp.where(ok, t, t - safe_div(f, fp)), ok
 
-    return jax.lax.while_loop(cond, body, (0, t0, jnp.zeros((), bool)))[1]
+    return jax.lax.while_loop(cond, body, (0, t0, jnp.asarray(skip, bool)))[1]
 
 
 @iterate_derivative(n_in=2)
-def _ellipse_lagrange(ab, uv):
+def _ellipse_lagrange(ab, uv, skip):
     """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipse
     (semi-axes ab) closest to uv, differentiable as that iterate."""
     (a, b), (u, v) = ab, uv
@@ -53,14 +55,15 @@ def _ellipse_lagrange(ab, uv):
         return P * P * Q * Q - au * Q * Q - bv * P * P, 2.0 * (P * Q * (P + Q) - au * Q - bv * P)
 
     inside = (u / a) ** 2 + (v / b) ** 2 < 1.0
-    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.maximum(a, b) * sqrt0(u * u + v * v)))
+    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.maximum(a, b) * sqrt0(u * u + v * v)), skip=skip)
 
 
-def _ellipse_closest(a, b, u, v):
+def _ellipse_closest(a, b, u, v, skip=False):
     """Closest point (x, y) of the ellipse (x/a)^2 + (y/b)^2 = 1 to (u, v), with OpenSim's
-    special cases for points on an axis and its Newton iteration on the Lagrange parameter."""
+    special cases for points on an axis and its Newton iteration on the Lagrange parameter
+    (`skip`: the caller discards the result, no iteration is made)."""
     a2, b2 = a * a, b * b
-    t = _ellipse_lagrange(jnp.stack([a, b]), jnp.stack([u, v]))
+    t = _ellipse_lagrange(jnp.stack([a, b]), jnp.stack([u, v]), jnp.asarray(skip, bool))
     xg, yg = safe_div(a2 * u, t + a2), safe_div(b2 * v, t + b2)
     near_x, near_y = jnp.abs(u) <= ROUNDOFF, jnp.abs(v) <= ROUNDOFF
     # Both near zero: the end of the shorter semi-axis.
@@ -84,12 +87,12 @@ def _ellipse_closest(a, b, u, v):
 _SECTION_AXES = ((1, 2), (2, 0), (0, 1))  # the in-plane axes of the section normal to axis 0, 1, 2
 
 
-def _ellipsoid_closest_on_plane(a, p, axis):
+def _ellipsoid_closest_on_plane(a, p, axis, skip=False):
     """OpenSim's reduction to the section x_axis = p_axis: keeps p[axis]. `axis` may be
     traced, so that one Newton loop serves whichever section is chosen (a loop per
     section made the ellipsoid wrap's compiled program several times larger)."""
     i, j = jnp.asarray(_SECTION_AXES)[axis]
-    x, y = _ellipse_closest(a[i], a[j], p[i], p[j])
+    x, y = _ellipse_closest(a[i], a[j], p[i], p[j], skip)
     return p.at[i].set(x).at[j].set(y)
 
 
@@ -125,7 +128,10 @@ def _ellipsoid_closest(a, p):
     near = jnp.abs(p) <= ROUNDOFF
     radsum = jnp.sum(a) - a
     axis = jnp.argmin(jnp.where(near, radsum, jnp.inf))
-    return jnp.where(jnp.any(near), _ellipsoid_closest_on_plane(a, p, axis), general)
+    # Off the planes (almost always) the section's Newton iteration is skipped: under vmap
+    # (the fan's 299 points) it would otherwise run for every lane.
+    on_plane = jnp.any(near)
+    return jnp.where(on_plane, _ellipsoid_closest_on_plane(a, p, axis, ~on_plane), general)
 
 
 def _ell_residual(r, d1, p, a, vs, vs4):
