@@ -16,6 +16,7 @@ import pytest
 import jaxmb as mb
 # Private: the wrap algorithms' internals, checked one by one against closed forms and OpenSim.
 from jaxmb._muscles._cylinder import _cyl_multi_adjust, _cyl_multi_slide, _cyl_spiral, cylinder_wrap
+from jaxmb._muscles import _ellipsoid as E
 from jaxmb._muscles._ellipsoid import _ellipsoid_closest, _ellipsoid_wrap
 from jaxmb._muscles._layout import layout
 from jaxmb._muscles._lm import lmdif_1d
@@ -502,6 +503,28 @@ def test_ellipsoid_span_gradient_matches_central_differences():
     fda = jnp.array([(span(p1 + h * e, p2) - span(p1 - h * e, p2)) / (2 * h) for e in eye])
     fdb = jnp.array([(span(p1, p2 + h * e) - span(p1, p2 - h * e)) / (2 * h) for e in eye])
     np.testing.assert_allclose(np.concatenate([ga, gb]), np.concatenate([fda, fdb]), atol=1e-7)
+
+
+def test_ellipsoid_iterate_rules_equal_forward_mode_through_the_iterations():
+    """The closest-point Newton and the tangent Gauss-Newton take the semi-axes as an input
+    of their own (`iterate_derivative(n_in=2)`): with a constant size (a symbolic-zero
+    tangent, as along q) and with a live one, their Jacobians equal forward mode through
+    the plain iterations (no custom rule) to round-off."""
+    a = jnp.array([1.2, 0.8, 1.0])
+    vs = jnp.array([0.1, 0.2, 0.97]) / jnp.linalg.norm(jnp.array([0.1, 0.2, 0.97]))
+    x = jnp.concatenate([jnp.array([0.3, 0.7, -0.2]), jnp.array([2.0, 1.0, -0.1]), vs, jnp.array([0.05])])
+    for p in (jnp.array([0.3, -0.2, 0.4]), jnp.array([1.5, 0.9, -0.7])):  # inside, outside
+        ref = jax.jacfwd(E._ellipsoid_newton_plain, argnums=(0, 1))(a, p)
+        got = jax.jacfwd(E._ellipsoid_lagrange, argnums=(0, 1))(a, p)
+        np.testing.assert_allclose(np.concatenate(got), np.concatenate(ref), rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(jax.jacfwd(lambda y: E._ellipsoid_lagrange(a, y))(p), ref[1],
+                                   rtol=1e-12, atol=1e-13)
+    ref = jax.jacfwd(lambda y, b: E._ell_tangent_lm(y[0:3], y[3:6], b, y[6:9], y[9]), argnums=(0, 1))(x, a)
+    got = jax.jacfwd(E._ell_tangent_iterate, argnums=(0, 1))(x, a)
+    assert float(jnp.max(jnp.abs(ref[0]))) > 1e-2  # a live derivative
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(jax.jacfwd(lambda y: E._ell_tangent_iterate(y, a))(x), ref[0], rtol=1e-10, atol=1e-12)
 
 
 def _sliding_case():

@@ -26,8 +26,10 @@ _ELL_SEG = 0.001  # m, the surface polyline's segment length
 _ELL_MAX_SEG = 499
 
 
-def _newton_t(f_fp, t0, n=64, tol=1e-9):
-    """Newton on t, at most n steps, stopping once |f| < tol (OpenSim's iteration)."""
+def _newton_t(f_fp, t0, n=64, tol=1e-9, skip=False):
+    """Newton on t, at most n steps, stopping once |f| < tol (OpenSim's iteration);
+    `skip` (may be traced): the caller discards t, no step is made (so that a batch
+    whose lanes all skip runs no iteration)."""
     def cond(c):
         i, _, done = c
         return (i < n) & ~done
@@ -38,14 +40,14 @@ def _newton_t(f_fp, t0, n=64, tol=1e-9):
         ok = jnp.abs(f) < tol
         return i + 1, jnp.where(ok, t, t - safe_div(f, fp)), ok
 
-    return jax.lax.while_loop(cond, body, (0, t0, jnp.zeros((), bool)))[1]
+    return jax.lax.while_loop(cond, body, (0, t0, jnp.asarray(skip, bool)))[1]
 
 
-@iterate_derivative
-def _ellipse_lagrange(x):
+@iterate_derivative(n_in=2)
+def _ellipse_lagrange(ab, uv, skip):
     """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipse
-    (semi-axes x[0], x[1]) closest to (x[2], x[3]), differentiable as that iterate."""
-    a, b, u, v = x
+    (semi-axes ab) closest to uv, differentiable as that iterate."""
+    (a, b), (u, v) = ab, uv
     a2, b2, au, bv = a * a, b * b, a * a * u * u, b * b * v * v
 
     def f_fp(t):
@@ -53,14 +55,15 @@ def _ellipse_lagrange(x):
         return P * P * Q * Q - au * Q * Q - bv * P * P, 2.0 * (P * Q * (P + Q) - au * Q - bv * P)
 
     inside = (u / a) ** 2 + (v / b) ** 2 < 1.0
-    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.maximum(a, b) * sqrt0(u * u + v * v)))
+    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.maximum(a, b) * sqrt0(u * u + v * v)), skip=skip)
 
 
-def _ellipse_closest(a, b, u, v):
+def _ellipse_closest(a, b, u, v, skip=False):
     """Closest point (x, y) of the ellipse (x/a)^2 + (y/b)^2 = 1 to (u, v), with OpenSim's
-    special cases for points on an axis and its Newton iteration on the Lagrange parameter."""
+    special cases for points on an axis and its Newton iteration on the Lagrange parameter
+    (`skip`: the caller discards the result, no iteration is made)."""
     a2, b2 = a * a, b * b
-    t = _ellipse_lagrange(jnp.stack([a, b, u, v]))
+    t = _ellipse_lagrange(jnp.stack([a, b]), jnp.stack([u, v]), jnp.asarray(skip, bool))
     xg, yg = safe_div(a2 * u, t + a2), safe_div(b2 * v, t + b2)
     near_x, near_y = jnp.abs(u) <= ROUNDOFF, jnp.abs(v) <= ROUNDOFF
     # Both near zero: the end of the shorter semi-axis.
@@ -84,20 +87,18 @@ def _ellipse_closest(a, b, u, v):
 _SECTION_AXES = ((1, 2), (2, 0), (0, 1))  # the in-plane axes of the section normal to axis 0, 1, 2
 
 
-def _ellipsoid_closest_on_plane(a, p, axis):
+def _ellipsoid_closest_on_plane(a, p, axis, skip=False):
     """OpenSim's reduction to the section x_axis = p_axis: keeps p[axis]. `axis` may be
     traced, so that one Newton loop serves whichever section is chosen (a loop per
     section made the ellipsoid wrap's compiled program several times larger)."""
     i, j = jnp.asarray(_SECTION_AXES)[axis]
-    x, y = _ellipse_closest(a[i], a[j], p[i], p[j])
+    x, y = _ellipse_closest(a[i], a[j], p[i], p[j], skip)
     return p.at[i].set(x).at[j].set(y)
 
 
-@iterate_derivative
-def _ellipsoid_lagrange(x):
+def _ellipsoid_newton_plain(a, p):
     """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipsoid
-    (semi-axes x[:3]) closest to x[3:], differentiable as that iterate."""
-    a, p = x[:3], x[3:]
+    (semi-axes a) closest to p."""
     a2 = a * a
     au, bv, cw = a2 * p * p
 
@@ -112,17 +113,25 @@ def _ellipsoid_lagrange(x):
     return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.max(a) * norm(p)))
 
 
+# Differentiable as that iterate; the semi-axes, an input of their own, cost no
+# forward-mode direction where they are constant.
+_ellipsoid_lagrange = iterate_derivative(_ellipsoid_newton_plain, n_in=2)
+
+
 def _ellipsoid_closest(a, p):
     """Closest point of the ellipsoid with semi-axes a to p (OpenSim's findClosestPoint)."""
     a2 = a * a
-    t = _ellipsoid_lagrange(jnp.concatenate([a, p]))
+    t = _ellipsoid_lagrange(a, p)
     general = a2 * p / jnp.where(t + a2 != 0.0, t + a2, 1.0)
     # Points within round-off of a coordinate plane: the 2-D problem in that plane
     # (the section with the smallest sum of radii when several planes qualify).
     near = jnp.abs(p) <= ROUNDOFF
     radsum = jnp.sum(a) - a
     axis = jnp.argmin(jnp.where(near, radsum, jnp.inf))
-    return jnp.where(jnp.any(near), _ellipsoid_closest_on_plane(a, p, axis), general)
+    # Off the planes (almost always) the section's Newton iteration is skipped: under vmap
+    # (the fan's 299 points) it would otherwise run for every lane.
+    on_plane = jnp.any(near)
+    return jnp.where(on_plane, _ellipsoid_closest_on_plane(a, p, axis, ~on_plane), general)
 
 
 def _ell_residual(r, d1, p, a, vs, vs4):
@@ -190,9 +199,9 @@ def _ell_tangent_lm(r, p, a, vs, vs4):
     return jax.lax.while_loop(cond, outer, init)[1]
 
 
-@iterate_derivative
-def _ell_tangent_iterate(x):
-    return _ell_tangent_lm(x[0:3], x[3:6], x[6:9], x[9:12], x[12])
+@iterate_derivative(n_in=2)
+def _ell_tangent_iterate(x, a):
+    return _ell_tangent_lm(x[0:3], x[3:6], a, x[6:9], x[9])
 
 
 def _ell_tangent(pe, r0, p, a, vs, vs4):
@@ -200,36 +209,55 @@ def _ell_tangent(pe, r0, p, a, vs, vs4):
     OpenSim's stopped Gauss-Newton iterate (`iterate_derivative`): OpenSim's
     length follows that iterate, up to 1e-4 off the exact tangent point, and the
     exact point's derivative differs from the iterate's by up to ~1e-3 per unit."""
-    r = _ell_tangent_iterate(jnp.concatenate([r0, p, a, vs, jnp.reshape(vs4, (1,))]))
+    r = _ell_tangent_iterate(jnp.concatenate([r0, p, vs, jnp.reshape(vs4, (1,))]), a)
     return jnp.where(jnp.abs(pe) < 1e-4, p, r)
 
 
-def _ell_polyline(r1, r2, a, vs, vs4, n, far):
-    """OpenSim's surface path: n segments at equal angles about a0 (the plane's point on the
-    coordinate axis most normal to it), each point on the ray from a0; returns (length, w1, w2)."""
+def _ell_fan_frame(r1, r2, vs, vs4):
+    """OpenSim's surface-path frame: a0 (the plane's point on the coordinate axis most
+    normal to it), the unit ray to r1, the in-plane normal to it towards r2, and the
+    angle between the rays to r1 and r2."""
     imax = jnp.argmax(jnp.abs(vs))
     e = jnp.eye(3, dtype=r1.dtype)[imax]
     a0 = e * safe_div(-vs4, vs @ e)
     ar1, ar2 = unit(r1 - a0), unit(r2 - a0)
-    phi0 = acos(ar1 @ ar2)
-    nn = jnp.maximum(n, 1).astype(r1.dtype)
-    dphi = jnp.where(far, -(2.0 * jnp.pi - phi0), phi0) / nn
     vsz = unit(jnp.cross(ar1, ar2))
-    vsy = jnp.cross(vsz, ar1)
-    k = jnp.arange(1, _ELL_MAX_SEG, dtype=r1.dtype)  # interior points 1 .. 498
-    phi = k * dphi
+    return a0, ar1, jnp.cross(vsz, ar1), acos(ar1 @ ar2)
+
+
+def _ell_surface_points(a, a0, ar1, vsy, phi):
+    """The ellipsoid's points on the rays from a0 at angles `phi` (m,) from ar1: (m, 3)."""
     ray = jnp.cos(phi)[:, None] * ar1[None] + jnp.sin(phi)[:, None] * vsy[None]
     f1, f2 = ray / a[None], a0 / a
     aa = jnp.sum(f1 * f1, axis=-1)
     bb = 2.0 * (f1 @ f2)
     cc = f2 @ f2 - 1.0
     mu3 = safe_div(-bb + sqrt0(bb * bb - 4.0 * aa * cc), 2.0 * aa)
-    s = a0[None] + mu3[:, None] * ray
+    return a0[None] + mu3[:, None] * ray
+
+
+def _ell_polyline(r1, r2, a, vs, vs4, n, sign, P1, P2):
+    """OpenSim's surface path: n segments at equal angles about a0, each point on the ray
+    from a0, the short way round unless (with a quadrant) its first or last segment
+    points back towards the segment end, then the long way; returns its length.
+
+    The short way's end segments decide, so that only the chosen polyline (499 points)
+    is evaluated."""
+    a0, ar1, vsy, phi0 = _ell_fan_frame(r1, r2, vs, vs4)
+    nn = jnp.maximum(n, 1).astype(r1.dtype)
+    dphi_near = phi0 / nn
+    ends = _ell_surface_points(a, a0, ar1, vsy, jnp.stack([dphi_near, (n - 1).astype(r1.dtype) * dphi_near]))
+    w1 = jnp.where(n >= 2, ends[0], r2)
+    w2 = jnp.where(n >= 2, ends[1], r1)
+    wrong = (unit(P1 - r1) @ unit(w1 - r1) > 0.0) | (unit(P2 - r2) @ unit(w2 - r2) > 0.0)
+    far = (sign != 0) & (n >= 2) & wrong
+    dphi = jnp.where(far, -(2.0 * jnp.pi - phi0) / nn, dphi_near)
+    k = jnp.arange(1, _ELL_MAX_SEG, dtype=r1.dtype)  # interior points 1 .. 498
+    s = _ell_surface_points(a, a0, ar1, vsy, k * dphi)
     idx = jnp.arange(_ELL_MAX_SEG + 1, dtype=jnp.asarray(n).dtype)
     pts = jnp.concatenate([r1[None], s, r2[None]])
     pts = jnp.where((idx == 0)[:, None], r1[None], jnp.where((idx < n)[:, None], pts, r2[None]))
-    length = jnp.sum(norm(pts[1:] - pts[:-1]))
-    return length, pts[1], pts[jnp.clip(n - 1, 0, _ELL_MAX_SEG)]
+    return jnp.sum(norm(pts[1:] - pts[:-1]))
 
 
 def _ellipsoid_scaled(p1, p2, dims):
@@ -335,11 +363,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     chord = norm(r1 - r2)
     lm = chord / factor
     n = jnp.clip(jnp.floor(jax.lax.stop_gradient(lm) / _ELL_SEG), 0, _ELL_MAX_SEG).astype(jnp.int32)
-    lens, w1s, w2s = jax.vmap(lambda far: _ell_polyline(r1, r2, a, vs, vs4, n, far))(jnp.asarray([False, True]))
-    (near_len, far_len), w1, w2 = lens, w1s[0], w2s[0]
-    wrong = (unit(P1 - r1) @ unit(w1 - r1) > 0.0) | (unit(P2 - r2) @ unit(w2 - r2) > 0.0)
-    far = (sign != 0) & (n >= 2) & wrong
-    wl = jnp.where(lm < _ELL_SEG, chord, jnp.where(far, far_len, near_len))
+    wl = jnp.where(lm < _ELL_SEG, chord, _ell_polyline(r1, r2, a, vs, vs4, n, sign, P1, P2))
     code = jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))
     return code, r1 / factor, r2 / factor, wl / factor
 

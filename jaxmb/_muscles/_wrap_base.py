@@ -17,6 +17,7 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 from jaxtyping import Array, Float
 
 from .._errors import ModelError
@@ -147,30 +148,41 @@ def pick_shortest(r1a, r1b, r2a, r2b, c1, c2):
     return r1, r2, other1, other2
 
 
-def iterate_derivative(fn):
-    """``fn(x, *aux)`` (x: a flat float array; aux: flags, not differentiated) differentiated
-    as the iterations it actually makes, not as the point they converge to.
+def iterate_derivative(fn=None, *, n_in=1):
+    """``fn(x_1, ..., x_n_in, *aux)`` (x_i: flat float arrays; aux: flags, not
+    differentiated) differentiated as the iterations it actually makes, not as the
+    point they converge to.
 
     OpenSim stops several wrap iterations at loose tolerances (the ellipsoid's
     Gauss-Newton at a squared residual of 1e-8, the torus's Levenberg-Marquardt at
     1e-4, the cylinder's restarts at 0.1 degree), so its lengths are functions of
     those iterates and -dL/dq is their derivative. The JVP rule forms the Jacobian
-    ``d fn/dx`` by forward mode through fn's loops, from primal values only, and applies
+    ``d fn/dx_i`` by forward mode through fn's loops, from primal values only, and applies
     it linearly: reverse mode (the closed-form moment arms' ``jax.vjp``, ``jax.grad``)
     then transposes a matrix product instead of needing a reverse-differentiable
-    loop of fixed length."""
+    loop of fixed length. Only the inputs whose tangent is not a symbolic zero are
+    differentiated (a wrap's sizes, constant along q, cost no forward-mode direction
+    when passed as an input of their own)."""
+    if fn is None:
+        return lambda f: iterate_derivative(f, n_in=n_in)
     wrapped = jax.custom_jvp(fn)
 
-    @wrapped.defjvp
     def _jvp(primals, tangents):
-        x, *aux = primals
+        xs, aux = primals[:n_in], primals[n_in:]
+        live = [i for i in range(n_in) if not isinstance(tangents[i], SymbolicZero)]
+        if not live:
+            out = fn(*xs, *aux)
+            return out, jnp.zeros_like(out)
 
-        def with_value(x):
-            y = fn(x, *aux)
+        def with_value(*values):
+            full = list(xs)
+            for i, v in zip(live, values):
+                full[i] = v
+            y = fn(*full, *aux)
             return y, y
 
-        jac, out = jax.jacfwd(with_value, has_aux=True)(x)
-        return out, jac @ tangents[0]
+        jacs, out = jax.jacfwd(with_value, argnums=tuple(range(len(live))), has_aux=True)(*(xs[i] for i in live))
+        return out, sum(j @ tangents[i] for j, i in zip(jacs, live))
 
+    wrapped.defjvp(_jvp, symbolic_zeros=True)
     return wrapped
-
