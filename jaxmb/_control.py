@@ -16,6 +16,7 @@ from jaxtyping import Array, Float, PyTree
 from ._dynamics import inverse_dynamics
 from ._errors import ModelError
 from ._muscles import activation_rates, muscle_lengths_and_moment_arms, muscle_states
+from ._muscles._muscle_forces import _groups
 from ._typing import RealLike
 
 
@@ -186,8 +187,8 @@ class MuscleExcitations(AbstractController):
         n = len(model.muscles)
         if not n:
             raise ModelError(f"MuscleExcitations: model {model.name!r} has no muscles.")
-        activation_rates(model, jnp.zeros(n), jnp.zeros(n))  # names a muscle without activation dynamics
-        muscle_states(model, jnp.zeros(n), jnp.ones(n), jnp.zeros(n))  # ... or without a force model
+        for part in ("force_model", "activation_dynamics"):
+            _groups(model, part)  # names a muscle without one
         shape = jax.eval_shape(excitation, jnp.zeros(())).shape
         if shape != (n,):
             raise ValueError(f"MuscleExcitations: excitation(t) must return shape ({n},), one excitation per "

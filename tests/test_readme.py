@@ -88,6 +88,8 @@ def test_controller_examples_hold_the_elbow_and_track_the_reference():
     page = run_page("docs/how-to/controllers.md", min_blocks=2)
     assert abs(float(page["sol"].q[-1, 1]) - float(jnp.pi) / 3) < 2e-2
     assert float(jnp.abs(page["tracked"].q[-1] - page["reference"](2.0)[0]).max()) < 1e-3
+    activation = page["muscled"].state.controller
+    assert abs(float(activation[-1, 0]) - 0.5) < 1e-3 and float(activation[0, 0]) == 0.05
 
 
 def test_batch_examples_run_and_float32_stays_float32():
