@@ -174,6 +174,8 @@ def test_optax_command_equals_the_newton_route(tmp_path, capsys):
     (dict(solver="optax", exponent=1.5), r"solver='optax' needs exponent >= 2 .* got 1\.5; use solver='newton'"),
     (dict(matching="forces"), r"matching must be one of \('moments', 'accelerations'\), got 'forces'"),
     (dict(residual_weight=-1.0), "residual_weight must be None .* or a finite positive weight, got -1.0"),
+    (dict(tendon="compliant", solver="optax"), "tendon='compliant' is solved by the Newton route .* solver='optax'"),
+    (dict(tendon="compliant", residual_weight=1.0), "tendon='compliant' .* residual_weight=1.0"),
 ])
 def test_bad_options_are_refused(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
