@@ -34,6 +34,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks.bench_closed_chains import model_as_vector  # noqa: E402
+import jaxmb as mb  # noqa: E402
 from jaxmb import studies  # noqa: E402
 
 MODEL = H.ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim"
@@ -53,6 +54,13 @@ def route(kind, baumgarte=0.0):
     return f
 
 
+def shoulder(path):
+    """The study's shoulder: MoBL-ARMS's skeleton read with the study's locked coordinates."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MoBL's impossible inertias are reported, not errors
+        return studies.shoulder_model(mb.io.read_osim(path, muscles=False, locked=studies.locked_coordinates()).model)
+
+
 def run(quick=False, model=None, tols=None, batch_sizes=None, baumgarte=None, rounds=None, out_dir=H.RESULTS):
     path = Path(model) if model else MODEL
     tols = tols or ((1e-7, 1e-8) if quick else (1e-6, 1e-7, 1e-8, 1e-9, 1e-10))
@@ -64,9 +72,7 @@ def run(quick=False, model=None, tols=None, batch_sizes=None, baumgarte=None, ro
         notes.append(f"{path} not found: nothing measured")
         return H.write({"meta": H.meta("shoulder", quick=quick), "rows": [], "headline": [], "notes": notes},
                        out_dir, "")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # MoBL's impossible inertias are reported, not errors
-        model = studies.shoulder_model(mb.io.read_osim(path, muscles=False, locked=studies.locked_coordinates()).model)
+    model = shoulder(path)
     flat, rebuild = model_as_vector(model)
     high = jnp.asarray(np.deg2rad(110.0))
     configs = {("embedded ODE", None): route("ODE")}

@@ -156,6 +156,15 @@ def test_run_writes_the_headline_between_the_readme_markers(bench, tmp_path):
     assert "old" not in text and "| w | 1 | 2 | bench_dynamics.py |" in text and text.endswith(f"{run.END}\nafter\n")
 
 
+def test_bench_shoulder_reads_the_studys_shoulder(bench, shared_dir):
+    from benchmarks import bench_shoulder
+
+    path = shared_dir / "models" / "MOBL_ARMS_fixed_41.osim"
+    if not path.exists():
+        pytest.skip("MoBL-ARMS is not available")
+    assert bench_shoulder.shoulder(path).nq == 3  # the study's three shoulder coordinates
+
+
 def test_bench_shoulder_tiny(bench, tmp_path):
     """Without MoBL-ARMS the script says so; its comparison at equal accuracy charges each
     route its cheapest run that reaches a target (the MoBL-ARMS compile is minutes, so the
