@@ -80,3 +80,21 @@ def random_state(model, seed=0, scale=1.0):
     rng = np.random.default_rng(seed)
     return (jnp.asarray(rng.uniform(-scale, scale, model.nq)), jnp.asarray(rng.uniform(-2, 2, model.nq)),
             jnp.asarray(rng.uniform(-3, 3, model.nq)))
+
+
+def muscled_elbow(muscles):
+    """One revolute elbow about z (a 1.5 kg forearm under gravity, coordinate "flex" in
+    [-0.5, 2.5] rad) driven by straight-line muscles. `muscles` is a sequence of
+    ``(name, side, force_model)`` or ``(name, side, force_model, activation_dynamics)``, side
+    ``"flexor"`` (ground (0, 0.25, 0) to forearm (0.05, 0.02, 0)) or ``"extensor"`` (ground
+    (0, -0.25, 0) to forearm (0.03, -0.02, 0))."""
+    paths = {"flexor": [mb.PathPoint("ground", (0.0, 0.25, 0.0)), mb.PathPoint("forearm", (0.05, 0.02, 0.0))],
+             "extensor": [mb.PathPoint("ground", (0.0, -0.25, 0.0)), mb.PathPoint("forearm", (0.03, -0.02, 0.0))]}
+    b = mb.ModelBuilder("elbow")
+    c = b.add_coordinate("flex", range=(-0.5, 2.5))
+    b.add_body(mb.Body("forearm", 1.5, (0.15, 0.0, 0.0), jnp.diag(jnp.array([1e-3, 1e-2, 1e-2]))))
+    b.add_joint(mb.revolute("elbow", "ground", "forearm", (0, 0, 1), mb.Coordinate(c)))
+    for name, side, force_model, *activation in muscles:
+        b.muscles.append(mb.Muscle(name, paths[side], force_model=force_model,
+                                   activation_dynamics=activation[0] if activation else None))
+    return b.build()

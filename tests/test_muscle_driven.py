@@ -10,23 +10,16 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import jaxmb as mb
+from models_for_tests import muscled_elbow
 
 
-def _elbow(activation=None):
-    """One revolute elbow under gravity, a flexor (Thelen 2003, compliant tendon) and an
-    extensor (De Groote et al. 2016, rigid tendon): two force-model classes, two
-    activation-dynamics classes."""
-    b = mb.ModelBuilder("elbow")
-    c = b.add_coordinate("flex", range=(-0.5, 2.5))
-    b.add_body(mb.Body("forearm", 1.5, (0.15, 0.0, 0.0), jnp.diag(jnp.array([1e-3, 1e-2, 1e-2]))))
-    b.add_joint(mb.revolute("elbow", "ground", "forearm", (0, 0, 1), mb.Coordinate(c)))
-    flexor = [mb.PathPoint("ground", (0.0, 0.25, 0.0)), mb.PathPoint("forearm", (0.05, 0.02, 0.0))]
-    extensor = [mb.PathPoint("ground", (0.0, -0.25, 0.0)), mb.PathPoint("forearm", (0.03, -0.02, 0.0))]
-    b.muscles.append(mb.Muscle("flexor", flexor, force_model=mb.Thelen2003Muscle(300.0, 0.12, 0.14, 0.1, 10.0),
-                               activation_dynamics=activation or mb.FirstOrderActivation()))
-    b.muscles.append(mb.Muscle("extensor", extensor, force_model=mb.DeGrooteFregly2016Muscle(
-        400.0, 0.12, 0.12, 0.1, 10.0, compliant_tendon=False), activation_dynamics=mb.DeGrooteActivation(smoothing=10.0)))
-    return b.build()
+def _elbow():
+    """A flexor (Thelen 2003, compliant tendon) and an extensor (De Groote et al. 2016, rigid
+    tendon): two force-model classes, two activation-dynamics classes."""
+    return muscled_elbow([
+        ("flexor", "flexor", mb.Thelen2003Muscle(300.0, 0.12, 0.14, 0.1, 10.0), mb.FirstOrderActivation()),
+        ("extensor", "extensor", mb.DeGrooteFregly2016Muscle(400.0, 0.12, 0.12, 0.1, 10.0, compliant_tendon=False),
+         mb.DeGrooteActivation(smoothing=10.0))])
 
 
 MODEL = _elbow()

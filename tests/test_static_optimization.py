@@ -15,6 +15,7 @@ from scipy.optimize import minimize
 import jaxmb as mb
 from jaxmb._static_optimization import _solve_frames
 from jaxmb.cli import main
+from models_for_tests import muscled_elbow
 
 DATA = pathlib.Path(__file__).parent / "data" / "opensim" / "motion"
 
@@ -194,16 +195,9 @@ def test_gait2392_with_ground_reactions_and_residuals_equals_opensim(tmp_path):
 
 
 def _elbow():
-    b = mb.ModelBuilder("elbow")
-    c = b.add_coordinate("flex", range=(-0.5, 2.5))
-    b.add_body(mb.Body("forearm", 1.5, (0.15, 0.0, 0.0), jnp.diag(jnp.array([1e-3, 1e-2, 1e-2]))))
-    b.add_joint(mb.revolute("elbow", "ground", "forearm", (0, 0, 1), mb.Coordinate(c)))
-    flexor = [mb.PathPoint("ground", (0.0, 0.25, 0.0)), mb.PathPoint("forearm", (0.05, 0.02, 0.0))]
-    extensor = [mb.PathPoint("ground", (0.0, -0.25, 0.0)), mb.PathPoint("forearm", (0.03, -0.02, 0.0))]
-    for name, pts, fmax in (("flexor", flexor, 300.0), ("flexor2", flexor, 150.0), ("extensor", extensor, 400.0)):
-        b.muscles.append(mb.Muscle(name, pts, force_model=mb.DeGrooteFregly2016Muscle(
-            fmax, 0.12, 0.12, 0.1, 10.0, compliant_tendon=False)))
-    return b.build()
+    return muscled_elbow([(name, side, mb.DeGrooteFregly2016Muscle(fmax, 0.12, 0.12, 0.1, 10.0, compliant_tendon=False))
+                          for name, side, fmax in (("flexor", "flexor", 300.0), ("flexor2", "flexor", 150.0),
+                                                   ("extensor", "extensor", 400.0))])
 
 
 def test_gradient_through_the_pipeline_equals_finite_differences():

@@ -17,6 +17,7 @@ from scipy.optimize import minimize
 import jaxmb as mb
 from jaxmb import studies
 from jaxmb.io import read_osim
+from models_for_tests import muscled_elbow
 
 TIME = np.linspace(0.0, 1.0, 41)
 Q = jnp.asarray(1.0 + 0.8 * np.sin(2 * np.pi * TIME))[:, None]
@@ -25,16 +26,10 @@ RESERVE = (mb.CoordinateActuator("reserve", "flex"),)
 
 def _elbow(compliant=True, strain=0.049):
     """An elbow with two flexors and an extensor (De Groote et al. 2016 muscles)."""
-    b = mb.ModelBuilder("elbow")
-    c = b.add_coordinate("flex", range=(-0.5, 2.5))
-    b.add_body(mb.Body("forearm", 1.5, (0.15, 0.0, 0.0), jnp.diag(jnp.array([1e-3, 1e-2, 1e-2]))))
-    b.add_joint(mb.revolute("elbow", "ground", "forearm", (0, 0, 1), mb.Coordinate(c)))
-    flexor = [mb.PathPoint("ground", (0.0, 0.25, 0.0)), mb.PathPoint("forearm", (0.05, 0.02, 0.0))]
-    extensor = [mb.PathPoint("ground", (0.0, -0.25, 0.0)), mb.PathPoint("forearm", (0.03, -0.02, 0.0))]
-    for name, pts, fmax in (("flexor", flexor, 300.0), ("flexor2", flexor, 150.0), ("extensor", extensor, 400.0)):
-        b.muscles.append(mb.Muscle(name, pts, force_model=mb.DeGrooteFregly2016Muscle(
-            fmax, 0.12, 0.12, 0.1, 10.0, tendon_strain_at_one=strain, compliant_tendon=compliant)))
-    return b.build()
+    return muscled_elbow([(name, side, mb.DeGrooteFregly2016Muscle(
+        fmax, 0.12, 0.12, 0.1, 10.0, tendon_strain_at_one=strain, compliant_tendon=compliant))
+        for name, side, fmax in (("flexor", "flexor", 300.0), ("flexor2", "flexor", 150.0),
+                                 ("extensor", "extensor", 400.0))])
 
 
 MODEL = _elbow()
