@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
-from ._dynamics import inverse_dynamics
+from ._checks import coordinate_vector
+from ._dynamics import _mass_matrix_and_forces
 from ._errors import ModelError
 from ._muscles import activation_rates, muscle_lengths_and_moment_arms, muscle_states
 from ._muscles._muscle_forces import _groups
@@ -111,8 +112,11 @@ class PID(AbstractController):
 class ComputedTorque(AbstractController):
     """Computed-torque tracking: ``tau = ID(q, q', q''_ref + kd (q'_ref - q') + kp (q_ref - q))``.
 
-    ``ID`` is [`jaxmb.inverse_dynamics`][jaxmb.inverse_dynamics], ``M(q) q'' + bias(q, q')``; with an exact
-    model the error ``e = q_ref - q`` obeys ``e'' + kd e' + kp e = 0``.
+    ``ID`` is the value of [`jaxmb.inverse_dynamics`][jaxmb.inverse_dynamics], ``M(q) q'' + bias(q, q')``
+    (Ehsani 2016, Eq. 200), formed from ``M`` and the bias as the forward dynamics forms
+    them, so that a simulation of the controller's own model evaluates them once per
+    right-hand side; with an exact model the error ``e = q_ref - q`` obeys
+    ``e'' + kd e' + kp e = 0``.
 
     **Arguments:**
 
@@ -141,9 +145,16 @@ class ComputedTorque(AbstractController):
         return jnp.zeros((0,), dtype=jnp.asarray(q0).dtype)
 
     def torque(self, t, q, qd, z):
+        q = coordinate_vector(self.model, q, "ComputedTorque", "q")
+        qd = coordinate_vector(self.model, qd, "ComputedTorque", "qd", dtype=q.dtype)
         q_ref, qd_ref, qdd_ref = self.reference(t)
         qdd = qdd_ref + self.kd * (qd_ref - qd) + self.kp * (q_ref - q)
-        return inverse_dynamics(self.model, q, qd, qdd)
+        # ``M(q) q'' + bias - Q_loads`` from the terms the recursive forward dynamics forms
+        # (`inverse_dynamics`' value): simulating the controller's own model, the
+        # right-hand side then evaluates M and the bias once for both (XLA merges the
+        # identical computations) instead of a Newton-Euler pass next to them.
+        m, forces = _mass_matrix_and_forces(self.model, q, qd)
+        return m @ qdd.astype(q.dtype) - forces
 
     def state_derivative(self, t, q, qd, z):
         return jnp.zeros_like(z)

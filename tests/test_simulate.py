@@ -84,6 +84,22 @@ def test_computed_torque_tracks_a_reference():
     np.testing.assert_allclose(sol.q[-1], reference(2.0)[0], atol=1e-3)
 
 
+def test_computed_torque_is_the_inverse_dynamics():
+    """The controller forms M q'' + bias as the forward dynamics does (shared in a
+    simulation); its value is the Newton-Euler inverse dynamics at the commanded
+    acceleration, gravity and loads included."""
+    model = mb.models.three_link_arm()
+    q, qd = jnp.array([0.3, -0.7, 1.1]), jnp.array([0.4, -1.3, 0.9])
+    ref = (jnp.array([0.2, -0.5, 1.0]), jnp.array([0.1, 0.2, -0.3]), jnp.array([1.5, -2.0, 0.5]))
+    ctrl = mb.control.ComputedTorque(model, lambda t: ref, kp=jnp.array([100.0, 50.0, 10.0]), kd=jnp.full(3, 20.0))
+    qdd = ref[2] + ctrl.kd * (ref[1] - qd) + ctrl.kp * (ref[0] - q)
+    expected = mb.inverse_dynamics(model, q, qd, qdd)
+    np.testing.assert_allclose(ctrl.torque(0.0, q, qd, ctrl.init(q, qd)), expected, rtol=1e-12,
+                               atol=1e-12 * float(jnp.abs(expected).max()))
+    with pytest.raises(mb.ModelError, match="ComputedTorque"):
+        ctrl.torque(0.0, q[:2], qd, ctrl.init(q, qd))
+
+
 def test_implicit_solver_agrees_with_explicit():
     ts = jnp.linspace(0.0, 1.0, 3)
     chain = mb.models.planar_chain(2)
