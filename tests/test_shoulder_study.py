@@ -61,6 +61,21 @@ def test_model_holds_the_shoulder_coordinates_and_locks_the_rest(model, shared_d
     np.testing.assert_allclose(mb.body_transforms(bent, q3), mb.body_transforms(full, q7), rtol=0, atol=1e-14)
 
 
+def test_bodies_fixed_by_locked_joints_merge_into_the_humerus(model):
+    """The plant of the tracking: the six bodies the locked coordinates fix to the humerus
+    merged into it (composite inertia), the same M(q) and bias(q, q') as the full chain,
+    computed alike from concrete and from traced arrays."""
+    from jaxmb._dynamics import _mass_matrix_and_forces  # M and Q - bias, as forward dynamics uses them
+    from jaxmb.studies._shoulder import _welded
+
+    q, qd = jnp.array([1.2, 0.9, -0.4]), jnp.array([0.7, -1.1, 2.0])
+    welded, got, want = jax.jit(lambda m: (_welded(m), _mass_matrix_and_forces(_welded(m), q, qd),
+                                           _mass_matrix_and_forces(m, q, qd)))(model)
+    assert welded.n_bodies == model.n_bodies - 6 and welded.body_names[-1] == "humerus"
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13 * float(jnp.abs(b).max()))
+
+
 def test_read_osim_locked_rejects_bad_names(shared_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -20,8 +20,10 @@ from jaxtyping import Array, Float
 
 from .._control import ComputedTorque
 from .._errors import ModelError
+from .._kinematics import joint_transforms, joint_values
 from .._model import Body, Model
 from .._simulate import simulate
+from .._spatial import motion_transform, skew, spatial_inertia, vee
 from .._typing import RealLike
 
 #: The independent coordinates of the study, in the order of ``q``: plane of elevation,
@@ -48,6 +50,66 @@ def _phantoms_massless(model: Model) -> Model:
     return Model(bodies, model.joints, model.coordinate_names, gravity=model.gravity, loads=model.loads,
                  q_default=model.q_default, q_lower=model.q_lower, q_upper=model.q_upper, muscles=model.muscles,
                  name=model.name, forces=model.forces)
+
+
+def _fixed_to(model: Model) -> dict[int, int]:
+    """``{body: the body it is rigidly fixed to}`` for the bodies that `model`'s constant
+    (locked or welded) joints fix, together with all their descendants, to a body that
+    moves: each body of such a subtree maps to the subtree's parent. Static (the
+    joint functions' coordinates and the tree only)."""
+    fixed = [not j.function.coordinate_indices() for j in model.joints]
+
+    def rigid(i):
+        return fixed[i] and all(rigid(c) for c in model.children(i))
+
+    out = {}
+    for i in model.order:
+        p = model.parents[i]
+        if p >= 0 and rigid(i):
+            out[i] = out.get(p, p)
+    return out
+
+
+def _welded(model: Model) -> Model:
+    """`model` with each rigid subtree of `_fixed_to` merged into the body it is fixed
+    to: one rigid body with the composite inertia ``Σ X_kᵀ I_k X_k`` (spatial inertias
+    carried to that body's frame, as the composite-rigid-body algorithm does;
+    Featherstone 2008, section 6.2). The same mass matrix and bias forces, from fewer
+    bodies: MoBL-ARMS's shoulder with the elbow, forearm and wrist locked (six bodies
+    fixed to the humerus) has a chain of 14 bodies instead of 20. A model with loads or
+    force elements (which name bodies) is returned as it is; muscles, which the
+    forward dynamics does not read, are left out. Traceable: under ``jit``
+    the composite inertias are computed from the model's arrays."""
+    fixed = _fixed_to(model)
+    if not fixed or model.loads or model.forces:
+        return model
+    # Constant joints: their transforms do not depend on q.
+    local = joint_transforms(model, joint_values(model, jnp.zeros(model.nq, dtype=model.bodies[0].mass.dtype)))
+    pose = {}  # merged body -> its pose in the body it is fixed to
+    for i in model.order:
+        if i in fixed:
+            p = model.parents[i]
+            pose[i] = local[i] if p not in fixed else pose[p] @ local[i]
+    bodies = []
+    for i, b in enumerate(model.bodies):
+        if i in fixed:
+            continue
+        parts = [k for k, t in fixed.items() if t == i and not model.bodies[k].massless]
+        if not parts:
+            bodies.append(b)
+            continue
+        total = sum((motion_transform(pose[k][:3, :3], pose[k][:3, 3]).T
+                     @ spatial_inertia(model.bodies[k].mass, model.bodies[k].com, model.bodies[k].inertia)
+                     @ motion_transform(pose[k][:3, :3], pose[k][:3, 3]) for k in parts),
+                    jnp.zeros((6, 6)) if b.massless else spatial_inertia(b.mass, b.com, b.inertia))
+        mass = total[3, 3]
+        com = vee(total[:3, 3:]) / mass
+        c = skew(com)
+        inertia = total[:3, :3] - mass * c @ c.T
+        bodies.append(Body(b.name, mass, com, 0.5 * (inertia + inertia.T)))
+    keep = [i for i in range(model.n_bodies) if i not in fixed]
+    return Model(bodies, [model.joints[i] for i in keep], model.coordinate_names, gravity=model.gravity,
+                 q_default=model.q_default, q_lower=model.q_lower, q_upper=model.q_upper, name=model.name)
 
 
 def locked_coordinates(distal: dict[str, float] | None = None) -> dict[str, float]:
@@ -245,12 +307,19 @@ def track_shoulder(model: Model, trajectory: ElevationTrajectory | None = None, 
       the gain 1000 puts a double eigenvalue at -1000/s in the closed loop, which
       bounds an explicit solver's step by stability rather than accuracy).
 
+    The bodies that the locked coordinates fix to the humerus (ulna, radius, hand) are
+    merged into it, with their composite inertia, before the simulation: the same
+    equations of motion from a chain of fewer bodies.
+
     **Returns:**
 
     A `ShoulderTracking`. Works under ``jax.jit`` (with `n_frames` and `solver`
     static) and ``jax.vmap`` over trajectories or gains.
     """
     trajectory = ElevationTrajectory() if trajectory is None else trajectory
+    # The plant and the controller's model: the bodies the locked coordinates fix to the
+    # humerus merged into it (the same dynamics from a shorter chain of bodies).
+    model = _welded(model)
     controller = computed_torque(model, trajectory, gains)
     ts = _frames(trajectory, t1, n_frames)
     q0, qd0, _ = trajectory(ts[0])

@@ -33,7 +33,7 @@ from .._loops._dae import stabilised_constraints
 from .._model import Joint, Model
 from .._solvers import _solver_by_name, _TracedOnce
 from .._typing import RealLike
-from ._shoulder import ElevationTrajectory, ShoulderTracking, _frames
+from ._shoulder import ElevationTrajectory, ShoulderTracking, _frames, _welded
 
 
 class CoupledDAE(eqx.Module):
@@ -151,6 +151,7 @@ def track_shoulder_dae(model: Model, trajectory: ElevationTrajectory | None = No
     residual per frame (rad).
     """
     trajectory = ElevationTrajectory() if trajectory is None else trajectory
+    model = _welded(model)  # as `track_shoulder` does: the same bodies on both routes
     dae = CoupledDAE.of(model)
     ts = _frames(trajectory, t1, n_frames)
     q0, qd0, _ = trajectory(ts[0])
