@@ -293,7 +293,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       ``solver="optax"`` (default 20000).
     - `solver`: ``"newton"`` (default) solves each frame's dual by a semismooth Newton
       method, the frames batched with `vmap`; ``"optax"`` by an augmented Lagrangian
-      around `optax.sgd` projected on the bounds (Nocedal and Wright 2006, Section 17.4,
+      around `optax.sgd` (Nesterov momentum) projected on the bounds (Nocedal and Wright 2006, Section 17.4,
       the bound-constrained formulation), the frames in order, each started from the
       previous one's solution (`jaxmb._static_optimization_optax`); it needs
       ``exponent >= 2`` and takes many more (cheaper) steps. Both end on the same KKT
