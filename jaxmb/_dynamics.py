@@ -38,8 +38,8 @@ from ._kinematics import (
     joint_rates,
     joint_values,
 )
-from ._kinematics import _ground_frame, _joint_rates_and_gradients
-from ._loads import AbstractJointSpaceLoad, AbstractLoad, _body_pose_from_joints, _PoseLoad
+from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _path_twist_jacobian
+from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
 from ._model import Model
 from ._batching import batches_in_chunks
 from ._rigid_body import _joint_space_crba, _joint_space_rnea, _projected_terms, _projects
@@ -244,6 +244,7 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, projected=None) ->
     total = jnp.zeros_like(q)
     motions = {}  # loaded body -> its ground pose and the pose's rate per unit coordinate rate
     frames = {}  # loaded body -> its ground (R, p)
+    local = None  # the joints' local frames, once
     body_jacobians, rot, trans = (None, None, None) if projected is None else projected
     for load in loads:
         if not isinstance(load, AbstractLoad):
@@ -259,13 +260,14 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, projected=None) ->
                 total = total + jnp.sum(body_jacobians[b] * load.body_wrench(*frames[b])[:, None], axis=0)
                 continue
             if b not in motions:
-                # The loaded body's pose and its rates per unit coordinate rate, along its own
+                # The loaded body's pose and its twist per unit rate of the joints on its own
                 # path from ground (all bodies' poses would cost the whole tree per load),
                 # shared by the loads on that body.
-                pose = lambda x, body=load.body: _body_pose_from_joints(model, x, body)  # noqa: E731
-                poses, rates = jax.vmap(lambda col: jax.jvp(pose, (f,), (col,)), in_axes=1)(jac)
-                motions[b] = (poses[0], rates)  # (4, 4), (nq, 4, 4)
-            total = total + jax.vmap(load.pose_power, in_axes=(None, 0))(*motions[b])
+                local = _local_frames(model, f) if local is None else local
+                motions[b] = _path_twist_jacobian(model, *local, b)
+            rot_b, org_b, path, spin, velocity = motions[b]
+            wrench = load.body_wrench(rot_b, org_b)
+            total = total + jac[path].T @ (spin @ wrench[:3] + velocity @ wrench[3:])
         elif isinstance(load, AbstractJointSpaceLoad):
             total = total + load.generalized_force_from_joints(model, f, jac)
         else:

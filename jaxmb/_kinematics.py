@@ -341,6 +341,31 @@ def _ground_frame(model: Model, rot, trans, b: int):
     return r, p
 
 
+def _path_twist_jacobian(model: Model, rot, trans, b: int):
+    """Body `b`'s ground pose and its twist per unit rate of the joints on its path, from
+    the joints' local frames ``(R, p)`` (:func:`_local_frames`): ``(R_b, o_b, path, J_w, J_v)``
+    with ``path`` the joints' indices (root first, `b` last) and rows ``k`` of ``J_w``, ``J_v``
+    (len(path), 3) the body's angular velocity and its origin's velocity per unit ``f'_k``, in
+    body axes: ``R_bᵀ a_k`` and ``R_bᵀ (a_k × (o_b - c_k))`` for a revolute joint of ground axis
+    ``a_k`` through ``c_k``, ``0`` and ``R_bᵀ a_k`` for a prismatic one (Ehsani 2016, Eq. 176
+    and 179, the kinematic coefficients γ and β). The power of a wrench ``(n, f)`` (body axes,
+    moment about the origin) is then ``Σ_k (J_w n + J_v f)_k f'_k``."""
+    axis, rp, tp, _, _ = _joint_arrays(model, rot.dtype)
+    path = (*model.ancestors(b), b)
+    r = p = None  # the ground pose of the current joint's parent body
+    axes, centres = [], []
+    for k in path:
+        pre_r, pre_p = (rp[k], tp[k]) if r is None else (small_matmul(r, rp[k]), small_matvec(r, tp[k]) + p)
+        axes.append(small_matvec(pre_r, axis[k]))
+        centres.append(pre_p)
+        r, p = (rot[k], trans[k]) if r is None else (small_matmul(r, rot[k]), small_matvec(r, trans[k]) + p)
+    a, c = jnp.stack(axes), jnp.stack(centres)
+    revolute = _revolute_mask(model)[list(path)][:, None]
+    velocity = jnp.where(revolute, jnp.cross(a, p[None, :] - c), a)
+    spin = jnp.where(revolute, a, 0.0)
+    return r, p, np.asarray(path), spin @ r, velocity @ r
+
+
 def _stack_rows(rows, idx):
     """``stack([rows[i] for i in idx])`` for a static index array; a plain slice when
     the indices are contiguous (rows may be an array or a list of arrays)."""

@@ -15,7 +15,7 @@ from jaxtyping import Array, Float
 
 from ._kinematics import _ground_frame, _local_frames, joint_gradients, joint_values
 from ._model import Model, _f
-from ._spatial import homogeneous, small_matmul, small_matvec
+from ._spatial import homogeneous, small_matvec
 from ._typing import RealLike
 
 
@@ -76,13 +76,6 @@ class _PoseLoad(AbstractJointSpaceLoad):
     def body_wrench(self, rotation, translation) -> Float[Array, "6"]:
         """``(n, f)``: moment about the body origin (N m) and force (N), both in body
         axes, at the body's ground rotation `rotation` (3, 3) and origin `translation` (3,)."""
-
-    def pose_power(self, pose, dpose) -> Float[Array, ""]:
-        """Power (W) of the load on its body moving with ``T' = dpose`` at ``T = pose`` (4x4)."""
-        rot = pose[:3, :3]
-        w = small_matmul(rot.T, dpose[:3, :3])  # ω̃_b = Rᵀ Ṙ
-        twist = jnp.stack([w[2, 1], w[0, 2], w[1, 0], *small_matvec(rot.T, dpose[:3, 3])])
-        return jnp.sum(self.body_wrench(rot, pose[:3, 3]) * twist)
 
     def power(self, model, f, fd):
         pose, dpose = jax.jvp(lambda x: _body_pose_from_joints(model, x, self.body), (f,), (fd,))

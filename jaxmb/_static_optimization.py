@@ -113,61 +113,69 @@ def _primal(s, w, lo, hi, p):
     return x, jnp.where(free, dx, 0.0)
 
 
-def _dual(lam, B, b, w, lo, hi, p):
-    """Dual value ``g(λ) = Σ w |x|^p - λᵀ(B x - b)`` at the Lagrangian's minimiser ``x(λ)``."""
-    x, _ = _primal(B.T @ lam, w, lo, hi, p)
-    return jnp.sum(w * jnp.abs(x) ** p) - lam @ (B @ x - b)
+def _cost(x, w, p):
+    """``Σ w |x|^p`` (a product, not a power, for ``p = 2``)."""
+    return jnp.sum(w * (x * x if p == 2.0 else jnp.abs(x) ** p), axis=-1)
 
 
-def _newton_matrix(B, d, w):
-    """``B diag(d) Bᵀ`` (the dual's negated Hessian) plus ``1e-9`` of its value with every
-    variable free (``d = 1/(2w)``): invertible while a variable sits at a bound on every
+def _newton_factor(B, d, w):
+    """Lower Cholesky factor of ``B diag(d) Bᵀ`` (the dual's negated Hessian) plus ``1e-9`` of its
+    value with every variable free (``d = 1/(2w)``), formed as one product
+    ``B diag(d + 1e-9/(2w)) Bᵀ``: positive definite while a variable sits at a bound on every
     row, at the price of Newton steps shorter by a part in 10⁹."""
-    return (B * d[None, :]) @ B.T + 1e-9 * ((B * (0.5 / w)[None, :]) @ B.T)
+    return jnp.linalg.cholesky((B * (d + 1e-9 * (0.5 / w))[None, :]) @ B.T)
 
 
 def _solve_frame(B, b, w, lo, hi, p, tol, max_steps):
-    """Multipliers of one frame's problem: ``(λ, steps, converged)`` (no derivatives)."""
+    """Multipliers of one frame's problem: ``(λ, steps, converged, factor)`` (no derivatives),
+    with ``factor`` the Cholesky factor of the Newton matrix at ``λ``.
+
+    The loop carries ``s = Bᵀλ``, ``x(λ)`` and the residual ``r = B x - b``; the line search
+    needs no product with ``B``: along ``λ + tΔ`` the dual is
+    ``g = Σ w |x|^p - sᵀx + λᵀb`` (as ``λᵀB x = sᵀx``), elementwise in ``s + t BᵀΔ``."""
     # Start from the multipliers of the problem without bounds (all variables free, p = 2).
     lam0 = jnp.linalg.solve((B * (0.5 / w)[None, :]) @ B.T, b)
     b_scale = jnp.maximum(1.0, jnp.max(jnp.abs(b)))
+    lengths = jnp.asarray(_LINE_SEARCH, B.dtype)
 
-    def residual(lam):
-        x, d = _primal(B.T @ lam, w, lo, hi, p)
-        return B @ x - b, d
+    def at(lam):
+        s = B.T @ lam
+        x, d = _primal(s, w, lo, hi, p)
+        return s, x, B @ x - b, _newton_factor(B, d, w)
 
     def cond(carry):
-        _, k, r_norm = carry
-        return (k < max_steps) & (r_norm > tol * b_scale)
+        _, _, _, r, _, k = carry
+        return (k < max_steps) & (jnp.max(jnp.abs(r)) > tol * b_scale)
 
     def body(carry):
-        lam, k, _ = carry
-        r, d = residual(lam)
-        step = jnp.linalg.solve(_newton_matrix(B, d, w), -r)
-        trial = lam[None, :] + jnp.asarray(_LINE_SEARCH, B.dtype)[:, None] * step[None, :]
-        values = jax.vmap(lambda l: _dual(l, B, b, w, lo, hi, p))(trial)
+        lam, s, x, r, factor, k = carry
+        step = jax.scipy.linalg.cho_solve((factor, True), -r)
+        ds = B.T @ step
+        trial = s[None, :] + lengths[:, None] * ds[None, :]
+        xt, _ = _primal(trial, w[None, :], lo[None, :], hi[None, :], p)
+        # The dual along the line, less the common λᵀb.
+        values = _cost(xt, w[None, :], p) - jnp.sum(trial * xt, axis=1) + lengths * (step @ b)
         values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
         # The longest step that does not lower the dual (to round-off), else the best one.
-        g0 = _dual(lam, B, b, w, lo, hi, p)
-        ascent = values >= g0 - 1e-13 * (1.0 + jnp.abs(g0))
-        lam = trial[jnp.where(jnp.any(ascent), jnp.argmax(ascent), jnp.argmax(values))]
-        return lam, k + 1, jnp.max(jnp.abs(residual(lam)[0]))
+        g0 = _cost(x, w, p) - s @ x
+        ascent = values >= g0 - 1e-13 * (1.0 + jnp.abs(g0 + lam @ b))
+        t = lengths[jnp.where(jnp.any(ascent), jnp.argmax(ascent), jnp.argmax(values))]
+        lam = lam + t * step
+        return (lam, *at(lam), k + 1)
 
-    r0 = jnp.max(jnp.abs(residual(lam0)[0]))
-    lam, steps, r_norm = jax.lax.while_loop(cond, body, (lam0, jnp.asarray(0), r0))
-    return lam, steps, r_norm <= tol * b_scale
+    lam, _, _, r, factor, steps = jax.lax.while_loop(cond, body, (lam0, *at(lam0), jnp.asarray(0)))
+    return lam, steps, jnp.max(jnp.abs(r)) <= tol * b_scale, factor
 
 
 def _frame(B, b, w, lo, hi, p, tol, max_steps):
     """One frame: ``(x, torque residual, kkt residual, steps, converged)``, differentiable in
     ``(B, b, w, lo, hi)`` by the implicit-function theorem."""
-    lam, steps, ok = _solve_frame(*jax.lax.stop_gradient((B, b, w, lo, hi)), p, tol, max_steps)
+    lam, steps, ok, factor = _solve_frame(*jax.lax.stop_gradient((B, b, w, lo, hi)), p, tol, max_steps)
     # One Newton step at the solution: its value is λ (to round-off) and its derivative
-    # -J⁻¹ ∂r/∂θ is the implicit-function theorem's for r(λ, θ) = B x(λ) - b = 0.
-    _, d = _primal(jax.lax.stop_gradient(B).T @ lam, jax.lax.stop_gradient(w), lo, hi, p)
-    J = jax.lax.stop_gradient(_newton_matrix(B, d, w))
+    # -J⁻¹ ∂r/∂θ is the implicit-function theorem's for r(λ, θ) = B x(λ) - b = 0 (J, the
+    # Newton matrix at λ, is the loop's last factor: a constant).
     x_at, _ = _primal(B.T @ lam, w, lo, hi, p)
-    lam = lam - jnp.linalg.solve(J, B @ x_at - b)
+    lam = lam - jax.scipy.linalg.cho_solve((factor, True), B @ x_at - b)
     s = B.T @ lam
     x, _ = _primal(s, w, lo, hi, p)
     balance = jnp.max(jnp.abs(B @ x - b))
@@ -285,7 +293,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       ``solver="optax"`` (default 20000).
     - `solver`: ``"newton"`` (default) solves each frame's dual by a semismooth Newton
       method, the frames batched with `vmap`; ``"optax"`` by an augmented Lagrangian
-      around `optax.sgd` projected on the bounds (Nocedal and Wright 2006, Section 17.4,
+      around `optax.sgd` (Nesterov momentum) projected on the bounds (Nocedal and Wright 2006, Section 17.4,
       the bound-constrained formulation), the frames in order, each started from the
       previous one's solution (`jaxmb._static_optimization_optax`); it needs
       ``exponent >= 2`` and takes many more (cheaper) steps. Both end on the same KKT

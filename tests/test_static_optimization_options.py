@@ -122,6 +122,19 @@ def test_optax_frames_equal_newton_and_slsqp(p):
         np.testing.assert_allclose(np.asarray(x[k]), expected, rtol=0, atol=1e-6)
 
 
+def test_optax_converges_on_gait2392_frames():
+    """Four frames of gait2392's walk (tests/data/gait2392_so_frames.py), whose free variables'
+    constraint rows are poorly conditioned: every frame within the default cap, on Newton's
+    solution."""
+    data = np.load(pathlib.Path(__file__).parent / "data" / "gait2392_so_frames.npz")
+    B, b, lo, hi = (jnp.asarray(data[k]) for k in ("B", "b", "lo", "hi"))
+    w = jnp.ones(B.shape[2])
+    x, balance, kkt, steps, ok = _solve_optax(B, b, w, lo, hi, 2.0, 1e-11, 20000)
+    assert bool(jnp.all(ok)) and int(jnp.max(steps)) < 5000
+    assert float(jnp.max(balance)) < 1e-10 * float(jnp.max(jnp.abs(b))) and float(jnp.max(kkt)) < 1e-10
+    np.testing.assert_allclose(np.asarray(x), np.asarray(_solve(B, b, w, lo, hi, 2.0, 1e-11, 100)[0]), rtol=0, atol=1e-9)
+
+
 def test_optax_infeasible_frame_is_reported():
     B, b, w, lo, hi = _problem(0)
     lo[-1], hi[-1] = -1e-3, 1e-3

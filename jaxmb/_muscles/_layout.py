@@ -165,7 +165,32 @@ def _path_length_one(pos, active, key, wrap_len, owner):
     return jnp.sum(jnp.where(both, wl, 0.0))
 
 
+def unwrapped_segments(pos, active):
+    """The straight segments of a path without wrap slots, its points in path order (no sort):
+    per point, whether it and a later point are active (``has_next``) and, where it does, the
+    first active point after it (``nxt`` (P, 3)); likewise ``has_prev`` and the last active
+    point before it (``prv``). Two sweeps over the (static, few) points, each a selection:
+    elementwise under vmap, where a sort or gathers are not."""
+    P = active.shape[0]
+    later, nxt = [jnp.zeros((), bool)] * P, [pos[P - 1]] * P
+    earlier, prv = [jnp.zeros((), bool)] * P, [pos[0]] * P
+    for j in range(P - 2, -1, -1):
+        later[j] = active[j + 1] | later[j + 1]
+        nxt[j] = jnp.where(active[j + 1], pos[j + 1], nxt[j + 1])
+    for j in range(1, P):
+        earlier[j] = active[j - 1] | earlier[j - 1]
+        prv[j] = jnp.where(active[j - 1], pos[j - 1], prv[j - 1])
+    return active & jnp.stack(later), jnp.stack(nxt), active & jnp.stack(earlier), jnp.stack(prv)
+
+
+def _unwrapped_length_one(pos, active):
+    has_next, nxt, _, _ = unwrapped_segments(pos, active)
+    return jnp.sum(jnp.where(has_next, norm(nxt - pos), 0.0))
+
+
 def path_lengths(lay: Layout, state):
     """Path lengths (K,) of the resolved nodes `state` = (pos, active, key, wrap_len)."""
     pos, active, key, wrap_len = state
+    if lay.W == 0:  # the points in path order: no sort
+        return jax.vmap(_unwrapped_length_one)(pos, active)
     return jax.vmap(lambda a, b, c, d: _path_length_one(a, b, c, d, lay.owner))(pos, active, key, wrap_len)

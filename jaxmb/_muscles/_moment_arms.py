@@ -21,7 +21,7 @@ from .._checks import finite_coordinate_vector
 from .._kinematics import body_transforms, joint_gradients
 from .._model import Model
 from .._safe import unit
-from ._layout import layout, merge_parts, moving_locals, partitions, path_lengths
+from ._layout import layout, merge_parts, moving_locals, partitions, path_lengths, unwrapped_segments
 from ._paths import muscle_lengths, resolve_all
 
 
@@ -82,6 +82,13 @@ def _pull_sorted(P, W, owner, pos, active, key):
     s2 = inv[P + 2 * np.arange(W) + 1]
     ia, ib = prv[s1], nxt[s2]
     return pull, p, inv, s1, s2, ia, ib, p[ia], p[ib]
+
+
+def _pull_unwrapped(pos, active):
+    """`_pull_sorted`'s unit pulls (P, 3) of a path without wrap slots, in node order."""
+    has_next, nxt, has_prev, prv = unwrapped_segments(pos, active)
+    return (jnp.where(has_next[:, None], unit(nxt - pos), 0.0)
+            + jnp.where(has_prev[:, None], unit(prv - pos), 0.0))
 
 
 def _wrap_reverse_sweep(lay, r, grad, dt):
@@ -175,9 +182,12 @@ def _layout_loads(lay, q, poses):
     dt = q.dtype
     r = resolve_all(lay, q, poses, jacobians=True)
     K, W = lay.K, lay.W
-    pre = jax.vmap(lambda a, b, c: _pull_sorted(lay.P, W, lay.owner, a, b, c))(r.pos, r.active, r.key)
-    pull_s, inv = pre[0], pre[2]
-    pull = jnp.take_along_axis(pull_s, inv[..., None], axis=1)  # node order
+    if W == 0:  # the points in path order: each pulls towards its active neighbours, no sort
+        pull = jax.vmap(_pull_unwrapped)(r.pos, r.active)
+    else:
+        pre = jax.vmap(lambda a, b, c: _pull_sorted(lay.P, W, lay.owner, a, b, c))(r.pos, r.active, r.key)
+        pull_s, inv = pre[0], pre[2]
+        pull = jnp.take_along_axis(pull_s, inv[..., None], axis=1)  # node order
     force = jnp.zeros((K, W, 3), dt)
     moment = jnp.zeros((K, W, 3), dt)
     if W > 0:
