@@ -135,6 +135,31 @@ def test_optax_converges_on_gait2392_frames():
     np.testing.assert_allclose(np.asarray(x), np.asarray(_solve(B, b, w, lo, hi, 2.0, 1e-11, 100)[0]), rtol=0, atol=1e-9)
 
 
+def test_both_routes_equal_slsqp_on_gait2392_frames_with_exponent_3():
+    """Frames 16 and 66 of gait2392's walk (tests/data/gait2392_so_frames.py) with ``p = 3``: on the
+    way to the solution every variable of a row sits at a bound, and the dual Newton route, its
+    Newton matrix regularised for ``p = 2``'s curvature only, stalled there (result code
+    ``static_optimization_failed``, activations up to 0.99 from the optax route's). Both routes
+    now reach the KKT point SLSQP finds."""
+    data = np.load(pathlib.Path(__file__).parent / "data" / "gait2392_so_frames_p3.npz")
+    B, b, lo, hi = (jnp.asarray(data[k]) for k in ("B", "b", "lo", "hi"))
+    w = jnp.ones(B.shape[2])
+    newton = _solve(B, b, w, lo, hi, 3.0, 1e-11, 100)
+    optax = _solve_optax(B, b, w, lo, hi, 3.0, 1e-11, 20000)
+    for x, balance, kkt, steps, ok in (newton, optax):
+        assert bool(jnp.all(ok)) and float(jnp.max(kkt)) < 1e-10
+        assert float(jnp.max(balance)) < 1e-10 * float(jnp.max(jnp.abs(b)))
+    assert int(jnp.max(newton[3])) < 50
+    result = jax.vmap(lambda o: mb.RESULTS.where(o, mb.RESULTS.successful, mb.RESULTS.static_optimization_failed))(
+        newton[4])  # the code static_optimization reports per frame
+    assert bool(jnp.all(result == mb.RESULTS.successful))
+    np.testing.assert_allclose(np.asarray(newton[0]), np.asarray(optax[0]), rtol=0, atol=1e-8)
+    for k in range(B.shape[0]):
+        expected = _slsqp(*(np.asarray(a) for a in (B[k], b[k], w, lo, hi)), 3.0)
+        np.testing.assert_allclose(np.asarray(newton[0][k]), expected, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(optax[0][k]), expected, rtol=0, atol=1e-6)
+
+
 def test_optax_infeasible_frame_is_reported():
     B, b, w, lo, hi = _problem(0)
     lo[-1], hi[-1] = -1e-3, 1e-3
