@@ -37,8 +37,8 @@ def _problem(seed, m=3, n=9):
     return B, b, w, lo, hi
 
 
-def _slsqp(B, b, w, lo, hi, p):
-    x0 = np.clip(np.full(B.shape[1], 0.5), lo, hi)
+def _slsqp(B, b, w, lo, hi, p, x0=None):
+    x0 = np.clip(np.full(B.shape[1], 0.5), lo, hi) if x0 is None else x0
     res = minimize(lambda x: np.sum(w * np.abs(x) ** p), x0,
                    jac=lambda x: p * w * np.sign(x) * np.abs(x) ** (p - 1), method="SLSQP",
                    bounds=list(zip(np.where(np.isinf(lo), None, lo), np.where(np.isinf(hi), None, hi))),

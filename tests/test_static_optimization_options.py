@@ -136,11 +136,12 @@ def test_optax_converges_on_gait2392_frames():
 
 
 def test_both_routes_equal_slsqp_on_gait2392_frames_with_exponent_3():
-    """Frames 16 and 66 of gait2392's walk (tests/data/gait2392_so_frames.py) with ``p = 3``: on the
-    way to the solution every variable of a row sits at a bound, and the dual Newton route, its
-    Newton matrix regularised for ``p = 2``'s curvature only, stalled there (result code
-    ``static_optimization_failed``, activations up to 0.99 from the optax route's). Both routes
-    now reach the KKT point SLSQP finds."""
+    """Frames 9, 16 and 66 of gait2392's walk (tests/data/gait2392_so_frames.py) with ``p = 3``. On
+    16 and 66 every variable of a row sits at a bound on the way to the solution, and the dual
+    Newton route, its Newton matrix regularised for ``p = 2``'s curvature only, stalled there
+    (result code ``static_optimization_failed``, activations up to 0.99 from the optax route's);
+    on 9 its full steps across a reserve's ``s = 0`` (``x ∝ sign(s)√|s|``) cycled for 86 steps.
+    Both routes now reach the KKT point SLSQP finds, Newton's in a few steps."""
     data = np.load(pathlib.Path(__file__).parent / "data" / "gait2392_so_frames_p3.npz")
     B, b, lo, hi = (jnp.asarray(data[k]) for k in ("B", "b", "lo", "hi"))
     w = jnp.ones(B.shape[2])
@@ -149,13 +150,15 @@ def test_both_routes_equal_slsqp_on_gait2392_frames_with_exponent_3():
     for x, balance, kkt, steps, ok in (newton, optax):
         assert bool(jnp.all(ok)) and float(jnp.max(kkt)) < 1e-10
         assert float(jnp.max(balance)) < 1e-10 * float(jnp.max(jnp.abs(b)))
-    assert int(jnp.max(newton[3])) < 50
+    assert int(jnp.max(newton[3])) < 30
     result = jax.vmap(lambda o: mb.RESULTS.where(o, mb.RESULTS.successful, mb.RESULTS.static_optimization_failed))(
         newton[4])  # the code static_optimization reports per frame
     assert bool(jnp.all(result == mb.RESULTS.successful))
     np.testing.assert_allclose(np.asarray(newton[0]), np.asarray(optax[0]), rtol=0, atol=1e-8)
     for k in range(B.shape[0]):
-        expected = _slsqp(*(np.asarray(a) for a in (B[k], b[k], w, lo, hi)), 3.0)
+        # From the bounds' midpoints (reserves at 0): from 0.5 SLSQP stops on frame 9 with
+        # "Positive directional derivative for linesearch".
+        expected = _slsqp(*(np.asarray(a) for a in (B[k], b[k], w, lo, hi)), 3.0, x0=0.5 * np.asarray(lo + hi))
         np.testing.assert_allclose(np.asarray(newton[0][k]), expected, rtol=0, atol=1e-6)
         np.testing.assert_allclose(np.asarray(optax[0][k]), expected, rtol=0, atol=1e-6)
 

@@ -4,10 +4,11 @@ optimization's per-frame problem on gait2392's walk (OpenSim's setup
 actuators, 6 Hz low-pass), as jaxmb builds them: ``B`` (4, 23, 98), ``b`` (4, 23) and the
 bounds ``lo``, ``hi`` (98,). Frames where the free variables' constraint rows are poorly
 conditioned (eigenvalues of the whitened ``A_F A_Fᵀ`` down to 1e-3): a test of the optax
-route's convergence without compiling gait2392. Also ``gait2392_so_frames_p3.npz``: frames 16
-and 66 (the same arrays), where with ``exponent=3`` a row's variables all sit at bounds on the
-way and the dual Newton route once stalled (its Newton matrix regularised for ``p = 2``'s
-curvature only). Run from the repo root (about 3 minutes):
+route's convergence without compiling gait2392. Also ``gait2392_so_frames_p3.npz``: frames 9, 16
+and 66 (the same arrays), where with ``exponent=3`` the dual Newton route once failed (16, 66:
+a row's variables all at bounds on the way, its Newton matrix regularised for ``p = 2``'s
+curvature only) or took 86 steps (9: full steps across a reserve's ``s = 0``). Run from the
+repo root (about 3 minutes):
 
     PYTHONPATH=$PWD python tests/data/gait2392_so_frames.py
 """
@@ -24,7 +25,7 @@ import jaxmb as mb  # noqa: E402
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "opensim" / "motion"
 FRAMES = slice(78, 82)
-FRAMES_P3 = [16, 66]
+FRAMES_P3 = [9, 16, 66]
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
