@@ -1,6 +1,9 @@
 """OpenSim's WrapTorus.
 
-The point of the torus's centre circle (radius `outer`,
+By default (`search="converged"`) the circle point is where OpenSim's search below
+converges (`_torus_landscape`, `_torus_closest_u_converged`); with
+`search="opensim"` it is OpenSim's iterate:
+the point of the torus's centre circle (radius `outer`,
 xy plane) nearest the segment is found by MINPACK's Levenberg-Marquardt
 (lmdif as modified in OpenSim's Lmdif.cpp: forward-difference Jacobian with
 a fixed step of 1e-5, initial step bound 0.2 when the start point is 0,
@@ -33,14 +36,18 @@ def _torus_resid(u, p1, p2, outer):
     return _torus_resid_fn(p1, p2, outer)(u)
 
 
+def _segment(p1, p2):
+    """n = unit(p2 - p1), c3 = (p1.n)_xy, c4 = |n_xy|^2, c5 = |p1_xy|^2, e = (p1 x n)_z."""
+    n = unit(p2 - p1)
+    return (n, p1[0] * n[0] + p1[1] * n[1], n[0] * n[0] + n[1] * n[1], p1[0] * p1[0] + p1[1] * p1[1],
+            p1[0] * n[1] - p1[1] * n[0])
+
+
 def _torus_resid_fn(p1, p2, outer):
     """u -> WrapTorus::calcCircleResids(u), with the segment's coefficients computed once
     (the search evaluates it a few times per iteration)."""
-    n = unit(p2 - p1)
+    n, c3, c4, c5, _ = _segment(p1, p2)
     c2 = 2.0 * (p1 @ n)
-    c3 = p1[0] * n[0] + p1[1] * n[1]
-    c4 = n[0] * n[0] + n[1] * n[1]
-    c5 = p1[0] * p1[0] + p1[1] * p1[1]
 
     def resid(u):
         rho = sqrt0(u * u * c4 + 2.0 * c3 * u + c5)
@@ -83,10 +90,7 @@ def _torus_landscape(p1, p2, outer):
     overshoot on the rising pieces (the left one is concave, the right one convex), and
     where `stuck`, which dip end the search ends at (uR where `at_right`, else uL).
     """
-    n = unit(p2 - p1)
-    c3 = p1[0] * n[0] + p1[1] * n[1]
-    c4 = n[0] * n[0] + n[1] * n[1]
-    e = p1[0] * n[1] - p1[1] * n[0]
+    n, c3, c4, _, e = _segment(p1, p2)
     um = -(p1 @ n)
     reach = 2.0 * outer * sqrt0(c4)
     resid = _torus_resid_fn(p1, p2, outer)
@@ -126,9 +130,8 @@ def _torus_closest_u_converged(p1, p2, outer):
     dip end (a closed form, differentiated as such)."""
     lo, hi, increasing, u, stuck, at_right = _torus_landscape(p1, p2, outer)
     resid = _torus_resid_fn(p1, p2, outer)
-    n = unit(p2 - p1)
-    c3, c4, c5 = p1[0] * n[0] + p1[1] * n[1], n[0] * n[0] + n[1] * n[1], p1[0] * p1[0] + p1[1] * p1[1]
-    e2 = (p1[0] * n[1] - p1[1] * n[0]) ** 2
+    _, c3, c4, c5, e = _segment(p1, p2)
+    e2 = e * e
 
     def step(_, c):
         u, lo, hi = c
@@ -147,9 +150,8 @@ def _torus_closest_u_converged(p1, p2, outer):
 
 def _dip_end(p1, p2, outer, at_right):
     """The dip end a stuck search converges to (a closed form)."""
-    n = unit(p2 - p1)
-    c3, c4 = p1[0] * n[0] + p1[1] * n[1], n[0] * n[0] + n[1] * n[1]
-    u_left, u_right = _dip_ends(c3, c4, p1[0] * n[1] - p1[1] * n[0], outer)
+    _, c3, c4, _, e = _segment(p1, p2)
+    u_left, u_right = _dip_ends(c3, c4, e, outer)
     return jnp.where(at_right, u_right, u_left)
 
 
@@ -215,13 +217,20 @@ _ALGORITHMS = {(single, search): _algorithm(single, search == "converged")
 class WrapTorus(AbstractWrapObject):
     """A torus in the wrap frame's xy plane; the path threads its hole.
 
-    OpenSim 4.6's WrapTorus, reproduced: a point of the centre circle (radius
-    `outer_radius`) near the segment is found by OpenSim's Levenberg-Marquardt
-    search on OpenSim's residual (whose root is the point nearest the circle of
-    radius 2 * outer_radius; see the errata page), and a 10 km cylinder of radius
-    `inner_radius` tangent to the circle there (quadrant +x, towards the torus
-    centre) wraps the segment. Like OpenSim's, it can wrap segments that pass
-    beside the torus. Units: m.
+    OpenSim 4.6's WrapTorus: a point of the centre circle (radius `outer_radius`)
+    near the segment is found by a search on OpenSim's residual (whose root is the
+    point nearest the circle of radius 2 * outer_radius; see the errata page), and a
+    10 km cylinder of radius `inner_radius` tangent to the circle there (quadrant +x,
+    towards the torus centre) wraps the segment. Like OpenSim's, it can wrap segments
+    that pass beside the torus. Units: m.
+
+    The search (`search`): ``"converged"`` (default) takes the point OpenSim's
+    Levenberg-Marquardt search converges to, by a bracket and a fixed number of
+    safeguarded Newton steps, differentiated by the implicit function theorem;
+    ``"opensim"`` takes the iterate OpenSim's search stops at (MINPACK's lmdif as
+    OpenSim modifies it, ftol = xtol = 1e-4), differentiated as that iterate. They
+    differ where OpenSim's search stalls or leaves the point it was converging to
+    (docs/opensim-parity.md, WrapTorus).
 
     **Arguments:**
 
@@ -229,10 +238,12 @@ class WrapTorus(AbstractWrapObject):
     - `outer_radius`: the centre circle's radius, m, positive.
     - `name`, `body`, `translation`, `xyz_body_rotation`, `quadrant`, `range`, `method`:
       as for every wrap object (`AbstractWrapObject`).
+    - `search`: ``"converged"`` or ``"opensim"`` (above).
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an unknown quadrant or method.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an unknown quadrant,
+    method or search.
     """
 
     name: str = eqx.field(static=True)
