@@ -124,8 +124,9 @@ def test_parity_mobl_arms(shared_dir):
     """docs/opensim-parity.md, MoBL-ARMS table: every muscle's length and R = -dL/dq match
     OpenSim's at every 5th sweep state (away from path discontinuities), whatever its wraps;
     with the converged torus search (the default) the muscles over a torus at 99 % of them
-    (ECRB: not at wrist flexion -1.22 to -1.15 rad, where OpenSim's search stalls short of
-    the dip end the converged one reaches, by up to 2.2e-5 m in length), the others at all."""
+    (ECRB: not at wrist flexion -1.22 to -1.15 rad, where OpenSim's search stalls where its
+    residual has no root, and the converged search takes the residual's root, 0.24 m longer),
+    the others at all."""
     model, d = _load("mobl_arms", "MOBL_ARMS_fixed_41.osim", shared_dir)
     assert model.muscle_names == tuple(d["muscle_names"])
     len_err, r_err = _parity(model, d, stride=5)
@@ -174,10 +175,11 @@ def test_closed_form_equals_autodiff_mobl_multi_wrap(shared_dir):
 @pytest.mark.parametrize("state", [966])
 def test_mobl_ecrb_torus_moment_arm_is_the_iterates_derivative(shared_dir, state):
     """docs/opensim-parity.md (WrapTorus): at this state (wrist flexion -1.204 rad) OpenSim's torus search
-    stalls short of where it converges (a dip end of the residual: no root there), and
-    OpenSim's length follows that iterate. With search="opensim" jaxmb's length is
+    stalls near a stationary point of its squared residual that is no root (a dip end),
+    and OpenSim's length follows that iterate. With search="opensim" jaxmb's length is
     OpenSim's, and its R is the derivative of the same iterate, so it matches OpenSim's
-    central differences; the converged search (the default) is 3.4e-6 m off in length.
+    central differences; the converged search (the default) takes the residual's root
+    instead, and ECRB is 0.24 m longer (docs/opensim-parity.md, WrapTorus).
 
     The two central differences are compared at 5e-7 m, not tighter: the iterate
     amplifies round-off. Two evaluation orders of the same pose products (written-out

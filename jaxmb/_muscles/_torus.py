@@ -78,17 +78,16 @@ def _torus_landscape(p1, p2, outer):
     distance of p1 + u n from the torus axis, e = (p1 x n)_z), h' = 1 - 2 r e^2 / rho^3
     is negative only on the dip rho^3 < 2 r e^2, i.e. between uL,R = (-c3 -+ sw) / c4
     with sw^2 = c4 (2 r e^2)^(2/3) - e^2, so h is monotone on (-inf, uL], [uL, uR] and
-    [uR, inf), and every root lies in [um - 2 r sqrt(c4), um + 2 r sqrt(c4)]. A descent
-    of resid^2 from u = 0 (what Levenberg-Marquardt is) converges to the root of the
-    monotone piece that holds u = 0, or, where that piece has none, to the end of the
-    piece towards which |resid| falls: a dip end, where resid' = 0, a local minimum of
-    resid^2 that is no root (`stuck`; OpenSim's search stalls near it, or leaves it by a
-    long step, see docs/opensim-parity.md).
+    [uR, inf), and every root lies in [um - 2 r sqrt(c4), um + 2 r sqrt(c4)]. The root
+    taken is the one on the monotone piece that holds u = 0, where a descent of resid^2
+    from there (what Levenberg-Marquardt is) converges. Where that piece has none, the
+    residual has exactly one root, on a rising piece, and that root is taken: a descent
+    would stall at the dip end (resid' = 0, no root), which OpenSim's search sometimes
+    leaves by a long step and sometimes stops near (docs/opensim-parity.md, WrapTorus).
 
-    Returns ``(lo, hi, increasing, start, stuck, at_right)``: the bracket (h(lo) <= 0 <=
-    h(hi) where `increasing`, reversed on the dip), a start from which Newton does not
-    overshoot on the rising pieces (the left one is concave, the right one convex), and
-    where `stuck`, which dip end the search ends at (uR where `at_right`, else uL).
+    Returns ``(lo, hi, increasing, start)``: the bracket (h(lo) <= 0 <= h(hi) where
+    `increasing`, reversed on the dip) and a start from which Newton does not overshoot
+    on the rising pieces (the left one is concave, the right one convex).
     """
     n, c3, c4, _, e = _segment(p1, p2)
     um = -(p1 @ n)
@@ -99,18 +98,18 @@ def _torus_landscape(p1, p2, outer):
     f_left, f_right = resid(u_left), resid(u_right)
     lo_all, hi_all = um - reach, um + reach
     on_a, on_c = u_left >= 0.0, u_right <= 0.0
-    on_b = dip & ~on_a & ~on_c
-    lo = jnp.where(on_b, u_left, jnp.where(on_c, u_right, jnp.minimum(lo_all, u_left)))
-    hi = jnp.where(on_b, u_right, jnp.where(on_c, jnp.maximum(hi_all, u_right), u_left))
-    start = jnp.where(on_b, 0.5 * (lo + hi), jnp.where(on_c, hi, lo))
-    stuck_a, stuck_c = f_left < 0.0, f_right > 0.0  # the left (right) piece has no root
-    stuck = dip & jnp.where(on_a, stuck_a, jnp.where(on_c, stuck_c, stuck_a | stuck_c))
-    at_right = jnp.where(on_b, stuck_c, on_c)
+    # The piece with the root: the dip's own only where it holds u = 0 and a root; the
+    # right piece where the left has none (f(uR) <= f(uL) < 0), and the converse.
+    root_b = dip & ~on_a & ~on_c & (f_left >= 0.0) & (f_right <= 0.0)
+    root_c = ~root_b & jnp.where(on_a, f_left < 0.0, jnp.where(on_c, f_right <= 0.0, f_right < 0.0))
+    lo = jnp.where(root_b, u_left, jnp.where(root_c, u_right, jnp.minimum(lo_all, u_left)))
+    hi = jnp.where(root_b, u_right, jnp.where(root_c, jnp.maximum(hi_all, u_right), u_left))
+    start = jnp.where(root_b, 0.5 * (lo + hi), jnp.where(root_c, hi, lo))
     # No dip: one rising piece, concave left of the axis point u0 = -c3 / c4, convex right.
     u0 = jnp.clip(safe_div(-c3, c4), lo_all, hi_all)
     start_nodip = jnp.where(resid(u0) >= 0.0, lo_all, hi_all)
-    return (jnp.where(dip, lo, lo_all), jnp.where(dip, hi, hi_all), ~on_b,
-            jnp.where(dip, start, start_nodip), stuck, at_right)
+    return (jnp.where(dip, lo, lo_all), jnp.where(dip, hi, hi_all), ~root_b,
+            jnp.where(dip, start, start_nodip))
 
 
 def _dip_ends(c3, c4, e, outer):
@@ -124,11 +123,10 @@ def _dip_ends(c3, c4, e, outer):
 
 @jax.custom_jvp
 def _torus_closest_u_converged(p1, p2, outer):
-    """The point OpenSim's residual search from p1 converges to (`_torus_landscape`): a
-    root by `_NEWTON_STEPS` bracketed Newton steps, differentiated there by the implicit
-    function theorem, not through the steps, du = -(d resid/dx) dx / (d resid/du); or a
-    dip end (a closed form, differentiated as such)."""
-    lo, hi, increasing, u, stuck, at_right = _torus_landscape(p1, p2, outer)
+    """The root of OpenSim's residual its search from p1 converges to (`_torus_landscape`),
+    by `_NEWTON_STEPS` bracketed Newton steps, differentiated there by the implicit
+    function theorem, not through the steps: du = -(d resid/dx) dx / (d resid/du)."""
+    lo, hi, increasing, u = _torus_landscape(p1, p2, outer)
     resid = _torus_resid_fn(p1, p2, outer)
     _, c3, c4, c5, e = _segment(p1, p2)
     e2 = e * e
@@ -144,25 +142,15 @@ def _torus_closest_u_converged(p1, p2, outer):
         ok = (df != 0.0) & (un >= lo) & (un <= hi)
         return jnp.where(ok, un, 0.5 * (lo + hi)), lo, hi
 
-    u = jax.lax.fori_loop(0, _NEWTON_STEPS, step, (u, lo, hi))[0]
-    return jnp.where(stuck, _dip_end(p1, p2, outer, at_right), u)
-
-
-def _dip_end(p1, p2, outer, at_right):
-    """The dip end a stuck search converges to (a closed form)."""
-    _, c3, c4, _, e = _segment(p1, p2)
-    u_left, u_right = _dip_ends(c3, c4, e, outer)
-    return jnp.where(at_right, u_right, u_left)
+    return jax.lax.fori_loop(0, _NEWTON_STEPS, step, (u, lo, hi))[0]
 
 
 @_torus_closest_u_converged.defjvp
 def _torus_closest_u_converged_jvp(primals, tangents):
     u = _torus_closest_u_converged(*primals)  # (so that higher orders are the root's too)
-    _, _, _, _, stuck, at_right = _torus_landscape(*(jax.lax.stop_gradient(x) for x in primals))
     _, df_dx = jax.jvp(lambda a, b, c: _torus_resid_fn(a, b, c)(u), primals, tangents)
     f_u = jax.grad(lambda v: _torus_resid_fn(*primals)(v))(u)
-    _, du_end = jax.jvp(lambda a, b, c: _dip_end(a, b, c, at_right), primals, tangents)
-    return u, jnp.where(stuck, du_end, -safe_div(df_dx, f_u))
+    return u, -safe_div(df_dx, f_u)
 
 
 def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, converged=True):
