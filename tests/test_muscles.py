@@ -314,6 +314,7 @@ BAD_OBJECTS = {
     "ellipsoid_method": lambda: mb.WrapEllipsoid("bad", "upper", (0.03, 0.02, 0.025), method="hybird"),
     "torus_negative_inner": lambda: mb.WrapTorus("bad", "upper", -0.01, 0.04),
     "torus_nan_outer": lambda: mb.WrapTorus("bad", "upper", 0.01, np.nan),
+    "torus_search": lambda: mb.WrapTorus("bad", "upper", 0.01, 0.04, search="newton"),
 }
 
 

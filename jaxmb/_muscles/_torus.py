@@ -1,6 +1,9 @@
 """OpenSim's WrapTorus.
 
-The point of the torus's centre circle (radius `outer`,
+By default (`search="converged"`) the circle point is where OpenSim's search below
+converges (`_torus_landscape`, `_torus_closest_u_converged`); with
+`search="opensim"` it is OpenSim's iterate:
+the point of the torus's centre circle (radius `outer`,
 xy plane) nearest the segment is found by MINPACK's Levenberg-Marquardt
 (lmdif as modified in OpenSim's Lmdif.cpp: forward-difference Jacobian with
 a fixed step of 1e-5, initial step bound 0.2 when the start point is 0,
@@ -18,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._errors import ModelError
 from .._safe import dsign, safe_div, sqrt0, unit
 from ._checks import positive, scalar
 from ._cylinder import cylinder_wrap
@@ -32,14 +36,18 @@ def _torus_resid(u, p1, p2, outer):
     return _torus_resid_fn(p1, p2, outer)(u)
 
 
+def _segment(p1, p2):
+    """n = unit(p2 - p1), c3 = (p1.n)_xy, c4 = |n_xy|^2, c5 = |p1_xy|^2, e = (p1 x n)_z."""
+    n = unit(p2 - p1)
+    return (n, p1[0] * n[0] + p1[1] * n[1], n[0] * n[0] + n[1] * n[1], p1[0] * p1[0] + p1[1] * p1[1],
+            p1[0] * n[1] - p1[1] * n[0])
+
+
 def _torus_resid_fn(p1, p2, outer):
     """u -> WrapTorus::calcCircleResids(u), with the segment's coefficients computed once
     (the search evaluates it a few times per iteration)."""
-    n = unit(p2 - p1)
+    n, c3, c4, c5, _ = _segment(p1, p2)
     c2 = 2.0 * (p1 @ n)
-    c3 = p1[0] * n[0] + p1[1] * n[1]
-    c4 = n[0] * n[0] + n[1] * n[1]
-    c5 = p1[0] * p1[0] + p1[1] * p1[1]
 
     def resid(u):
         rho = sqrt0(u * u * c4 + 2.0 * c3 * u + c5)
@@ -60,11 +68,97 @@ def _torus_closest_u(p1, p2, outer):
     return _torus_closest_u_flat(jnp.concatenate([p1, p2, jnp.reshape(outer, (1,))]))
 
 
-def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False):
-    """OpenSim's WrapTorus::wrapLine (the module docstring); `single`, `skip` as for `cylinder_wrap`."""
-    # From both ends in one batched Levenberg-Marquardt solve (two loops compile to
-    # twice the program).
-    u1, u2 = jax.vmap(_torus_closest_u, in_axes=(0, 0, None))(jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)
+_NEWTON_STEPS = 12  # safeguarded Newton steps of the converged search (machine precision)
+
+
+def _torus_landscape(p1, p2, outer):
+    """A bracket of the residual's root that a search from u = 0 converges to.
+
+    With h = resid / 2 = (u - um) - 2 r s / rho (um = -p1.n, s = c4 u + c3, rho the
+    distance of p1 + u n from the torus axis, e = (p1 x n)_z), h' = 1 - 2 r e^2 / rho^3
+    is negative only on the dip rho^3 < 2 r e^2, i.e. between uL,R = (-c3 -+ sw) / c4
+    with sw^2 = c4 (2 r e^2)^(2/3) - e^2, so h is monotone on (-inf, uL], [uL, uR] and
+    [uR, inf), and every root lies in [um - 2 r sqrt(c4), um + 2 r sqrt(c4)]. The root
+    taken is the one on the monotone piece that holds u = 0, where a descent of resid^2
+    from there (what Levenberg-Marquardt is) converges. Where that piece has none, the
+    residual has exactly one root, on a rising piece, and that root is taken: a descent
+    would stall at the dip end (resid' = 0, no root), which OpenSim's search sometimes
+    leaves by a long step and sometimes stops near (docs/opensim-parity.md, WrapTorus).
+
+    Returns ``(lo, hi, increasing, start)``: the bracket (h(lo) <= 0 <= h(hi) where
+    `increasing`, reversed on the dip) and a start from which Newton does not overshoot
+    on the rising pieces (the left one is concave, the right one convex).
+    """
+    n, c3, c4, _, e = _segment(p1, p2)
+    um = -(p1 @ n)
+    reach = 2.0 * outer * sqrt0(c4)
+    resid = _torus_resid_fn(p1, p2, outer)
+    u_left, u_right = _dip_ends(c3, c4, e, outer)
+    dip = u_left < u_right
+    f_left, f_right = resid(u_left), resid(u_right)
+    lo_all, hi_all = um - reach, um + reach
+    on_a, on_c = u_left >= 0.0, u_right <= 0.0
+    # The piece with the root: the dip's own only where it holds u = 0 and a root; the
+    # right piece where the left has none (f(uR) <= f(uL) < 0), and the converse.
+    root_b = dip & ~on_a & ~on_c & (f_left >= 0.0) & (f_right <= 0.0)
+    root_c = ~root_b & jnp.where(on_a, f_left < 0.0, jnp.where(on_c, f_right <= 0.0, f_right < 0.0))
+    lo = jnp.where(root_b, u_left, jnp.where(root_c, u_right, jnp.minimum(lo_all, u_left)))
+    hi = jnp.where(root_b, u_right, jnp.where(root_c, jnp.maximum(hi_all, u_right), u_left))
+    start = jnp.where(root_b, 0.5 * (lo + hi), jnp.where(root_c, hi, lo))
+    # No dip: one rising piece, concave left of the axis point u0 = -c3 / c4, convex right.
+    u0 = jnp.clip(safe_div(-c3, c4), lo_all, hi_all)
+    start_nodip = jnp.where(resid(u0) >= 0.0, lo_all, hi_all)
+    return (jnp.where(dip, lo, lo_all), jnp.where(dip, hi, hi_all), ~root_b,
+            jnp.where(dip, start, start_nodip))
+
+
+def _dip_ends(c3, c4, e, outer):
+    """uL, uR (uL < uR only where h' < 0 somewhere: the dip); NaN-free."""
+    e2 = e * e
+    e2_safe = jnp.where(e2 > 0.0, e2, 1.0)
+    sw2 = jnp.where(e2 > 0.0, c4 * jnp.cbrt(2.0 * outer * e2_safe) ** 2 - e2, 0.0)
+    sw = sqrt0(sw2)
+    return safe_div(-c3 - sw, c4), safe_div(-c3 + sw, c4)
+
+
+@jax.custom_jvp
+def _torus_closest_u_converged(p1, p2, outer):
+    """The root of OpenSim's residual its search from p1 converges to (`_torus_landscape`),
+    by `_NEWTON_STEPS` bracketed Newton steps, differentiated there by the implicit
+    function theorem, not through the steps: du = -(d resid/dx) dx / (d resid/du)."""
+    lo, hi, increasing, u = _torus_landscape(p1, p2, outer)
+    resid = _torus_resid_fn(p1, p2, outer)
+    _, c3, c4, c5, e = _segment(p1, p2)
+    e2 = e * e
+
+    def step(_, c):
+        u, lo, hi = c
+        f = resid(u)
+        rho = sqrt0(u * u * c4 + 2.0 * c3 * u + c5)
+        df = 2.0 - 4.0 * outer * safe_div(e2, rho * rho * rho)
+        left = (f < 0.0) == increasing  # u lies left of the root
+        lo, hi = jnp.where(left & (f != 0.0), u, lo), jnp.where(left | (f == 0.0), hi, u)
+        un = u - safe_div(f, df)
+        ok = (df != 0.0) & (un >= lo) & (un <= hi)
+        return jnp.where(ok, un, 0.5 * (lo + hi)), lo, hi
+
+    return jax.lax.fori_loop(0, _NEWTON_STEPS, step, (u, lo, hi))[0]
+
+
+@_torus_closest_u_converged.defjvp
+def _torus_closest_u_converged_jvp(primals, tangents):
+    u = _torus_closest_u_converged(*primals)  # (so that higher orders are the root's too)
+    _, df_dx = jax.jvp(lambda a, b, c: _torus_resid_fn(a, b, c)(u), primals, tangents)
+    f_u = jax.grad(lambda v: _torus_resid_fn(*primals)(v))(u)
+    return u, -safe_div(df_dx, f_u)
+
+
+def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, converged=True):
+    """OpenSim's WrapTorus::wrapLine (the module docstring); `single`, `skip` as for
+    `cylinder_wrap`; `converged`: the search's converged point, else OpenSim's iterate."""
+    # From both ends in one batched solve (two loops compile to twice the program).
+    closest = _torus_closest_u_converged if converged else _torus_closest_u
+    u1, u2 = jax.vmap(closest, in_axes=(0, 0, None))(jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)
     a1, a2 = p1 + u1 * unit(p2 - p1), p2 + u2 * unit(p1 - p2)
 
     def dist2(x):  # squared distance to the circle (OpenSim compares the square roots)
@@ -98,22 +192,33 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False):
     return code, back(r1), back(r2), wl
 
 
-_TORUS = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg)))
-# On a muscle with several PathWraps: the inner cylinder slides its tangent points.
-_TORUS_MULTI = WrapAlgorithm(jax.jit(
-    lambda p1, p2, prm, ax, sg, skip=False: _torus_wrap(p1, p2, prm[0], prm[1], ax, sg, False, skip)))
+def _algorithm(single, converged):
+    return WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _torus_wrap(
+        p1, p2, prm[0], prm[1], ax, sg, single, False if single else skip, converged)))
+
+
+# On a muscle with several PathWraps the inner cylinder slides its tangent points (single=False).
+_ALGORITHMS = {(single, search): _algorithm(single, search == "converged")
+               for single in (True, False) for search in ("converged", "opensim")}
 
 
 class WrapTorus(AbstractWrapObject):
     """A torus in the wrap frame's xy plane; the path threads its hole.
 
-    OpenSim 4.6's WrapTorus, reproduced: a point of the centre circle (radius
-    `outer_radius`) near the segment is found by OpenSim's Levenberg-Marquardt
-    search on OpenSim's residual (whose root is the point nearest the circle of
-    radius 2 * outer_radius; see the errata page), and a 10 km cylinder of radius
-    `inner_radius` tangent to the circle there (quadrant +x, towards the torus
-    centre) wraps the segment. Like OpenSim's, it can wrap segments that pass
-    beside the torus. Units: m.
+    OpenSim 4.6's WrapTorus: a point of the centre circle (radius `outer_radius`)
+    near the segment is found by a search on OpenSim's residual (whose root is the
+    point nearest the circle of radius 2 * outer_radius; see the errata page), and a
+    10 km cylinder of radius `inner_radius` tangent to the circle there (quadrant +x,
+    towards the torus centre) wraps the segment. Like OpenSim's, it can wrap segments
+    that pass beside the torus. Units: m.
+
+    The search (`search`): ``"converged"`` (default) takes the point OpenSim's
+    Levenberg-Marquardt search converges to, by a bracket and a fixed number of
+    safeguarded Newton steps, differentiated by the implicit function theorem;
+    ``"opensim"`` takes the iterate OpenSim's search stops at (MINPACK's lmdif as
+    OpenSim modifies it, ftol = xtol = 1e-4), differentiated as that iterate. They
+    differ where OpenSim's search stalls or leaves the point it was converging to
+    (docs/opensim-parity.md, WrapTorus).
 
     **Arguments:**
 
@@ -121,10 +226,12 @@ class WrapTorus(AbstractWrapObject):
     - `outer_radius`: the centre circle's radius, m, positive.
     - `name`, `body`, `translation`, `xyz_body_rotation`, `quadrant`, `range`, `method`:
       as for every wrap object (`AbstractWrapObject`).
+    - `search`: ``"converged"`` or ``"opensim"`` (above).
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an unknown quadrant or method.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an unknown quadrant,
+    method or search.
     """
 
     name: str = eqx.field(static=True)
@@ -136,10 +243,15 @@ class WrapTorus(AbstractWrapObject):
     quadrant: str = eqx.field(static=True)
     range: tuple = eqx.field(static=True)
     method: str = eqx.field(static=True)
+    search: str = eqx.field(static=True)
 
     def __init__(self, name, body, inner_radius, outer_radius, translation=(0.0, 0.0, 0.0),
-                 xyz_body_rotation=(0.0, 0.0, 0.0), quadrant="all", range=(-1, -1), method="hybrid"):
+                 xyz_body_rotation=(0.0, 0.0, 0.0), quadrant="all", range=(-1, -1), method="hybrid",
+                 search="converged"):
         init_common(self, name, body, translation, xyz_body_rotation, quadrant, range, method)
+        if search not in ("converged", "opensim"):
+            raise ModelError(f"WrapTorus {name!r}: search {search!r} is not 'converged' or 'opensim'.")
+        self.search = search
         for label, value in (("inner_radius", inner_radius), ("outer_radius", outer_radius)):
             what = f"WrapTorus {name!r} {label}"
             setattr(self, label, positive(scalar(value, what), what))
@@ -151,4 +263,4 @@ class WrapTorus(AbstractWrapObject):
         return jnp.asarray(self.inner_radius, dtype)
 
     def algorithm(self, n_wraps):
-        return _TORUS_MULTI if n_wraps > 1 else _TORUS
+        return _ALGORITHMS[(n_wraps == 1, self.search)]
