@@ -114,7 +114,7 @@ def test_converged_search_is_finite_at_degenerate_segments():
 
 
 def test_opensims_iterate_is_an_option_and_agrees_where_it_converges():
-    """search="opensim" keeps OpenSim's Levenberg-Marquardt iterate (stopped at ftol =
+    """search="opensim" (the default) keeps OpenSim's Levenberg-Marquardt iterate (stopped at ftol =
     xtol = 1e-4; test_muscles.py checks it against MINPACK, test_muscle_parity.py its
     moment arms on MoBL-ARMS' ECRB). On segments threading the hole where that iterate has
     converged to a root, the two searches give the same wrap."""
@@ -123,7 +123,7 @@ def test_opensims_iterate_is_an_option_and_agrees_where_it_converges():
     torus = mb.WrapTorus("tor", "ground", 0.01, R_OUT)
     wraps = {s: jax.jit(jax.vmap(dataclasses.replace(torus, search=s).wrap_line)) for s in ("converged", "opensim")}
     (cc, c1, c2, cl), (oc, o1, o2, ol) = (wraps[s](p1, p2) for s in ("converged", "opensim"))
-    assert torus.search == "converged"
+    assert torus.search == "opensim"  # the default: OpenSim's iterate
     wrapped = np.asarray(cc) > 0
     same = np.asarray(cc == oc) & np.isclose(np.asarray(cl), np.asarray(ol), rtol=0, atol=1e-9)
     assert wrapped.sum() > 20 and same[wrapped].mean() > 0.9, (wrapped.sum(), same[wrapped].mean())
