@@ -242,7 +242,12 @@ def _ell_polyline(r1, r2, a, vs, vs4, n, sign, P1, P2):
     points back towards the segment end, then the long way; returns its length.
 
     The short way's end segments decide, so that only the chosen polyline (499 points)
-    is evaluated."""
+    is evaluated. Its derivative is one reverse pass (`_ell_polyline_length`)."""
+    return _ell_polyline_length(jnp.concatenate([r1, r2, vs, jnp.reshape(vs4, (1,))]), a, n, sign, P1, P2)
+
+
+def _ell_polyline_plain(x, a, n, sign, P1, P2):
+    r1, r2, vs, vs4 = x[0:3], x[3:6], x[6:9], x[9]
     a0, ar1, vsy, phi0 = _ell_fan_frame(r1, r2, vs, vs4)
     nn = jnp.maximum(n, 1).astype(r1.dtype)
     dphi_near = phi0 / nn
@@ -258,6 +263,19 @@ def _ell_polyline(r1, r2, a, vs, vs4, n, sign, P1, P2):
     pts = jnp.concatenate([r1[None], s, r2[None]])
     pts = jnp.where((idx == 0)[:, None], r1[None], jnp.where((idx < n)[:, None], pts, r2[None]))
     return jnp.sum(norm(pts[1:] - pts[:-1]))
+
+
+_ell_polyline_length = jax.custom_jvp(_ell_polyline_plain)
+
+
+@_ell_polyline_length.defjvp
+def _ell_polyline_length_jvp(primals, tangents):
+    # A scalar of 10 live inputs (and the semi-axes): its gradient by one reverse pass,
+    # applied to however many tangent directions come (forward mode through the 499
+    # points costs one pass per direction). P1, P2, n and sign only pick branches.
+    x, a, *aux = primals
+    length, (gx, ga) = jax.value_and_grad(_ell_polyline_plain, argnums=(0, 1))(x, a, *aux)
+    return length, gx @ tangents[0] + ga @ tangents[1]
 
 
 def _ellipsoid_scaled(p1, p2, dims):
