@@ -341,6 +341,15 @@ def _ground_frame(model: Model, rot, trans, b: int):
     return r, p
 
 
+def _twist_rows(axes, centres, origin, revolute):
+    """Angular velocity and velocity of the point `origin` per unit joint rate ``f'_k``
+    (Ehsani 2016, Eq. 176 and 179, the kinematic coefficients γ and β before they are
+    turned to body axes): ``a_k`` and ``a_k × (origin - c_k)`` for a revolute joint of
+    ground axis ``a_k`` through ``c_k``, ``0`` and ``a_k`` for a prismatic one. Arrays
+    broadcast against each other: (..., 3) axes, centres and origin, (..., 1) mask."""
+    return jnp.where(revolute, axes, 0.0), jnp.where(revolute, jnp.cross(axes, origin - centres), axes)
+
+
 def _path_twist_jacobian(model: Model, rot, trans, b: int):
     """Body `b`'s ground pose and its twist per unit rate of the joints on its path, from
     the joints' local frames ``(R, p)`` (:func:`_local_frames`): ``(R_b, o_b, path, J_w, J_v)``
@@ -360,9 +369,7 @@ def _path_twist_jacobian(model: Model, rot, trans, b: int):
         centres.append(pre_p)
         r, p = (rot[k], trans[k]) if r is None else (small_matmul(r, rot[k]), small_matvec(r, trans[k]) + p)
     a, c = jnp.stack(axes), jnp.stack(centres)
-    revolute = _revolute_mask(model)[list(path)][:, None]
-    velocity = jnp.where(revolute, jnp.cross(a, p[None, :] - c), a)
-    spin = jnp.where(revolute, a, 0.0)
+    spin, velocity = _twist_rows(a, c, p[None, :], _revolute_mask(model)[list(path)][:, None])
     return r, p, np.asarray(path), spin @ r, velocity @ r
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import finite_coordinate_vector
-from .._kinematics import body_transforms, joint_gradients
+from .._kinematics import _twist_rows, body_transforms, joint_gradients
 from .._model import Model
 from .._safe import unit
 from ._layout import layout, merge_parts, moving_locals, partitions, path_lengths, unwrapped_segments
@@ -51,9 +51,7 @@ def _gamma_beta(model: Model, poses, axes, centres):
         chain[i, list(model.ancestors(i) + (i,))] = True
     revolute = np.array([j.kind == "revolute" for j in model.joints])
     rot, o = poses[:, :3, :3], poses[:, :3, 3]
-    lever = jnp.cross(axes[None, :, :], o[:, None, :] - centres[None, :, :])  # (i, j, 3)
-    g_ground = jnp.where(revolute[None, :, None], lever, axes[None, :, :])
-    b_ground = jnp.where(revolute[None, :, None], axes[None, :, :], 0.0)
+    b_ground, g_ground = _twist_rows(axes[None, :, :], centres[None, :, :], o[:, None, :], revolute[None, :, None])
     g_ground = jnp.where(chain[:, :, None], g_ground, 0.0)
     b_ground = jnp.where(chain[:, :, None], b_ground, 0.0)
     gam = jnp.einsum("ick,ijc->ijk", rot, g_ground)
