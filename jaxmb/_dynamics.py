@@ -265,9 +265,8 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, projected=None) ->
                 # shared by the loads on that body.
                 local = _local_frames(model, f) if local is None else local
                 motions[b] = _path_twist_jacobian(model, *local, b)
-            rot_b, org_b, path, spin, velocity = motions[b]
-            wrench = load.body_wrench(rot_b, org_b)
-            total = total + jac[path].T @ (spin @ wrench[:3] + velocity @ wrench[3:])
+            path, rows = load.path_power(motions[b])
+            total = total + jac[path].T @ rows
         elif isinstance(load, AbstractJointSpaceLoad):
             total = total + load.generalized_force_from_joints(model, f, jac)
         else:

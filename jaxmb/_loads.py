@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._kinematics import _ground_frame, _local_frames, joint_gradients, joint_values
+from ._kinematics import _ground_frame, _local_frames, _path_twist_jacobian, joint_gradients, joint_values
 from ._model import Model, _f
 from ._spatial import homogeneous, small_matvec
 from ._typing import RealLike
@@ -77,9 +77,24 @@ class _PoseLoad(AbstractJointSpaceLoad):
         """``(n, f)``: moment about the body origin (N m) and force (N), both in body
         axes, at the body's ground rotation `rotation` (3, 3) and origin `translation` (3,)."""
 
+    def path_power(self, motion):
+        """The joints on the body's path and the load's power per unit rate of each
+        (len(path),), from the body's motion ``(R, o, path, J_w, J_v)``
+        (`_kinematics._path_twist_jacobian`): ``J_w n + J_v f``."""
+        rot, org, path, spin, velocity = motion
+        wrench = self.body_wrench(rot, org)
+        return path, spin @ wrench[:3] + velocity @ wrench[3:]
+
+    def _motion(self, model, f):
+        return _path_twist_jacobian(model, *_local_frames(model, f), model.body_index(self.body))
+
     def power(self, model, f, fd):
-        pose, dpose = jax.jvp(lambda x: _body_pose_from_joints(model, x, self.body), (f,), (fd,))
-        return self.pose_power(pose, dpose)
+        path, rows = self.path_power(self._motion(model, f))
+        return rows @ fd[path]
+
+    def generalized_force_from_joints(self, model, f, jac):
+        path, rows = self.path_power(self._motion(model, f))
+        return jac[path].T @ rows
 
 
 def _point_force_wrench(rotation, point, force):

@@ -349,6 +349,14 @@ def test_joint_space_loads_equal_jacobian_transpose_route():
         want = jax.jit(_loads_by_jacobians)(model, q)
         assert float(jnp.max(jnp.abs(want))) > 1e-3  # the loads do work here
         assert_tree_allclose(got, want, rtol=1e-11, normwise=True)
+        # Each load alone, by its own generalized force and by its power per unit rate
+        # of each coordinate (the base class's route, Q_k = P(f, J e_k)).
+        f, jac = mb.joint_values(model, q), mb.joint_gradients(model, q)
+        alone = sum(load.generalized_force(model, q) for load in model.loads)
+        by_power = sum(mb.AbstractJointSpaceLoad.generalized_force_from_joints(load, model, f, jac)
+                       for load in model.loads)
+        assert_tree_allclose(alone, want, rtol=1e-11, normwise=True)
+        assert_tree_allclose(by_power, want, rtol=1e-11, normwise=True)
         # forward_dynamics takes the loads through the projected pass's body Jacobians
         # (Andrews, nq << bodies) or the joint-space route (the tree): same accelerations.
         qd = jnp.ones_like(q) * 0.7
