@@ -210,10 +210,14 @@ def test_moment_arms_of_gait2354_with_units_in_the_csv_header(tmp_path, capsys):
         '<ForceSet name="forceset">\n\t\t\t<objects>',
         '<ForceSet name="forceset">\n\t\t\t<objects>\n<SpringGeneralizedForce name="knee_spring">'
         '<coordinate>knee_angle_r</coordinate></SpringGeneralizedForce>', 1))
+    # --progress: the sweep reports its states chunk by chunk (16 at a time; 7 here).
     assert main(["moment-arms", str(model), "--coordinate", "knee_angle_r", "--out", str(tmp_path), "--n", "7",
-                 "--compile-cache", "none"]) == 0
-    err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith("jaxmb: warning: ") and "SpringGeneralizedForce (knee_spring)" in err[0]
+                 "--compile-cache", "none", "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert "compiling and computing the moment arms... 7/7 states" in err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("jaxmb: warning: ")
+    assert "SpringGeneralizedForce (knee_spring)" in warnings[0]
     lines = (tmp_path / "moment_arms_knee_angle_r.csv").read_text().splitlines()
     header = lines[0].split(",")
     assert header[0] == "knee_angle_r [rad]" and len(header) == 55

@@ -240,10 +240,25 @@ def test_path_status_flags_implausible_lengths_under_vmap():
     assert float(jnp.max(jnp.where(engaged, lengths[:, 1], 0.0))) > 1.0  # metres: the case it catches
 
 
-def test_sweep_shape():
+def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks():
+    """`moment_arm_sweep`: in chunks of 4 (the last one padded), the autodiff route's single
+    forward-mode direction and the closed form give row k of `moment_arms` at every
+    sweep state, and `progress` sees every chunk."""
     model = _arm(WRAPS["sphere"])
-    x, r = mb.moment_arm_sweep(model, "elbow", n=11)
-    assert x.shape == (11,) and r.shape == (11, 1)
+    seen = []
+    x, r_ad = mb.moment_arm_sweep(model, "elbow", n=11, method="autodiff", chunk=4,
+                                  progress=lambda i, n: seen.append((i, n)))
+    _, r_cf = mb.moment_arm_sweep(model, "elbow", n=11, chunk=4)
+    assert x.shape == (11,) and r_ad.shape == (11, 1)
+    assert seen == [(4, 11), (8, 11), (11, 11)]
+    k = model.coordinate_index("elbow")
+    qs = jnp.tile(model.q_default, (11, 1)).at[:, k].set(x)
+    full = jax.vmap(lambda q: mb.moment_arms(model, q, method="autodiff")[k])(qs)
+    assert float(jnp.max(jnp.abs(full))) > 0.01  # the sphere wraps: the rows are not all zero
+    np.testing.assert_allclose(r_ad, full, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(r_cf, full, rtol=1e-10, atol=1e-14)
+    with pytest.raises(ValueError, match="method must be 'closed_form' or 'autodiff'"):
+        mb.moment_arm_sweep(model, "elbow", method="finite_differences")
 
 
 # The public entry points of the muscle module, each called with a NaN coordinate.

@@ -309,8 +309,27 @@ def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
     return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
 
 
-def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, method: str = "closed_form"):
+def _sweep_row(model: Model, q, k: int, method: str):
+    """Row `k` of ``R(q)``; by autodiff a single forward-mode direction ``-dL/dq_k``."""
+    if method == "autodiff":
+        e = jnp.zeros_like(q).at[k].set(1.0)
+        return -jax.jvp(lambda x: muscle_lengths(model, x), (q,), (e,))[1]
+    return moment_arms(model, q, method=method)[k]
+
+
+@eqx.filter_jit
+def _sweep_chunk(model: Model, qs, k: int, method: str):
+    # One state at a time (`lax.map`): the compiled program is one state's, whatever the
+    # chunk; a vmap of the wrap iterations compiles to a program many times larger.
+    return jax.lax.map(lambda q: _sweep_row(model, q, k, method), qs)
+
+
+def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, method: str = "closed_form",
+                     chunk: int = 16, progress=None):
     """Moment arms about one coordinate while it sweeps its range (others at `q0`).
+
+    The states are computed `chunk` at a time by one compiled program (the first call
+    compiles it), so that `progress` can report between chunks.
 
     **Arguments:**
 
@@ -318,12 +337,20 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     - `coordinate_name`: the coordinate that sweeps its range (an unbounded range sweeps ±π).
     - `n`: number of values.
     - `q0`: `(nq,)` the other coordinates, rad or m (default `model.q_default`).
-    - `method`: as for `moment_arms`.
+    - `method`: `"closed_form"` (row k of `moment_arms`, Ehsani 2016, Eq. 195) or
+      `"autodiff"` (``-dL/dq_k``, one forward-mode direction: the smaller program to
+      compile when only this row is wanted).
+    - `chunk`: states per call of the compiled program, >= 1.
+    - `progress`: called as ``progress(done, n)`` after each chunk, or None.
 
     **Returns:**
 
     `(values (n,), moment arms (n, n_muscles))`: the row of R for that coordinate.
     """
+    if method not in ("closed_form", "autodiff"):
+        raise ValueError(f"moment_arm_sweep: method must be 'closed_form' or 'autodiff', got {method!r}.")
+    if n < 1 or chunk < 1:
+        raise ValueError(f"moment_arm_sweep: n and chunk must be >= 1, got n={n}, chunk={chunk}.")
     k = model.coordinate_index(coordinate_name)
     lo, hi = float(model.q_lower[k]), float(model.q_upper[k])
     if not np.isfinite(lo):
@@ -331,7 +358,16 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     if not np.isfinite(hi):
         hi = np.pi
     values = jnp.linspace(lo, hi, n)
-    base = model.q_default if q0 is None else jnp.asarray(q0)
+    base = model.q_default if q0 is None else finite_coordinate_vector(model, q0, "moment_arm_sweep", "q0")
     qs = jnp.tile(base, (n, 1)).at[:, k].set(values)
-    fn = jax.jit(jax.vmap(lambda x: moment_arms(model, x, method=method)[k]))
-    return values, fn(qs)
+    chunk = min(chunk, n)
+    m = -(-n // chunk)
+    # The last chunk is padded with the final state (its rows are dropped).
+    qs = jnp.concatenate([qs, jnp.tile(qs[-1:], (m * chunk - n, 1))])
+    rows = []
+    for i in range(m):
+        rows.append(_sweep_chunk(model, qs[i * chunk:(i + 1) * chunk], k, method))
+        if progress is not None:
+            rows[-1].block_until_ready()
+            progress(min((i + 1) * chunk, n), n)
+    return values, jnp.concatenate(rows)[:n]

@@ -143,7 +143,10 @@ def _one_line(err: BaseException) -> str:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"jaxmb: warning: {_one_line(message)}", file=sys.stderr)
+    from tqdm import tqdm
+
+    # tqdm.write clears a progress bar on stderr first, so the warning gets a line of its own.
+    tqdm.write(f"jaxmb: warning: {_one_line(message)}", file=sys.stderr)
 
 
 def _dispatch(args) -> int:

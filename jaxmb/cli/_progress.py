@@ -49,6 +49,12 @@ class Stages:
             self._bar.n = done
             self._bar.set_description_str(f"{stage}...", refresh=True)
 
+    def detail(self, text: str):
+        """Add `text` (e.g. "32/181 states") to the stage under way."""
+        if self._bar is not None:
+            stage = self.stages[min(self._bar.n, len(self.stages) - 1)]
+            self._bar.set_description_str(f"{stage}... {text}", refresh=True)
+
     def __exit__(self, *exc):
         self._stop.set()
         if self._thread is not None:

@@ -71,8 +71,12 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
     - `coordinate`: the name of one of its independent coordinates.
     - `out_dir`: the output folder (made if missing, after the model loaded).
     - `n`: the number of sweep points, >= 2.
-    - `stages`: progress display of the command line (anything with ``start(name)``),
-      or None.
+    - `stages`: progress display of the command line (anything with ``start(name)``
+      and ``detail(text)``), or None.
+
+    The moment arms are ``-dL/dq`` along the coordinate by one forward-mode direction
+    (`moment_arm_sweep`'s ``method="autodiff"``), the smallest program to compile for
+    one row of R; the tests hold it equal to the closed form to round-off.
 
     The CSV has the coordinate (``[rad]`` or ``[m]``) and one column per muscle, its
     moment arm ``R = -dL/dq`` in m (dimensionless, written ``[m/m]``, for a
@@ -95,7 +99,9 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
     k = model.coordinate_index(coordinate)
     unit = coordinate_units(model)[k]
     start("compiling and computing the moment arms")
-    values, arms = moment_arm_sweep(model, coordinate, n=n)
+    detail = stages.detail if stages is not None else None
+    values, arms = moment_arm_sweep(model, coordinate, n=n, method="autodiff",
+                                    progress=None if detail is None else (lambda i, m: detail(f"{i}/{m} states")))
     values, arms = np.asarray(values), np.asarray(arms)
     start("writing")
     out = pathlib.Path(out_dir)
