@@ -118,8 +118,11 @@ def _ellipsoid_newton_plain(a, p):
 _ellipsoid_lagrange = iterate_derivative(_ellipsoid_newton_plain, n_in=2)
 
 
-def _ellipsoid_closest(a, p):
-    """Closest point of the ellipsoid with semi-axes a to p (OpenSim's findClosestPoint)."""
+def _ellipsoid_closest(a, p, section=-1):
+    """Closest point of the ellipsoid with semi-axes a to p (OpenSim's findClosestPoint);
+    with `section` 0, 1 or 2 (may be traced) the closest point of the section through p
+    normal to that axis instead (OpenSim's reduction to a plane, forced), so that one
+    batched call serves both kinds of query."""
     a2 = a * a
     t = _ellipsoid_lagrange(a, p)
     general = a2 * p / jnp.where(t + a2 != 0.0, t + a2, 1.0)
@@ -127,10 +130,11 @@ def _ellipsoid_closest(a, p):
     # (the section with the smallest sum of radii when several planes qualify).
     near = jnp.abs(p) <= ROUNDOFF
     radsum = jnp.sum(a) - a
-    axis = jnp.argmin(jnp.where(near, radsum, jnp.inf))
+    forced = section >= 0
+    axis = jnp.where(forced, section, jnp.argmin(jnp.where(near, radsum, jnp.inf)))
     # Off the planes (almost always) the section's Newton iteration is skipped: under vmap
     # (the fan's 299 points) it would otherwise run for every lane.
-    on_plane = jnp.any(near)
+    on_plane = jnp.any(near) | forced
     return jnp.where(on_plane, _ellipsoid_closest_on_plane(a, p, axis, ~on_plane), general)
 
 
@@ -336,7 +340,16 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     mu = jnp.abs(unit(p1p2))
     t = safe_div(-ri1, r1r2)
     t_sv = ri1[None, :] + t[:, None] * r1r2[None, :]
-    t_c1 = jax.vmap(lambda x, i: _ellipsoid_closest_on_plane(a, x, i))(t_sv, jnp.arange(3))
+    # (2) "fan": the mean direction from the segment's inner points to their closest points.
+    # The fan's points, the midpoint (method 1) and the three sections of (1) in one
+    # batched closest-point solve (each call site of a solve is a program of its own).
+    tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
+    svs = ri1[None] + tt[:, None] * r1r2[None]
+    mid = ri1 + 0.5 * r1r2
+    queries = jnp.concatenate([svs, mid[None], t_sv])
+    sections = jnp.concatenate([jnp.full(_N_FAN - 1, -1), jnp.arange(3)])
+    closest = jax.vmap(lambda x, i: _ellipsoid_closest(a, x, i))(queries, sections)
+    t_c1 = closest[_N_FAN - 1:]
     best = jnp.argmax(mu)
     mub, tb = mu[best], t[best]
     s = jnp.where((tb < 0.0) | (tb > 1.0), 0.0,
@@ -344,30 +357,38 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
                             jnp.where(tb > 1.0 - _SV_BOUNDARY_BLEND, (1.0 - tb) / _SV_BOUNDARY_BLEND, 1.0)))
     mub = jnp.where(hybrid & (mub > _MU_BLEND_MIN) & (s < 1.0), _MU_BLEND_MIN + s * (mub - _MU_BLEND_MIN), mub)
     c1_frans = t_c1[best]
-    # (2) "fan": the mean direction from the segment's inner points to their closest points.
-    tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
-    svs = ri1[None] + tt[:, None] * r1r2[None]
-    mid = ri1 + 0.5 * r1r2
-    # The fan's points and the midpoint (method 1) in one batched closest-point solve.
-    closest = jax.vmap(lambda x: _ellipsoid_closest(a, x))(jnp.concatenate([svs, mid[None]]))
-    blades = unit(closest[:-1] - svs)
-    c_fan = _ellipsoid_closest(a, mid + unit(jnp.sum(blades, axis=0)))
+    blades = unit(closest[:_N_FAN - 2] - svs)
+    c1_mid = closest[_N_FAN - 2]
     wt = (mub - _MU_BLEND_MIN) / (_MU_BLEND_MAX - _MU_BLEND_MIN)
-    c_blend = _ellipsoid_closest(a, wt * c1_frans + (1.0 - wt) * c_fan)
     use_fan = hybrid & (mub < _MU_BLEND_MAX)
-    c1_h = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, c_fan, c_blend), c1_frans)
     fan_weight = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, 1.0, 1.0 - wt), -jnp.inf)
-    c1_mid = closest[-1]
-    c1 = jnp.where(method == 1, c1_mid, c1_h)
+    fw = jnp.minimum(jnp.where(jnp.isinf(fan_weight), 1.0 - wt, fan_weight), 1.0)
+
+    def choose_c1(c_fan, c_blend):
+        c1_h = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, c_fan, c_blend), c1_frans)
+        c1 = jnp.where(method == 1, c1_mid, c1_h)
+        # Quadrant: mirror c1 onto the active side (towards the plane for a fan solution).
+        mirrored = c1.at[axis].set(-c1[axis])
+        pulled = mirrored.at[axis].add(fw * (0.5 * (c1[axis] + mirrored[axis]) - mirrored[axis]))
+        return c1, mirrored, pulled
+
+    # Three closest points in turn, each from the one before: the fan's direction (c_fan),
+    # the blend of the two choices (c_blend), and the mirrored c1 pulled towards the plane.
+    # One solve in a loop of three compiles to a third of the program of three call sites.
+    def step(carry, i):
+        c_fan, c_blend = carry
+        query = jnp.where(i == 0, mid + unit(jnp.sum(blades, axis=0)),
+                          jnp.where(i == 1, wt * c1_frans + (1.0 - wt) * c_fan, choose_c1(c_fan, c_blend)[2]))
+        c = _ellipsoid_closest(a, query)
+        return (jnp.where(i == 0, c, c_fan), jnp.where(i == 1, c, c_blend)), c
+
+    # c1_frans stands in until a point is known (a surface point: every step stays finite).
+    (c_fan, c_blend), chain = jax.lax.scan(step, (c1_frans, c1_frans), jnp.arange(3))
+    c1, mirrored, _ = choose_c1(c_fan, c_blend)
+    pulled = chain[2]
     use_c1 = ~axial | ((tb > 0.0) & (tb < 1.0))
     r1s, r2s = jnp.where(use_c1, c1, ri1), jnp.where(use_c1, c1, ri2)
-    # Quadrant: mirror c1 onto the active side (towards the plane for a fan solution).
     flip = (sign != 0) & (dsign(c1[axis]) != sign)
-    mirrored = c1.at[axis].set(-c1[axis])
-    fw = jnp.where(jnp.isinf(fan_weight), 1.0 - wt, fan_weight)
-    fw = jnp.minimum(fw, 1.0)
-    pulled = mirrored.at[axis].add(fw * (0.5 * (c1[axis] + mirrored[axis]) - mirrored[axis]))
-    pulled = _ellipsoid_closest(a, pulled)
     r1s, r2s = jnp.where(flip, mirrored, r1s), jnp.where(flip, mirrored, r2s)
     c1 = jnp.where(flip, jnp.where(fw > 0.0, pulled, mirrored), c1)
     # The wrapping plane through p1, p2 and c1; tangent points within it.
