@@ -229,3 +229,44 @@ def test_mobl_arms_lengths_and_moment_arms_are_finite(shared_dir):
         k, c = names.index(muscle), d["sweep_coordinate"][s]
         assert d["sweep_fd_smooth"][s, k]
         np.testing.assert_allclose(rc[i, c, k], d["sweep_moment_arms_fd"][s, k], atol=TOL_R)
+
+
+def _random_states_with_range_ends(model, n, seed):
+    """n states in the coordinates' ranges, a fifth of the entries at each end."""
+    rng = np.random.default_rng(seed)
+    lo, hi = np.asarray(model.q_lower), np.asarray(model.q_upper)
+    u = rng.random((n, lo.size))
+    u[rng.random(u.shape) < 0.2] = 0.0
+    u[rng.random(u.shape) < 0.2] = 1.0
+    return jnp.asarray(lo + (hi - lo) * u)
+
+
+def _nonfinite_states(model, qs):
+    """States where the length, its reverse-mode gradient or the closed-form R is not finite."""
+    def one(q):
+        total, grad = jax.value_and_grad(lambda x: jnp.sum(mb.muscle_lengths(model, x)))(q)
+        return total, grad, mb.moment_arms(model, q)
+    total, grad, r = (np.asarray(a) for a in jax.jit(lambda qs: jax.lax.map(one, qs))(qs))
+    ok = np.isfinite(total) & np.all(np.isfinite(grad), axis=1) & np.all(np.isfinite(r), axis=(1, 2))
+    return np.asarray(qs)[~ok]
+
+
+def test_gait2354_gradients_are_finite_at_10000_states_with_range_ends():
+    """Issue 35: lengths, their gradient (reverse mode) and the closed-form R are finite at
+    10^4 random gait2354 states, many at one or several range ends, where its conditional
+    points switch and its moving points reach the ends of their functions' data (it has no
+    wrap objects: arm26's test below, slow, covers the wrap iterations)."""
+    model = mb.load_osim(pathlib.Path(mb.__file__).parent / "data" / "gait2354_simbody.osim")
+    qs = _random_states_with_range_ends(model, 10_000, seed=1)
+    assert np.mean(np.any(np.asarray(qs) == np.asarray(model.q_upper), axis=1)) > 0.5
+    bad = _nonfinite_states(model, qs)
+    assert bad.shape[0] == 0, f"non-finite at q = {bad[:5].tolist()}"
+
+
+@pytest.mark.slow  # arm26's ellipsoid and cylinders: about 10 minutes on the 2-core VM
+def test_arm26_gradients_are_finite_at_10000_states_with_range_ends():
+    """The same through arm26's wrap iterations (one ellipsoid, cylinders, the multi-pass
+    loop); 2000 such states take about 3 minutes."""
+    model = mb.load_osim(pathlib.Path(mb.__file__).parent / "data" / "arm26.osim")
+    bad = _nonfinite_states(model, _random_states_with_range_ends(model, 10_000, seed=1))
+    assert bad.shape[0] == 0, f"non-finite at q = {bad[:5].tolist()}"
