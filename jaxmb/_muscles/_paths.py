@@ -168,7 +168,8 @@ def _scanned_pass(lay, kinds, state, rec, with_jac):
         return (s + 1, sr), None
 
     per_kind = tuple((jnp.asarray(src), jnp.asarray(dst), rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
-                      jnp.asarray(start), jnp.asarray(end)) for _, src, dst, _, rot, org, prm, axis, sign, start, end in kinds)
+                      jnp.asarray(start), jnp.asarray(end))
+                     for _, src, dst, _, rot, org, prm, axis, sign, start, end in kinds)
     return jax.lax.scan(slot, (jnp.zeros((), jnp.int32), (state, rec)), per_kind)[0][1]
 
 
