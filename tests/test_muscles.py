@@ -606,3 +606,28 @@ def test_moment_arm_derivatives_are_the_symmetric_second_derivative_of_length():
     fd = np.stack([(r(q + h * e) - r(q - h * e)) / (2 * h) for e in jnp.eye(2)], axis=-1)
     np.testing.assert_allclose(dr, fd, atol=1e-7, rtol=0)
     np.testing.assert_allclose(dr, np.swapaxes(dr, 0, 2), atol=1e-10, rtol=0)
+
+
+
+def test_slot_scan_equals_the_slot_by_slot_pass():
+    """With a wrap algorithm at several slots the wrap pass is a scan over the slots, each
+    algorithm vmapped over its lanes padded to its largest slot (`Layout.kinds`): here the
+    multi-wrap cylinder has 2 lanes at slot 0 and 1 at slots 1 and 2, the sphere is absent
+    at slots 0 and 2. Every record (they are all the closed-form moment arms use) and the
+    resolved paths equal the unrolled slot-by-slot pass's: the same arithmetic per lane."""
+    cyl2 = mb.WrapCylinder("cyl2", "upper", 0.015, 0.2, translation=(0.03, -0.05, 0.015))
+    sph = mb.WrapSphere("sph3", "upper", 0.015, translation=(0.03, -0.2, 0.01))
+    model = _arm({"a": [WRAPS["cylinder"], sph, cyl2], "b": [cyl2, WRAPS["cylinder"]]})
+    lay = layout(model)
+    assert lay.scan_slots and [k[4].tolist() for k in lay.kinds] == [[True, True, True], [False, True, False]]
+
+    def one(q, scan):
+        lay.scan_slots = scan
+        r = resolve_all(lay, q, mb.body_transforms(model, q), jacobians=True)
+        return (r.pos, r.active, r.key, r.wrap_len, r.converged) + tuple(r.history)
+
+    unrolled, scanned = jax.jit(lambda qs: jax.lax.map(lambda q: (one(q, False), one(q, True)), qs))(STATES)
+    engaged = np.asarray(scanned[6])  # (states, passes, K, W)
+    assert engaged[:, 0].any(axis=0).tolist() == [[True, True, True], [True, True, False]]
+    for a, b in zip(unrolled, scanned):
+        np.testing.assert_allclose(np.asarray(b, float), np.asarray(a, float), rtol=1e-12, atol=1e-15)

@@ -7,7 +7,8 @@ tangent points of each wrap slot. A node is ordered along the path by a float
 key (points: their index; tangent points: inserted between the ends of the
 segment they wrap). Wrap slot s of all muscles is applied at once, one
 vmapped call per wrap algorithm present in that slot, so the graph holds each wrap
-algorithm at most W times whatever the number of muscles. Body transforms are
+algorithm at most W times whatever the number of muscles, and once where the slots
+are a scan (`Layout.kinds`: an algorithm at several slots). Body transforms are
 computed once per state and gathered (ground is an extra identity pose).
 """
 
@@ -74,6 +75,27 @@ class Layout:
                 if s < len(m.wraps):
                     at_s.setdefault(m.wraps[s].algorithm(len(m.wraps)), []).append(k)
             self.groups.append([(algorithm, np.array(ks, int)) for algorithm, ks in at_s.items()])
+        # The same lanes per wrap algorithm, for a pass that scans over the slots (its program
+        # holds each algorithm once, whatever W): (algorithm, src (W, G), slot (W, G), dst (W, G),
+        # present (W,)), G the algorithm's largest group over the slots. Lane g at slot s wraps
+        # muscle src[s, g] with its wrap slot[s, g] and writes its result to muscle dst[s, g];
+        # the padded lanes copy a real lane of theirs (same data, so no lane iterates longer)
+        # and have dst = K (their scatter is dropped); slots without the algorithm are not run.
+        algorithms = list(dict.fromkeys(a for slot in self.groups for a, _ in slot))
+        self.scan_slots = W > 1 and sum(len(slot) for slot in self.groups) > len(algorithms)
+        self.kinds = []
+        for algorithm in algorithms:
+            at = [dict(slot).get(algorithm) for slot in self.groups]
+            G = max(len(ks) for ks in at if ks is not None)
+            s0 = next(s for s, ks in enumerate(at) if ks is not None)
+            src, slot, dst = np.zeros((W, G), int), np.zeros((W, G), int), np.full((W, G), K)
+            for s, ks in enumerate(at):
+                real = at[s0] if ks is None else ks
+                src[s] = np.concatenate([real, np.full(G - len(real), real[0])])
+                slot[s] = s0 if ks is None else s
+                if ks is not None:
+                    dst[s, :len(ks)] = ks
+            self.kinds.append((algorithm, src, slot, dst, np.array([ks is not None for ks in at])))
         self.owner = np.concatenate([np.full(P, -1), np.repeat(np.arange(W), 2)]).astype(int)
         self.node_body = np.concatenate([self.pbody, np.repeat(self.wbody, 2, axis=1)], axis=1)
         self.multi = bool(np.any(self.nw > 1))
@@ -133,23 +155,35 @@ def moving_locals(lay: Layout, q):
     return jnp.stack([lay.muscles[a].points[b].location(q) for a, b in lay.moving]).astype(q.dtype)
 
 
+def _wrap_frames(lay: Layout, ks, ss, rot_e, org_e, dt):
+    """The wraps of muscles `ks` at slots `ss` (index arrays, one per lane): frame rotations
+    (G, 3, 3) and origins (G, 3) in ground, params (G, n), axis (G,), sign (G,)."""
+    ws = [lay.muscles[k].wraps[s] for k, s in zip(ks, ss)]
+    rw = jax.vmap(body_fixed_xyz)(jnp.stack([w.xyz_body_rotation.astype(dt) for w in ws]))
+    tw = jnp.stack([w.translation.astype(dt) for w in ws])
+    b = lay.wbody[ks, ss]
+    rot = jnp.einsum("gij,gjk->gik", rot_e[b], rw)
+    org = jnp.einsum("gij,gj->gi", rot_e[b], tw) + org_e[b]
+    prm = jnp.stack([w.wrap_parameters(dt) for w in ws])
+    return rot, org, prm, np.array([w.wrap_axis for w in ws], int), np.array([w.wrap_sign for w in ws], int)
+
+
 def wrap_groups(lay: Layout, rot_e, org_e, dt):
     """Per wrap slot, per wrap algorithm: (algorithm, muscles ks (G,), frame rotations (G, 3, 3),
     origins (G, 3), params (G, n), axis (G,), sign (G,)), frames in ground."""
+    return [[(algorithm, ks) + _wrap_frames(lay, ks, np.full(len(ks), s), rot_e, org_e, dt) for algorithm, ks in slot]
+            for s, slot in enumerate(lay.groups)]
+
+
+def wrap_kinds(lay: Layout, rot_e, org_e, dt):
+    """`wrap_groups` per wrap algorithm for the scanned pass (`Layout.kinds`): (algorithm,
+    src, dst, present, frame rotations (W, G, 3, 3), origins (W, G, 3), params (W, G, n),
+    axis (W, G), sign (W, G), start (W, G), end (W, G)), frames in ground."""
     out = []
-    for s, slot in enumerate(lay.groups):
-        per_kind = []
-        for algorithm, ks in slot:
-            ws = [lay.muscles[k].wraps[s] for k in ks]
-            rw = jax.vmap(body_fixed_xyz)(jnp.stack([w.xyz_body_rotation.astype(dt) for w in ws]))
-            tw = jnp.stack([w.translation.astype(dt) for w in ws])
-            b = lay.wbody[ks, s]
-            rot = jnp.einsum("gij,gjk->gik", rot_e[b], rw)
-            org = jnp.einsum("gij,gj->gi", rot_e[b], tw) + org_e[b]
-            prm = jnp.stack([w.wrap_parameters(dt) for w in ws])
-            per_kind.append((algorithm, ks, rot, org, prm, np.array([w.wrap_axis for w in ws], int),
-                             np.array([w.wrap_sign for w in ws], int)))
-        out.append(per_kind)
+    for algorithm, src, slot, dst, present in lay.kinds:
+        frames = _wrap_frames(lay, src.ravel(), slot.ravel(), rot_e, org_e, dt)
+        out.append((algorithm, src, dst, present) + tuple(x.reshape(src.shape + x.shape[1:]) for x in frames)
+                   + (lay.wstart[src, slot], lay.wend[src, slot]))
     return out
 
 

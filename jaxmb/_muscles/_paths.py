@@ -12,6 +12,8 @@ Path discontinuities are explicit: `path_events` reports which
 conditional points are active and which wraps are engaged at ``q``.
 """
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -23,7 +25,8 @@ from .._kinematics import body_transforms
 from .._model import Model
 from .._safe import norm
 from .._typing import RealLike
-from ._layout import Layout, ext_poses, merge_parts, partitions, path_lengths, point_locals, wrap_groups
+from ._layout import (Layout, ext_poses, merge_parts, partitions, path_lengths, point_locals, wrap_groups,
+                      wrap_kinds)
 from ._wrap_base import MANDATORY_WRAP, WRAPPED
 
 
@@ -121,11 +124,14 @@ def _empty_records(K, W, dt):
 def _wrap_pass(lay, groups, state, with_jac=False):
     """One pass of every wrap slot in order (OpenSim's inner loop over the PathWrapSet).
 
-    Slot by slot (unrolled: the slots are few), each wrap algorithm present at the slot is
-    applied (vmapped) to the muscles whose wrap it is there. Returns the new state and
-    the pass's records (K, W) of `_one_wrap`.
+    Slot by slot, each wrap algorithm present at the slot is applied (vmapped) to the
+    muscles whose wrap it is there. Returns the new state and the pass's records (K, W)
+    of `_one_wrap`. With `lay.scan_slots` (an algorithm at several slots) the slots are
+    a `jax.lax.scan` holding each algorithm once (`_scanned_pass`), else unrolled.
     """
     rec = _empty_records(lay.K, lay.W, state[0].dtype)
+    if lay.scan_slots:
+        return _scanned_pass(lay, groups, state, rec, with_jac)
     for s, slot in enumerate(groups):
         for algorithm, ks, rot, org, prm, axis, sign in slot:
             sub = tuple(x[ks] for x in state)
@@ -135,6 +141,36 @@ def _wrap_pass(lay, groups, state, with_jac=False):
             state = tuple(x.at[ks].set(y) for x, y in zip(state, new))
             rec = tuple(x.at[ks, s].set(y) for x, y in zip(rec, made))
     return state, rec
+
+
+def _scanned_pass(lay, kinds, state, rec, with_jac):
+    """`_wrap_pass` as a scan over the slots: at slot s, each algorithm present there runs
+    once, vmapped over its padded lanes (`Layout.kinds`, `wrap_kinds`); the padded lanes'
+    results are dropped. Per lane the same arithmetic as the unrolled pass.
+
+    The slot index and the algorithms' presence flags are computed from Python integers in
+    the scan's carry, not read from arrays: under a user's `jax.vmap` the multi-pass loop's
+    `lax.cond` batches every array it closes over, and a batched flag would turn the
+    presence `lax.cond` into a select that runs every algorithm at every slot."""
+    def run(s, kind, carry):
+        (algorithm, src, dst, rot, org, prm, axis, sign, start, end), (state, rec) = kind, carry
+        fn = lambda *a: _one_wrap(algorithm, s, lay.P, lay.owner, with_jac, *a)  # noqa: E731
+        new, made = jax.vmap(fn)(*(x[src] for x in state), rot, org, prm, axis, sign, start, end)
+        state = tuple(x.at[dst].set(y, mode="drop") for x, y in zip(state, new))
+        rec = tuple(x.at[dst, s].set(y, mode="drop") for x, y in zip(rec, made))
+        return state, rec
+
+    def slot(carry, per_kind):
+        s, sr = carry
+        for (algorithm, _, _, present, *_), arrays in zip(kinds, per_kind):
+            here = functools.reduce(jnp.logical_or, [s == int(t) for t in np.flatnonzero(present)])
+            sr = jax.lax.cond(here, lambda c, a=algorithm, x=arrays: run(s, (a, *x), c), lambda c: c, sr)
+        return (s + 1, sr), None
+
+    per_kind = tuple((jnp.asarray(src), jnp.asarray(dst), rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
+                      jnp.asarray(start), jnp.asarray(end))
+                     for _, src, dst, _, rot, org, prm, axis, sign, start, end in kinds)
+    return jax.lax.scan(slot, (jnp.zeros((), jnp.int32), (state, rec)), per_kind)[0][1]
 
 
 class Resolved:
@@ -172,7 +208,7 @@ def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
     key = jnp.tile(jnp.concatenate([jnp.arange(lay.P, dtype=dt), jnp.zeros(2 * W, dt)]), (K, 1))
     wrap_len = jnp.zeros((K, W), dt)
     state = (pos, active, key, wrap_len)
-    groups = wrap_groups(lay, rot_e, org_e, dt)
+    groups = (wrap_kinds if lay.scan_slots else wrap_groups)(lay, rot_e, org_e, dt)
     history = None
     converged = jnp.ones(K, bool)
     if W > 0 and not lay.multi:
