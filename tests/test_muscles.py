@@ -608,7 +608,6 @@ def test_moment_arm_derivatives_are_the_symmetric_second_derivative_of_length():
     np.testing.assert_allclose(dr, np.swapaxes(dr, 0, 2), atol=1e-10, rtol=0)
 
 
-
 def test_slot_scan_equals_the_slot_by_slot_pass():
     """With a wrap algorithm at several slots the wrap pass is a scan over the slots, each
     algorithm vmapped over its lanes padded to its largest slot (`Layout.kinds`): here the

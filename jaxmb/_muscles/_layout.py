@@ -82,7 +82,11 @@ class Layout:
         # the padded lanes copy a real lane of theirs (same data, so no lane iterates longer)
         # and have dst = K (their scatter is dropped); slots without the algorithm are not run.
         algorithms = list(dict.fromkeys(a for slot in self.groups for a, _ in slot))
-        self.scan_slots = W > 1 and sum(len(slot) for slot in self.groups) > len(algorithms)
+        # Scanned where it at least halves the kernels the pass holds (MoBL-ARMS's multi-wrap
+        # muscles: 13 -> 4; compile of lengths 2.3x, of L and R 1.7-2x faster); the padded
+        # lanes cost run time (MoBL-ARMS's R +10-24% per state), and arm26's 3 kernels over
+        # 2 algorithms ran 1.6x slower under vmap scanned, so they stay unrolled.
+        self.scan_slots = W > 1 and sum(len(slot) for slot in self.groups) >= 2 * len(algorithms)
         self.kinds = []
         for algorithm in algorithms:
             at = [dict(slot).get(algorithm) for slot in self.groups]
