@@ -84,11 +84,11 @@ class Layout:
         algorithms = list(dict.fromkeys(a for slot in self.groups for a, _ in slot))
         # Scanned where it at least halves the kernels the pass holds (MoBL-ARMS's multi-wrap
         # muscles: 13 -> 4; compile of lengths 2.3x, of L and R 1.7-2x faster); the padded
-        # lanes cost run time (MoBL-ARMS's R +10-24% per state), and arm26's 3 kernels over
-        # 2 algorithms ran 1.6x slower under vmap scanned, so they stay unrolled.
+        # lanes cost run time (MoBL-ARMS's R +15-24% per state), and arm26's 3 kernels over
+        # 2 algorithms gained no compile time scanned and ran 3-27% slower, so they stay unrolled.
         self.scan_slots = W > 1 and sum(len(slot) for slot in self.groups) >= 2 * len(algorithms)
         self.kinds = []
-        for algorithm in algorithms:
+        for algorithm in algorithms if self.scan_slots else ():
             at = [dict(slot).get(algorithm) for slot in self.groups]
             G = max(len(ks) for ks in at if ks is not None)
             s0 = next(s for s, ks in enumerate(at) if ks is not None)

@@ -148,10 +148,11 @@ def _scanned_pass(lay, kinds, state, rec, with_jac):
     once, vmapped over its padded lanes (`Layout.kinds`, `wrap_kinds`); the padded lanes'
     results are dropped. Per lane the same arithmetic as the unrolled pass.
 
-    The slot index and the algorithms' presence flags are computed from Python integers in
-    the scan's carry, not read from arrays: under a user's `jax.vmap` the multi-pass loop's
-    `lax.cond` batches every array it closes over, and a batched flag would turn the
-    presence `lax.cond` into a select that runs every algorithm at every slot."""
+    The presence flags are computed from the scan's own slot counter (unbatched) and the
+    layout's static slot lists, not read from arrays the scan closes over: under a user's
+    `jax.vmap` the multi-pass loop's `lax.cond` batches every array it closes over, and a
+    batched flag would turn the presence `lax.cond` into a select that runs every
+    algorithm at every slot."""
     def run(s, kind, carry):
         (algorithm, src, dst, rot, org, prm, axis, sign, start, end), (state, rec) = kind, carry
         fn = lambda *a: _one_wrap(algorithm, s, lay.P, lay.owner, with_jac, *a)  # noqa: E731

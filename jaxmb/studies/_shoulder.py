@@ -101,7 +101,7 @@ def _welded(model: Model) -> Model:
         total = sum((motion_transform(pose[k][:3, :3], pose[k][:3, 3]).T
                      @ spatial_inertia(model.bodies[k].mass, model.bodies[k].com, model.bodies[k].inertia)
                      @ motion_transform(pose[k][:3, :3], pose[k][:3, 3]) for k in parts),
-                    jnp.zeros((6, 6)) if b.massless else spatial_inertia(b.mass, b.com, b.inertia))
+                    jnp.zeros((6, 6), b.mass.dtype) if b.massless else spatial_inertia(b.mass, b.com, b.inertia))
         mass = total[3, 3]
         com = vee(total[:3, 3:]) / mass
         c = skew(com)
