@@ -213,7 +213,8 @@ _CYLINDER = WrapAlgorithm(jax.jit(
 # On a muscle with several PathWraps (OpenSim's singleWrap false). `skip`: the segment
 # is not a candidate (its result is not used), so the sliding need not run on it.
 _CYLINDER_MULTI = WrapAlgorithm(jax.jit(
-    lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False, skip)))
+    lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False, skip)),
+    unrefined=_CYLINDER)
 
 
 class WrapCylinder(AbstractWrapObject):

@@ -48,16 +48,9 @@ def _value_and_jacobian(fn, x):
     return value, jac
 
 
-def _one_wrap(algorithm, s, P, owner, with_jac, pos, active, key, wrap_len, rot, org, prm, axis, sign, start, end):
-    """Apply wrap slot `s` (wrapped by `algorithm`) to one muscle's path (OpenSim's applyWrapObjects step).
-
-    Returns the new ``(pos, active, key, wrap_len)`` and the record of this wrap
-    computation for the closed-form moment arms: ``(engaged, node_a, node_b, p_a, p_b,
-    r1, r2, jac)``, the nodes (and their positions now) of the segment that was
-    wrapped, the tangent points in ground and, with `with_jac` (static), the Jacobian
-    (7, 6) of ``(r1, r2, wrap length)`` with respect to ``(p_a, p_b)`` (forward mode,
-    in the same pass: the reverse sweep then needs no wrap evaluation); zeros without.
-    """
+def _segments(s, P, owner, pos, active, key, start, end):
+    """The path's segments (in path order) that wrap slot `s` may wrap: its tangent nodes
+    cleared, then ``(active, order, k, a_, b_, cand, any_active)``."""
     n1, n2 = P + 2 * s, P + 2 * s + 1
     active = active.at[n1].set(False).at[n2].set(False)
     idx = jnp.arange(P)
@@ -73,8 +66,31 @@ def _one_wrap(algorithm, s, P, owner, with_jac, pos, active, key, wrap_len, rot,
     a_, b_ = p[:-1], p[1:]
     cand = act[:-1] & act[1:] & (k[:-1] >= ks) & (k[1:] <= ke)
     cand = cand & ~((own[:-1] == own[1:]) & (own[:-1] >= 0))
+    return active, order, k, a_, b_, cand, any_active
+
+
+def _segment_wraps(algorithm, rot, org, prm, axis, sign):
+    """The wrap of `algorithm` on segments ``(a (S, 3), b (S, 3), skip (S,))`` in ground."""
     to_w = lambda x: (x - org) @ rot  # noqa: E731
-    fn = algorithm.wrap
+    return jax.vmap(lambda x, y, c: algorithm.wrap(to_w(x), to_w(y), prm, axis, sign, c))
+
+
+def _one_wrap(algorithm, s, P, owner, with_jac, pos, active, key, wrap_len, rot, org, prm, axis, sign, start, end,
+              pre=None):
+    """Apply wrap slot `s` (wrapped by `algorithm`) to one muscle's path (OpenSim's applyWrapObjects step).
+
+    Returns the new ``(pos, active, key, wrap_len)`` and the record of this wrap
+    computation for the closed-form moment arms: ``(engaged, node_a, node_b, p_a, p_b,
+    r1, r2, jac)``, the nodes (and their positions now) of the segment that was
+    wrapped, the tangent points in ground and, with `with_jac` (static), the Jacobian
+    (7, 6) of ``(r1, r2, wrap length)`` with respect to ``(p_a, p_b)`` (forward mode,
+    in the same pass: the reverse sweep then needs no wrap evaluation); zeros without.
+    `pre`: every segment's ``(code, r1, r2, wl)`` where the caller has computed them
+    (`_refined_wraps`).
+    """
+    n1, n2 = P + 2 * s, P + 2 * s + 1
+    active, order, k, a_, b_, cand, any_active = _segments(s, P, owner, pos, active, key, start, end)
+    to_w = lambda x: (x - org) @ rot  # noqa: E731
     if algorithm.code is not None:
         # A kind that is either a mandatory wrap or none: the segment GeometryPath picks
         # (the first mandatory one) follows from the cheap crossing test alone, and the
@@ -88,7 +104,7 @@ def _one_wrap(algorithm, s, P, owner, with_jac, pos, active, key, wrap_len, rot,
         out, jac = _value_and_jacobian(world, x) if with_jac else (world(x), jnp.zeros((7, 6), x.dtype))
         r1g_j, r2g_j, wl_j = out[:3], out[3:6], out[6]
     else:
-        code, r1, r2, wl = jax.vmap(lambda x, y, c: fn(to_w(x), to_w(y), prm, axis, sign, ~c))(a_, b_, cand)
+        code, r1, r2, wl = _segment_wraps(algorithm, rot, org, prm, axis, sign)(a_, b_, ~cand) if pre is None else pre
         r1g = r1 @ rot.T + org[None]
         r2g = r2 @ rot.T + org[None]
         change = norm(a_ - r1g) + wl + norm(b_ - r2g) - norm(b_ - a_)
@@ -114,6 +130,63 @@ def _one_wrap(algorithm, s, P, owner, with_jac, pos, active, key, wrap_len, rot,
     return (pos, active, key, wrap_len), record
 
 
+_REFINED_LANES = 2  # segments per muscle in one round of `_refined_wraps`
+
+
+def _refined_wraps(algorithm, s, P, owner, pos, active, key, rot, org, prm, axis, sign, start, end):
+    """Every segment's ``(code, r1, r2, wl)`` for `_one_wrap`, of a group of muscles (G, ...)
+    whose wrap at slot `s` refines (`WrapAlgorithm.refines`: OpenSim's multi-wrap sliding).
+
+    The WrapActions of every segment come from the wrap without refinement
+    (`WrapAlgorithm.unrefined`). GeometryPath's choice then reads the first mandatory segment's
+    result if there is one, else every wrapped segment's (their lengths compete): only those are
+    computed again by the refining wrap, as OpenSim computes them; the others keep results that
+    the choice does not read. They are one or two of a path's segments, so they are gathered,
+    `_REFINED_LANES` per muscle at a time, into rounds run while a muscle has some left (a scan
+    of `lax.cond`, which both modes of differentiation go through): a batched loop (up to 100
+    restarts of the sliding) costs its width on every trip, all its lanes running to the
+    slowest, and a round is that much narrower than a call over every segment."""
+    a_, b_, cand = jax.vmap(lambda *x: _segments(s, P, owner, *x)[3:6])(pos, active, key, start, end)
+
+    def wraps(alg):  # over (G, S) segments
+        return jax.vmap(lambda a, b, c, *w: _segment_wraps(alg, *w)(a, b, c))
+
+    code, r1, r2, wl = wraps(algorithm.unrefined)(a_, b_, jnp.ones_like(cand), rot, org, prm, axis, sign)
+    S = a_.shape[1]
+    M = min(_REFINED_LANES, S)
+    rounds = -(-S // M)
+    mand = cand & (code == MANDATORY_WRAP)
+    need = jnp.where(jnp.any(mand, axis=1, keepdims=True), jnp.arange(S) == jnp.argmax(mand, axis=1)[:, None],
+                     cand & (code == WRAPPED))
+    count = jnp.sum(need, axis=1)
+    # Per muscle, the needed segments first, then padding (S: out of range, never written).
+    order = jnp.concatenate([jnp.argsort(~need, axis=1, stable=True), jnp.full((a_.shape[0], rounds * M - S), S)],
+                            axis=1)
+
+    def one_round(out, r):
+        def run(out):
+            lanes = jax.lax.dynamic_slice_in_dim(order, r * M, M, axis=1)
+            live = (r * M + jnp.arange(M))[None] < count[:, None]
+            take = lambda x: jnp.take_along_axis(x, jnp.minimum(lanes, S - 1)[..., None], axis=1)  # noqa: E731
+            _, n1, n2, nw = wraps(algorithm)(take(a_), take(b_), ~live, rot, org, prm, axis, sign)
+            drop = jnp.where(live, lanes, S)
+            put = jax.vmap(lambda u, i, v: u.at[i].set(v, mode="drop"))
+            return tuple(put(u, drop, v) for u, v in zip(out, (n1, n2, nw)))
+
+        return jax.lax.cond(r * M < jnp.max(count), run, lambda out: out, out), None
+
+    return (code,) + jax.lax.scan(one_round, (r1, r2, wl), jnp.arange(rounds))[0]
+
+
+def _apply_slot(algorithm, s, lay, with_jac, state, rot, org, prm, axis, sign, start, end):
+    """`_one_wrap` over a group of muscles (leading axis), the refining wraps by `_refined_wraps`."""
+    pre = None
+    if algorithm.refines:
+        pre = _refined_wraps(algorithm, s, lay.P, lay.owner, *state[:3], rot, org, prm, axis, sign, start, end)
+    fn = lambda *a: _one_wrap(algorithm, s, lay.P, lay.owner, with_jac, *a)  # noqa: E731
+    return jax.vmap(fn)(*state, rot, org, prm, axis, sign, start, end, pre)
+
+
 def _empty_records(K, W, dt):
     """Per-slot records of one pass (see `_one_wrap`), all "not engaged"."""
     return (jnp.zeros((K, W), bool), jnp.zeros((K, W), jnp.int32), jnp.zeros((K, W), jnp.int32),
@@ -134,10 +207,9 @@ def _wrap_pass(lay, groups, state, with_jac=False):
         return _scanned_pass(lay, groups, state, rec, with_jac)
     for s, slot in enumerate(groups):
         for algorithm, ks, rot, org, prm, axis, sign in slot:
-            sub = tuple(x[ks] for x in state)
-            fn = lambda *a, algorithm=algorithm, s=s: _one_wrap(algorithm, s, lay.P, lay.owner, with_jac, *a)  # noqa: E731
-            new, made = jax.vmap(fn)(*sub, rot, org, prm, jnp.asarray(axis), jnp.asarray(sign),
-                                     jnp.asarray(lay.wstart[ks, s]), jnp.asarray(lay.wend[ks, s]))
+            new, made = _apply_slot(algorithm, s, lay, with_jac, tuple(x[ks] for x in state), rot, org, prm,
+                                    jnp.asarray(axis), jnp.asarray(sign), jnp.asarray(lay.wstart[ks, s]),
+                                    jnp.asarray(lay.wend[ks, s]))
             state = tuple(x.at[ks].set(y) for x, y in zip(state, new))
             rec = tuple(x.at[ks, s].set(y) for x, y in zip(rec, made))
     return state, rec
@@ -155,8 +227,8 @@ def _scanned_pass(lay, kinds, state, rec, with_jac):
     algorithm at every slot."""
     def run(s, kind, carry):
         (algorithm, src, dst, rot, org, prm, axis, sign, start, end), (state, rec) = kind, carry
-        fn = lambda *a: _one_wrap(algorithm, s, lay.P, lay.owner, with_jac, *a)  # noqa: E731
-        new, made = jax.vmap(fn)(*(x[src] for x in state), rot, org, prm, axis, sign, start, end)
+        new, made = _apply_slot(algorithm, s, lay, with_jac, tuple(x[src] for x in state), rot, org, prm, axis,
+                                sign, start, end)
         state = tuple(x.at[dst].set(y, mode="drop") for x, y in zip(state, new))
         rec = tuple(x.at[dst, s].set(y, mode="drop") for x, y in zip(rec, made))
         return state, rec

@@ -192,14 +192,16 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, conve
     return code, back(r1), back(r2), wl
 
 
-def _algorithm(single, converged):
+def _algorithm(single, converged, unrefined=None):
     return WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _torus_wrap(
-        p1, p2, prm[0], prm[1], ax, sg, single, False if single else skip, converged)))
+        p1, p2, prm[0], prm[1], ax, sg, single, False if single else skip, converged)), unrefined=unrefined)
 
 
-# On a muscle with several PathWraps the inner cylinder slides its tangent points (single=False).
-_ALGORITHMS = {(single, search): _algorithm(single, search == "converged")
-               for single in (True, False) for search in ("converged", "opensim")}
+# On a muscle with several PathWraps the inner cylinder slides its tangent points (single=False);
+# without the sliding it is the single-wrap torus.
+_ALGORITHMS = {(True, search): _algorithm(True, search == "converged") for search in ("converged", "opensim")}
+_ALGORITHMS.update({(False, search): _algorithm(False, search == "converged", _ALGORITHMS[(True, search)])
+                    for search in ("converged", "opensim")})
 
 
 class WrapTorus(AbstractWrapObject):

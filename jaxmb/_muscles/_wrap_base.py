@@ -53,11 +53,19 @@ class WrapAlgorithm:
     slot of the same kind reuse one traced program. `code(p1, p2, params)`, where not
     None, returns the WrapAction alone, for kinds that only ever return
     MANDATORY_WRAP or NO_WRAP: the path code then picks the segment from it and runs
-    the full (costly) wrap once.
+    the full (costly) wrap once. `unrefined`, where not None: the same wrap without the
+    iterations that only refine its tangent points (OpenSim's multi-wrap sliding), whose
+    WrapAction is always this one's: the path code takes every segment's WrapAction from
+    it and runs this wrap just on the segments its choice reads.
     """
 
     wrap: Callable
     code: Callable | None = None
+    unrefined: "WrapAlgorithm | None" = None
+
+    @property
+    def refines(self) -> bool:
+        return self.unrefined is not None
 
 
 class AbstractWrapObject(eqx.Module):
