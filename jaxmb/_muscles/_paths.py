@@ -18,6 +18,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_batching import custom_vmap
 from jaxtyping import Array, Bool, Float
 
 from .._checks import finite_coordinate_vector
@@ -130,6 +131,19 @@ def _one_wrap(algorithm, s, P, owner, with_jac, pos, active, key, wrap_len, rot,
     return (pos, active, key, wrap_len), record
 
 
+@custom_vmap
+def _batch_max(n):
+    """`n`, and under `jax.vmap` its maximum over the batch, unbatched: a `lax.cond` on it
+    stays a branch (on a batched predicate it would run both branches). For predicates that
+    only choose how a result is computed, not what it is."""
+    return n
+
+
+@_batch_max.def_vmap
+def _batch_max_rule(axis_size, in_batched, n):
+    return jnp.max(n, axis=0), False
+
+
 _REFINED_LANES = 2  # segments per muscle in one round of `_refined_wraps`
 
 
@@ -156,12 +170,12 @@ def _refined_wraps(algorithm, s, P, owner, pos, active, key, rot, org, prm, axis
     M = min(_REFINED_LANES, S)
     rounds = -(-S // M)
     mand = cand & (code == MANDATORY_WRAP)
-    need = jnp.where(jnp.any(mand, axis=1, keepdims=True), jnp.arange(S) == jnp.argmax(mand, axis=1)[:, None],
+    need = jnp.where(jnp.any(mand, axis=1, keepdims=True), jnp.arange(S)[None] == jnp.argmax(mand, axis=1)[:, None],
                      cand & (code == WRAPPED))
     count = jnp.sum(need, axis=1)
     # Per muscle, the needed segments first, then padding (S: out of range, never written).
-    order = jnp.concatenate([jnp.argsort(~need, axis=1, stable=True), jnp.full((a_.shape[0], rounds * M - S), S)],
-                            axis=1)
+    first = jnp.argsort(~need, axis=1, stable=True)
+    order = jnp.concatenate([first, jnp.full((a_.shape[0], rounds * M - S), S, first.dtype)], axis=1)
 
     def one_round(out, r):
         def run(out):
@@ -173,7 +187,7 @@ def _refined_wraps(algorithm, s, P, owner, pos, active, key, rot, org, prm, axis
             put = jax.vmap(lambda u, i, v: u.at[i].set(v, mode="drop"))
             return tuple(put(u, drop, v) for u, v in zip(out, (n1, n2, nw)))
 
-        return jax.lax.cond(r * M < jnp.max(count), run, lambda out: out, out), None
+        return jax.lax.cond(r * M < _batch_max(jnp.max(count)), run, lambda out: out, out), None
 
     return (code,) + jax.lax.scan(one_round, (r1, r2, wl), jnp.arange(rounds))[0]
 
