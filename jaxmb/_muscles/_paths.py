@@ -141,7 +141,7 @@ def _batch_max(n):
 
 @_batch_max.def_vmap
 def _batch_max_rule(axis_size, in_batched, n):
-    return jnp.max(n, axis=0), False
+    return (jnp.max(n, axis=0) if in_batched[0] else n), False
 
 
 _REFINED_LANES = 2  # segments per muscle in one round of `_refined_wraps`
