@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmb._muscles._cylinder import _CYLINDER_MULTI
-from jaxmb._muscles._paths import _REFINED_LANES, _refined_wraps, _segment_wraps, _segments
+from jaxmb._muscles._paths import _REFINED_LANES, _one_wrap, _refined_wraps, _segment_wraps, _segments
 from jaxmb._muscles._wrap_base import MANDATORY_WRAP, WRAPPED
 
 P, G = 6, 6  # path points per muscle (one wrap slot), muscles in the group
@@ -67,3 +67,25 @@ def test_refined_segments_equal_the_wrap_on_every_segment():
     for i, g in enumerate(groups):
         for x, y in zip(batched, _refined_jit(*g)):
             np.testing.assert_allclose(np.asarray(x)[i], np.asarray(y), rtol=1e-14, atol=1e-17)
+
+
+def _applied(pos, active, key, wrap, start, end, narrowed):
+    """The wrap step's new path and its record (`_one_wrap`), its segments' results from the
+    narrowed rounds or, as before them, from the sliding wrap on every candidate segment."""
+    pre = _refined(pos, active, key, wrap, start, end) if narrowed else None
+    one = lambda *x: _one_wrap(_CYLINDER_MULTI, 0, P, OWNER, True, *x)  # noqa: E731
+    return jax.vmap(one)(pos, active, key, jnp.zeros((G, 1)), *wrap, start, end, pre)
+
+
+_applied_jit = jax.jit(_applied, static_argnums=6)
+
+
+def test_narrowed_rounds_leave_the_chosen_path_unchanged():
+    # GeometryPath's choice, the new path, its wrap length, the record and the tangent points'
+    # Jacobian do not depend on the segments the choice does not read.
+    for seed in range(3):
+        g = _group(seed)
+        new = jax.tree.leaves(_applied_jit(*g, True))
+        old = jax.tree.leaves(_applied_jit(*g, False))
+        for x, y in zip(new, old):
+            np.testing.assert_allclose(np.asarray(x, float), np.asarray(y, float), rtol=1e-13, atol=1e-15)
