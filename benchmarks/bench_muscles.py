@@ -1,26 +1,32 @@
 """Muscle geometry against OpenSim: all muscle lengths and the moment-arm matrix
 R = -dL/dq (nq x n_muscles) per state, `mb.muscle_lengths_and_moment_arms` (one
-resolution of the paths), single states and batches, compile time apart.
+resolution of the paths), single states and batches, compile time apart, for several
+models in one run.
 
-OpenSim's cost for the same work (``State.setQ``, ``realizePosition``, ``getLength`` of
-every muscle and ``computeMomentArm`` of every muscle and independent coordinate, at
-the same random states) is measured in the same run when a Python with OpenSim is given
-(``--opensim-python`` or ``$JAXMB_OPENSIM_PYTHON``; ``pip install opensim`` into a
-separate venv), by ``tests/data/opensim/opensim_reference.py --timing-only``;
-otherwise the figure stored in the reference file is used, and the result says so.
+OpenSim's cost for the same work is measured in the same run, at the same random
+in-range states, when a Python with OpenSim is given (``--opensim-python`` or
+``$JAXMB_OPENSIM_PYTHON``; ``pip install opensim`` into a separate venv), by
+`benchmarks/_opensim_muscles.py`, on two routes an OpenSim user would take:
+``Muscle.computeMomentArm`` for every muscle and coordinate, and central differences of
+``Muscle.getLength`` (2 nq + 1 realizations). Without OpenSim, the computeMomentArm
+figure stored in the model's reference file (tests/data/opensim/, at that file's own
+states) is used where there is one, and the result says so.
 
-Models: MoBL-ARMS (50 muscles, 7 coordinates; its first compile takes minutes) by
-default, arm26 (6 muscles, 2 coordinates; single states only) with ``--quick``.
+Models: MoBL-ARMS (50 muscles, 7 coordinates; its first compile takes about a minute)
+and gait2354 (54 muscles, 23 coordinates) by default, arm26 (6 muscles, 2 coordinates;
+single states only) with ``--quick``; any ``.osim`` path too, for instance
+RajagopalLaiUhlrich2023 from the opensim-models repository
+(Models/Rajagopal/RajagopalLaiUhlrich2023.osim).
 
-    python benchmarks/bench_muscles.py [--quick] [--model M.osim --reference R.npz]
-                                       [--batch-sizes 16,256] [--opensim-python PY]
+    python benchmarks/bench_muscles.py [--quick] [--models mobl_arms,gait2354,PATH.osim]
+                                       [--batch-sizes 16,256] [--states 20] [--opensim-python PY]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,96 +45,144 @@ import numpy as np  # noqa: E402
 import jaxmb as mb  # noqa: E402
 
 DATA = H.ROOT / "tests" / "data" / "opensim"
-MODELS = {"mobl_arms": (H.ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim", DATA / "mobl_arms.npz"),
-          "arm26": (H.ROOT / "jaxmb" / "data" / "arm26.osim", DATA / "arm26.npz")}
+MODELS = {"mobl_arms": H.ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim",
+          "gait2354": H.ROOT / "jaxmb" / "data" / "gait2354_simbody.osim",
+          "arm26": H.ROOT / "jaxmb" / "data" / "arm26.osim"}
+ROUTES = ("compute_moment_arm", "central_differences")
 
 
-def opensim_seconds(python, model, reference, repeats):
-    """OpenSim's (wall, CPU) seconds per state, measured now on a scratch copy of the
-    reference file."""
+def model_path(model: str) -> tuple[str, Path]:
+    """``(name, path)`` of a model given by name (`MODELS`) or by its ``.osim`` path."""
+    if model in MODELS:
+        return model, MODELS[model]
+    path = Path(model)
+    if path.suffix != ".osim":
+        raise SystemExit(f"bench_muscles: {model!r} is neither one of {sorted(MODELS)} nor an .osim path")
+    return path.stem, path
+
+
+def random_states(model, n: int, seed: int = 0) -> np.ndarray:
+    """`n` states uniform in the coordinates' ranges (an unbounded coordinate in ±π)."""
+    lo = np.where(np.isfinite(model.q_lower), model.q_lower, -np.pi)
+    hi = np.where(np.isfinite(model.q_upper), model.q_upper, np.pi)
+    return np.random.default_rng(seed).uniform(lo, hi, (n, model.nq))
+
+
+def opensim_seconds(python, path, model, states, repeats) -> dict:
+    """OpenSim's ``{route: {"wall_s_per_state", "cpu_s_per_state"}}`` at `states`, measured now."""
     with tempfile.TemporaryDirectory() as tmp:
-        scratch = Path(tmp) / "reference.npz"
-        shutil.copyfile(reference, scratch)
-        subprocess.run([python, str(DATA / "opensim_reference.py"), str(model), str(scratch), "--timing-only",
-                        "--timing-repeats", str(repeats)], check=True)
-        d = np.load(scratch)
-        return (float(d["opensim_seconds_per_state_lengths_and_moment_arms"]),
-                float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"]))
+        st, out = Path(tmp) / "states.npz", Path(tmp) / "out.json"
+        np.savez(st, coordinate_names=np.array(model.coordinate_names), q=np.asarray(states))
+        subprocess.run([python, str(H.ROOT / "benchmarks" / "_opensim_muscles.py"), str(path), str(st), str(out),
+                        "--repeats", str(repeats)], check=True, capture_output=True)
+        return json.loads(out.read_text())
 
 
-def run(quick=False, model=None, reference=None, batch_sizes=None, muscles=None, opensim_python=None, rounds=None,
-        out_dir=H.RESULTS):
-    name = "arm26" if quick else "mobl_arms"
-    model_path, ref_path = Path(model or MODELS[name][0]), Path(reference or MODELS[name][1])
-    # Batches compile for minutes even on arm26 (every wrap's iterations under vmap): not in --quick.
-    batch_sizes = batch_sizes if batch_sizes is not None else (() if quick else (16, 256))
-    rounds = rounds or (3 if quick else 5)
-    opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
-    notes = []
+def stored_opensim(name: str) -> dict | None:
+    """The computeMomentArm figure stored in the model's reference file, if it has one."""
+    ref = DATA / f"{name}.npz"
+    if not ref.exists():
+        return None
+    d = np.load(ref)
+    return {"compute_moment_arm": {"wall_s_per_state": float(d["opensim_seconds_per_state_lengths_and_moment_arms"]),
+                                   "cpu_s_per_state": float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"])},
+            "source": f"stored in {ref.name} when it was generated, at its own states (no OpenSim given)"}
+
+
+def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python, notes):
+    """Rows of one model and its summary."""
+    name, path = model_path(model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = mb.load_osim(str(model_path))
+        m = mb.load_osim(str(path))
     if muscles:  # a subset (a smaller program to compile)
         m = eqx.tree_at(lambda x: x.muscles, m, tuple(x for x in m.muscles if x.name in muscles))
-        notes.append(f"only the muscles {list(muscles)}: OpenSim's figure is for all of the model's muscles")
-    d = np.load(ref_path)
-    states = jnp.asarray(d["random_q_ind"])
+        notes.append(f"{name}: only the muscles {list(muscles)}; OpenSim's figures are for all of the model's muscles")
+    states = random_states(m, n_states)
     fn = lambda q: mb.muscle_lengths_and_moment_arms(m, q)  # noqa: E731
     calls, compile_s, per = {}, {}, {}
-    single, lo, co = H.compile_apart(fn, states[0])
-    calls[("jit", 1)] = lambda: [single(q) for q in states]
+    qs1 = jnp.asarray(states)
+    single, lo, co = H.compile_apart(fn, qs1[0])
+    calls[("jit", 1)] = lambda: [single(q) for q in qs1]
     compile_s[("jit", 1)], per[("jit", 1)] = lo + co, len(states)
     for b in batch_sizes:
-        qs = jnp.asarray(np.resize(np.asarray(states), (b, m.nq)))
+        qs = jnp.asarray(np.resize(states, (b, m.nq)))
         for how, f in (("vmap", jax.vmap(fn)), ("lax.map", lambda x: jax.lax.map(fn, x))):
             comp, lo, co = H.compile_apart(f, qs)
             calls[(how, b)] = lambda comp=comp, qs=qs: comp(qs)
             compile_s[(how, b)], per[(how, b)] = lo + co, b
     timed = H.time_calls(calls, rounds=rounds, min_time=0.0)
     if opensim_python:
-        osim_wall, osim_cpu = opensim_seconds(opensim_python, model_path, ref_path, rounds)
-        source = f"measured in this run ({opensim_python})"
+        osim = opensim_seconds(opensim_python, path, m, states, rounds)
+        osim["source"] = f"measured in this run at the same states ({opensim_python})"
     else:
-        osim_wall = float(d["opensim_seconds_per_state_lengths_and_moment_arms"])
-        osim_cpu = float(d["opensim_cpu_seconds_per_state_lengths_and_moment_arms"])
-        source = f"stored in {ref_path.name} when it was generated (no OpenSim given: --opensim-python)"
-    notes.append(f"OpenSim {H.ms(osim_wall):.4g} ms/state wall, {H.ms(osim_cpu):.4g} ms CPU, {source}")
-    osim = osim_cpu if H.clock() == "cpu" else osim_wall
+        osim = stored_opensim(name) or {"source": "no OpenSim given (--opensim-python) and no stored figure"}
+    key = f"{H.clock()}_s_per_state"
+    osim_s = {r: osim[r][key] for r in ROUTES if r in osim}
+    notes.append(f"{name}: OpenSim " + ", ".join(f"{r} {H.ms(osim[r]['wall_s_per_state']):.4g} ms/state wall, "
+                                               f"{H.ms(osim[r]['cpu_s_per_state']):.4g} ms CPU" for r in osim_s)
+                 + f" ({osim['source']})")
     rows = []
-    for key in calls:
-        seconds = timed[key]["best_s"] / per[key]
-        rows.append(dict(how=key[0], batch=key[1], compile_s=compile_s[key], ms_per_state=H.ms(seconds),
-                         opensim_over_this=osim / seconds))
-    result = {"meta": H.meta("muscles", batch_sizes=list(batch_sizes), quick=quick, model=model_path.name,
-                             n_muscles=len(m.muscles), nq=int(m.nq), rounds=rounds,
-                             opensim_seconds_per_state=osim, opensim_source=source),
-              "rows": rows, "notes": notes,
-              "headline": headline(rows, model_path.name, len(m.muscles), int(m.nq), osim)}
-    table = H.markdown_table(rows, [("how", "how"), ("batch", "batch"), ("compile_s", "compile s"),
-                                    ("ms_per_state", "ms/state"), ("opensim_over_this", "OpenSim / jaxmb")])
+    for k in calls:
+        seconds = timed[k]["best_s"] / per[k]
+        rows.append(dict(model=name, how=k[0], batch=k[1], compile_s=compile_s[k], ms_per_state=H.ms(seconds),
+                         **{f"{r}_over_this": s / seconds for r, s in osim_s.items()}))
+    summary = dict(model=name, file=path.name, n_muscles=len(m.muscles), nq=int(m.nq),
+                   opensim_seconds_per_state=osim_s, opensim_source=osim["source"])
+    return rows, summary
+
+
+def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python=None, rounds=None, n_states=None,
+        out_dir=H.RESULTS):
+    models = tuple(models) if models else (("arm26",) if quick else ("mobl_arms", "gait2354"))
+    # Batches compile for minutes even on arm26 (every wrap's iterations under vmap): not in --quick.
+    batch_sizes = batch_sizes if batch_sizes is not None else (() if quick else (16, 256))
+    rounds = rounds or (3 if quick else 5)
+    n_states = n_states or (8 if quick else 20)
+    opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
+    notes, rows, summaries = [], [], []
+    for model in models:
+        r, s = one_model(model, batch_sizes, muscles, n_states, rounds, opensim_python, notes)
+        rows += r
+        summaries.append(s)
+    result = {"meta": H.meta("muscles", batch_sizes=list(batch_sizes), quick=quick, rounds=rounds, states=n_states,
+                             models=summaries),
+              "rows": rows, "notes": notes, "headline": headline(rows, summaries)}
+    table = H.markdown_table(rows, [("model", "model"), ("how", "how"), ("batch", "batch"), ("compile_s", "compile s"),
+                                    ("ms_per_state", "ms/state"),
+                                    ("compute_moment_arm_over_this", "OpenSim computeMomentArm / jaxmb"),
+                                    ("central_differences_over_this", "OpenSim central differences / jaxmb")])
     return H.write(result, out_dir, table)
 
 
-def headline(rows, model, n_muscles, nq, osim):
-    best = min(rows, key=lambda r: r["ms_per_state"])
-    jit = next(r for r in rows if r["how"] == "jit")
-    return [{"what": f"{model}: {n_muscles} muscle lengths and the {nq} x {n_muscles} moment arms, ms per state",
-             "jaxmb": f"{jit['ms_per_state']:.4g} single (compile {jit['compile_s']:.0f} s); "
-                      f"best {best['ms_per_state']:.4g} ({best['how']}, batch {best['batch']})",
-             "alternative": f"OpenSim 4.6 {H.ms(osim):.4g}", "script": "bench_muscles.py"}]
+def headline(rows, summaries):
+    out = []
+    for s in summaries:
+        mine = [r for r in rows if r["model"] == s["model"]]
+        best = min(mine, key=lambda r: r["ms_per_state"])
+        jit = next(r for r in mine if r["how"] == "jit")
+        alt = "; ".join(f"OpenSim 4.6 {r.replace('_', ' ')} {H.ms(t):.4g}"
+                        for r, t in s["opensim_seconds_per_state"].items())
+        out.append({"what": f"{s['file']}: {s['n_muscles']} muscle lengths and the {s['nq']} x {s['n_muscles']} "
+                            "moment arms, ms per state",
+                    "jaxmb": f"{jit['ms_per_state']:.4g} single (compile {jit['compile_s']:.0f} s); "
+                             f"best {best['ms_per_state']:.4g} ({best['how']}, batch {best['batch']})",
+                    "alternative": alt, "script": "bench_muscles.py"})
+    return out
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="arm26, single states only")
-    p.add_argument("--model")
-    p.add_argument("--reference", help="the model's reference .npz (tests/data/opensim/)")
+    p.add_argument("--models", help=f"comma-separated names ({', '.join(MODELS)}) or .osim paths")
     p.add_argument("--batch-sizes", help="comma-separated; empty for single states only")
+    p.add_argument("--states", type=int, help="random in-range states timed singly (default 20, 8 with --quick)")
     p.add_argument("--opensim-python", help="a Python with `opensim` (default: $JAXMB_OPENSIM_PYTHON)")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
     batches = None if a.batch_sizes is None else tuple(int(x) for x in a.batch_sizes.split(",") if x.strip())
-    run(quick=a.quick, model=a.model, reference=a.reference, batch_sizes=batches, opensim_python=a.opensim_python,
+    models = None if a.models is None else tuple(x for x in a.models.split(",") if x.strip())
+    run(quick=a.quick, models=models, batch_sizes=batches, n_states=a.states, opensim_python=a.opensim_python,
         out_dir=a.out_dir)
 
 

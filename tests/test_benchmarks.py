@@ -13,6 +13,8 @@ import jax
 import numpy as np
 import pytest
 
+import jaxmb as mb
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -122,10 +124,27 @@ def test_bench_closed_chains_tiny(bench):
 def test_bench_muscles_tiny(bench):
     from benchmarks import bench_muscles
 
-    result = bench_muscles.run(quick=True, batch_sizes=(), muscles=("BRA",), rounds=1, out_dir=None)
+    result = bench_muscles.run(quick=True, batch_sizes=(), muscles=("BRA",), rounds=1, n_states=2, out_dir=None)
     (row,) = _check(result, "muscles")
-    assert row["how"] == "jit" and row["ms_per_state"] > 0.0 and result["meta"]["n_muscles"] == 1
-    assert "stored in arm26.npz" in result["meta"]["opensim_source"] or os.environ.get("JAXMB_OPENSIM_PYTHON")
+    assert row["model"] == "arm26" and row["how"] == "jit" and row["ms_per_state"] > 0.0
+    (summary,) = result["meta"]["models"]
+    assert summary["n_muscles"] == 1 and summary["nq"] == 2
+    if not os.environ.get("JAXMB_OPENSIM_PYTHON"):
+        assert "stored in arm26.npz" in summary["opensim_source"]
+        assert set(summary["opensim_seconds_per_state"]) == {"compute_moment_arm"}
+        assert row["compute_moment_arm_over_this"] > 0.0
+
+
+def test_bench_muscles_states_lie_in_the_coordinate_ranges(bench):
+    from benchmarks import bench_muscles
+
+    model = mb.load_osim(str(bench_muscles.MODELS["arm26"]))
+    states = bench_muscles.random_states(model, 64)
+    assert states.shape == (64, model.nq)
+    assert np.all(states >= np.asarray(model.q_lower)) and np.all(states <= np.asarray(model.q_upper))
+    assert np.all(np.ptp(states, axis=0) > 0.5 * np.asarray(model.q_upper - model.q_lower))
+    with pytest.raises(SystemExit, match="neither one of"):
+        bench_muscles.model_path("nonexistent_model")
 
 
 def test_bench_gradients_tiny(bench):
