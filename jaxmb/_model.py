@@ -39,6 +39,13 @@ def _f(x, shape=None) -> Array:
     return x
 
 
+def _round_off(values: np.ndarray, floor: float) -> float:
+    """A relative tolerance for a build-time check on `values`: `floor`, or what their
+    dtype resolves where that is coarser (a float32 model's rotations are orthonormal
+    only to float32 round-off)."""
+    return max(floor, 100.0 * float(np.finfo(values.dtype).eps))
+
+
 def _concrete(*arrays) -> list[np.ndarray] | None:
     """NumPy copies of the arrays, or None when any is a tracer (checks then skip)."""
     try:
@@ -107,10 +114,10 @@ def _validate_inertial(name, mass, com, inertia, *, massless):
             "or build it with Body.virtual(name) if it is a massless link of a multi-DOF joint."
         )
     scale = max(float(np.max(np.abs(inertia))), 1e-300)
-    if np.max(np.abs(inertia - inertia.T)) > 1e-10 * scale:
+    if np.max(np.abs(inertia - inertia.T)) > _round_off(inertia, 1e-10) * scale:
         raise ModelError(f"Body {name!r}: inertia tensor is not symmetric:\n{inertia}")
     moments = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
-    tol = 1e-9 * scale
+    tol = _round_off(inertia, 1e-9) * scale
     if moments[0] < -tol:
         raise ModelError(
             f"Body {name!r}: inertia tensor is not positive semi-definite (principal moments "
@@ -193,7 +200,7 @@ class Joint(eqx.Module):
             vals = _concrete(arr)
             if vals is not None and shape == (3, 3):
                 r = vals[0]
-                if np.max(np.abs(r.T @ r - np.eye(3))) > 1e-9 or np.linalg.det(r) < 0:
+                if np.max(np.abs(r.T @ r - np.eye(3))) > _round_off(r, 1e-9) or np.linalg.det(r) < 0:
                     raise ModelError(f"Joint {name!r}: {label} is not a proper rotation matrix:\n{r}")
 
     # -- transforms --------------------------------------------------------

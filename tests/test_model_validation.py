@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jaxmb as mb
@@ -142,3 +143,29 @@ def test_revolute_joint_without_inertia_about_its_axis_is_refused():
     m = _arm(coords=("q", "w"), end=off,
              extra=mb.revolute("wrist", "upper", "hand", (0, 0, 1.0), mb.Coordinate(1), offset=(0, -1.0, 0)))
     assert jnp.linalg.eigvalsh(mb.mass_matrix(m, jnp.zeros(2)))[0] > 0
+
+
+def _tilted(angle):
+    c, s = np.cos(angle), np.sin(angle)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ np.array([[1.0, 0.0, 0.0], [0.0, c, -s],
+                                                                             [0.0, s, c]])
+
+
+@pytest.mark.parametrize("dtype, error, ok", [(np.float32, 3e-7, True), (np.float32, 1e-3, False),
+                                              (np.float64, 3e-7, False), (np.float64, 1e-12, True)])
+def test_rotation_and_inertia_checks_follow_the_dtype(dtype, error, ok):
+    """A float32 model (an .osim loaded without x64) carries rotations orthonormal and inertias
+    symmetric only to float32 round-off: accepted there, refused in float64, and a real
+    defect refused in both."""
+    r = (_tilted(0.3) + error * np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])).astype(dtype)
+    inertia = (np.diag([1.0, 1.2, 1.5]) + error * np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0, 0, 0]])).astype(dtype)
+    joint = lambda: mb.Joint("j", "ground", "b", "revolute", (0, 0, 1.0), mb.Coordinate(0),  # noqa: E731
+                             parent_rotation=jnp.asarray(r))
+    body = lambda: mb.Body("b", 1.0, inertia=jnp.asarray(inertia))  # noqa: E731
+    if ok:
+        assert joint().parent_rotation.dtype == dtype and body().inertia.dtype == dtype
+    else:
+        with pytest.raises(ValueError, match="proper rotation"):
+            joint()
+        with pytest.raises(ValueError, match="not symmetric"):
+            body()
