@@ -7,100 +7,181 @@ model takes is a static choice (`_projects`, `_unrolls`); `jaxmb._dynamics` call
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
-from ._kinematics import _local_frames, _stack_rows, joint_transforms, motion_subspaces, tree_levels
+from ._batching import batch_last
+from ._kinematics import _local_frames, _stack_rows, motion_subspaces, tree_levels
 from ._model import Model
-from ._spatial import skew, small_matmul, small_matvec
+from ._spatial import cross, cross_force, cross_motion, small_matmul, small_matvec, spatial_inertia
 
 
 # ---------------------------------------------------------------------------
-# Spatial algebra in body coordinates, motion vectors (ω, v), forces (n, f).
+# Joint-space CRBA and RNEA, written once for arrays whose leading axes are the
+# state's and whose trailing axes (shape ``b``, possibly empty) are a batch of
+# states (structure of arrays). Under `vmap`, `_batching.batch_last` calls them
+# with the batch last, so that every product of small matrices is an elementwise
+# product over the contiguous batch axis (vectorised across states) instead of a
+# batched `dot` over 6 x 6 operands. Spatial vectors (ω, v) and forces (n, f) are
+# (6, *b) arrays; products are broadcast multiplies and sums over the leading axis.
 # ---------------------------------------------------------------------------
 
 
-def _spatial_inertia(body) -> Float[Array, "6 6"]:
-    """Spatial inertia about the body origin: [[I_c + m c̃ c̃ᵀ, m c̃], [m c̃ᵀ, m 1]]."""
-    m = body.mass
-    c = skew(body.com)
-    top = jnp.concatenate([body.inertia + m * c @ c.T, m * c], axis=1)
-    bot = jnp.concatenate([m * c.T, m * jnp.eye(3, dtype=c.dtype)], axis=1)
-    return jnp.concatenate([top, bot], axis=0)
+def _trailing(x, b):
+    """`x` with ``len(b)`` trailing unit axes, to broadcast against a batch ``b``."""
+    return jnp.reshape(x, (*x.shape, *(1,) * len(b)))
 
 
-def _motion_to_child(a4) -> Float[Array, "6 6"]:
-    """Motion-vector transform from parent to child coordinates (``a4``: child in parent)."""
-    r, p = a4[:3, :3], a4[:3, 3]
-    z = jnp.zeros((3, 3), dtype=r.dtype)
-    top = jnp.concatenate([r.T, z], axis=1)
-    bot = jnp.concatenate([-r.T @ skew(p), r.T], axis=1)
-    return jnp.concatenate([top, bot], axis=0)
+def _rotate(r, x, transposed: bool = False):
+    """``R x`` (or ``Rᵀ x``) for R (3, 3, *b) and x (3, *b) or (3, k, *b), the
+    contraction written as three broadcast products (they fuse with their neighbours)."""
+    if x.ndim > r.ndim - 1:
+        r = r[:, :, None]
+    if transposed:
+        return r[0] * x[0][None] + r[1] * x[1][None] + r[2] * x[2][None]
+    return r[:, 0] * x[0][None] + r[:, 1] * x[1][None] + r[:, 2] * x[2][None]
 
 
-def _cross_motion(v, w):
-    return jnp.concatenate([jnp.cross(v[:3], w[:3]), jnp.cross(v[:3], w[3:]) + jnp.cross(v[3:], w[:3])])
+def _motion_to_child(r, p, m):
+    """``X m`` for the motion transform X of the child frame (R, p): ``(Rᵀ ω, Rᵀ (v + ω × p))``."""
+    w, v = m[:3], m[3:]
+    p = p if m.ndim == p.ndim else p[:, None]
+    return jnp.concatenate([_rotate(r, w, True), _rotate(r, v + cross(w, p, axis=0), True)])
 
 
-def _cross_force(v, f):
-    return jnp.concatenate([jnp.cross(v[:3], f[:3]) + jnp.cross(v[3:], f[3:]), jnp.cross(v[:3], f[3:])])
+def _force_to_parent(r, p, f):
+    """``Xᵀ f`` for the child frame (R, p): ``(R n + p × R f, R f)``."""
+    rf = _rotate(r, f[3:])
+    p = p if f.ndim == p.ndim else p[:, None]
+    return jnp.concatenate([_rotate(r, f[:3]) + cross(p, rf, axis=0), rf])
 
 
-def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, " nj"]:
-    """Recursive Newton-Euler in the joint variables: ``M_f f'' + c_f(f, f') - G_f``."""
-    local = joint_transforms(model, f)
-    dtype = local.dtype
-    xs = [_motion_to_child(local[i]) for i in range(model.n_bodies)]
-    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
+def _own(x):
+    """`x` (6, *b) computed into a buffer of its own (see `_spatial.own_buffer`): a
+    product with the identity is a `dot`, which XLA does not fuse into consumers, so a
+    vector read by several consumers is not recomputed in each (the recursion would
+    otherwise inline every ancestor's arithmetic: slow to compile)."""
+    return jnp.tensordot(jnp.eye(x.shape[0], dtype=x.dtype), x, axes=1)
+
+
+def _inertia_times(inertia, v):
+    """``I v`` for constant spatial inertias I (6, 6, 1...) and v (6, *b)."""
+    return sum(inertia[:, k] * v[k][None] for k in range(6))
+
+
+def _frames(model: Model, f):
+    """The joints' local frames R (n, 3, 3, *b), p (n, 3, *b) at joint variables f
+    (n, *b) (`_kinematics._local_frames` per state, the batch moved last)."""
+    b = f.shape[1:]
+    if not b:
+        return _local_frames(model, f)
+    out = jax.vmap(lambda x: _local_frames(model, x), in_axes=1, out_axes=-1)(jnp.reshape(f, (f.shape[0], -1)))
+    return tuple(jnp.reshape(y, (*y.shape[:-1], *b)) for y in out)
+
+
+def _inertias(model: Model, dtype, b):
+    """The bodies' spatial inertias about their origins, (n, 6, 6) with trailing unit axes."""
+    return _trailing(spatial_inertia(*_body_arrays(model, dtype)), b)
+
+
+@batch_last
+def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, "nj *b"]:
+    """Recursive Newton-Euler in the joint variables (Featherstone 2008, chapter 5):
+    ``M_f f'' + c_f(f, f') - G_f`` for f, f', f'' (n, *b)."""
+    b = f.shape[1:]
+    rot, trans = _frames(model, f)
+    dtype = rot.dtype
+    s = _trailing(motion_subspaces(model, dtype), b)
+    inertia = _inertias(model, dtype, b)
     g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
-    a0 = jnp.concatenate([jnp.zeros(3, dtype), -g])
-    v0 = jnp.zeros(6, dtype)
+    a0 = _trailing(jnp.concatenate([jnp.zeros(3, dtype), -g]), b)
     n = model.n_bodies
     vel, acc, forces = [None] * n, [None] * n, [None] * n
     for i in model.order:
         p = model.parents[i]
-        vp = v0 if p < 0 else vel[p]
-        ap = a0 if p < 0 else acc[p]
-        s = subspaces[i]
-        vj = s * fd[i]
-        v = xs[i] @ vp + vj
-        a = xs[i] @ ap + s * fdd[i] + _cross_motion(v, vj)
-        inertia = _spatial_inertia(model.bodies[i]).astype(dtype)
+        vj = s[i] * fd[i][None]
+        if p < 0:  # at rest on the ground, gravity as the base acceleration
+            v, a = vj, _motion_to_child(rot[i], trans[i], jnp.broadcast_to(a0, vj.shape)) + s[i] * fdd[i][None]
+        else:
+            v = _motion_to_child(rot[i], trans[i], vel[p]) + vj
+            a = _motion_to_child(rot[i], trans[i], acc[p]) + s[i] * fdd[i][None] + cross_motion(v, vj, axis=0)
+        v, a = _own(v), _own(a)
         vel[i], acc[i] = v, a
-        forces[i] = inertia @ a + _cross_force(v, inertia @ v)
-    tau = [None] * n
+        forces[i] = _inertia_times(inertia[i], a) + cross_force(v, _inertia_times(inertia[i], v), axis=0)
     for i in reversed(model.order):
-        tau[i] = subspaces[i] @ forces[i]
         p = model.parents[i]
         if p >= 0:
-            forces[p] = forces[p] + xs[i].T @ forces[i]
-    return jnp.stack(tau)
+            forces[p] = forces[p] + _force_to_parent(rot[i], trans[i], forces[i])
+    return jnp.sum(s * jnp.stack(forces), axis=1)
 
 
-def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj"]:
-    """Composite-rigid-body algorithm: the joint-space mass matrix ``M_f``."""
-    local = joint_transforms(model, f)
-    dtype = local.dtype
+def _subtree_order(model: Model):
+    """A parents-first order in which every subtree is contiguous, and each body's children."""
+    children = [[] for _ in range(model.n_bodies)]
+    for i in model.order:
+        if model.parents[i] >= 0:
+            children[model.parents[i]].append(i)
+    order = []
+
+    def visit(i):
+        order.append(i)
+        for c in children[i]:
+            visit(c)
+
+    for i in model.order:
+        if model.parents[i] < 0:
+            visit(i)
+    return order, children
+
+
+@batch_last
+def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj *b"]:
+    """Composite-rigid-body algorithm (Featherstone 2008, chapter 6): the joint-space
+    mass matrix ``M_f`` (n, n, *b) at f (n, *b).
+
+    Composite inertias are carried as ``(m, h = m c, Ī)`` (mass, first moment,
+    rotational inertia about the origin) and moved to the parent by
+    ``h' = R h + m p``, ``Ī' = R Ī Rᵀ + (p·(R h) + p·h') 1 - (R h) pᵀ - p h'ᵀ``
+    (``Xᵀ I X`` for the child frame (R, p), written for that form). The force
+    columns ``Ic_i S_i`` of a subtree travel up together, one (6, k, *b) array per
+    body, so that a chain of n bodies takes n transforms, not n(n+1)/2."""
+    b = f.shape[1:]
+    rot, trans = _frames(model, f)
+    dtype = rot.dtype
     n = model.n_bodies
-    xs = [_motion_to_child(local[i]) for i in range(n)]
-    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
-    composite = [_spatial_inertia(b).astype(dtype) for b in model.bodies]
-    for i in reversed(model.order):
-        p = model.parents[i]
+    s = _trailing(motion_subspaces(model, dtype), b)
+    mass, com, inertia = _body_arrays(model, dtype)
+    eye = _trailing(jnp.eye(3, dtype=dtype), b)
+    composite = [tuple(_trailing(x, b) for x in (mass[i][None], mass[i] * com[i], spatial_inertia(mass[i], com[i], inertia[i])[:3, :3]))
+                 for i in range(n)]
+    order, children = _subtree_order(model)
+    position = {body: k for k, body in enumerate(order)}
+    columns, rows = [None] * n, [None] * n
+    for j in reversed(order):
+        m, h, ib = composite[j]
+        sw, sv = s[j, :3], s[j, 3:]
+        own = jnp.concatenate([jnp.sum(ib * sw[None], axis=1) + cross(h, sv, axis=0), m * sv - cross(h, sw, axis=0)])
+        own = jnp.broadcast_to(own, (6, *b))  # a leaf's composite is its constant inertia
+        cols = jnp.concatenate([own[:, None]] + [columns[c] for c in children[j]], axis=1)  # (6, k, *b)
+        k = cols.shape[1]
+        rows[j] = jnp.pad(jnp.sum(s[j][:, None] * cols, axis=0), ((position[j], n - position[j] - k),) + ((0, 0),) * len(b))
+        p = model.parents[j]
         if p >= 0:
-            composite[p] = composite[p] + xs[i].T @ composite[i] @ xs[i]
-    # Entries are collected and stacked once: per-entry `.at[].set` would copy the
-    # whole matrix n² times (and per batch element under vmap).
-    zero = jnp.zeros((), dtype=dtype)
-    rows = [[zero] * n for _ in range(n)]
-    for i in range(n):
-        force = composite[i] @ subspaces[i]
-        rows[i][i] = subspaces[i] @ force
-        j = i
-        while model.parents[j] >= 0:
-            force = xs[j].T @ force
-            j = model.parents[j]
-            rows[i][j] = rows[j][i] = subspaces[j] @ force
-    return jnp.stack([jnp.stack(r) for r in rows])
+            columns[j] = _force_to_parent(rot[j], trans[j], cols)
+            r, t = rot[j], trans[j]
+            hr = jnp.sum(r * h[None], axis=1)
+            hp = hr + m * t
+            rir = jnp.sum(jnp.sum(r[:, :, None] * ib[None], axis=1)[:, None] * r[None], axis=2)
+            dots = jnp.sum(t * (hr + hp), axis=0)
+            ib_up = rir + dots[None, None] * eye - hr[:, None] * t[None] - t[:, None] * hp[None]
+            mp, hpp, ibp = composite[p]
+            composite[p] = (mp + m, hpp + hp, ibp + ib_up)
+    upper = jnp.stack([rows[i] for i in order])  # rows and columns in `order`
+    full = upper + jnp.swapaxes(upper, 0, 1) - _trailing(jnp.eye(n, dtype=dtype), b) * upper
+    if order != list(range(n)):
+        back = np.asarray([position[i] for i in range(n)])
+        full = full[back][:, back]
+    return full
 
 
 def _to_child(rot, trans, m):
