@@ -24,7 +24,17 @@ from ._spatial import cross, cross_force, cross_motion, small_matmul, small_matv
 # product over the contiguous batch axis (vectorised across states) instead of a
 # batched `dot` over 6 x 6 operands. Spatial vectors (ω, v) and forces (n, f) are
 # (6, *b) arrays; products are broadcast multiplies and sums over the leading axis.
+#
+# Both run as a `jax.lax.scan` over the bodies in a parents-first order (positions
+# in that order index every table; the ground is an extra last row), so that the
+# compiled program holds one body's step whatever the number of bodies: XLA
+# otherwise inlines the small elementwise steps of an unrolled recursion into each
+# other, and its compile time grows much faster than the model. Small models are
+# unrolled (`_UNROLL`), where the loop's fixed cost per step would dominate.
 # ---------------------------------------------------------------------------
+
+# Bodies up to which the scans are unrolled (measured on planar chains, CPU, float64).
+_UNROLL = 8
 
 
 def _trailing(x, b):
@@ -43,29 +53,22 @@ def _rotate(r, x, transposed: bool = False):
 
 
 def _motion_to_child(r, p, m):
-    """``X m`` for the motion transform X of the child frame (R, p): ``(Rᵀ ω, Rᵀ (v + ω × p))``."""
+    """``X m`` for the motion transform X of the child frame (R, p): ``(Rᵀ ω, Rᵀ (v + ω × p))``,
+    for m (6, *b) or (6, k, *b)."""
     w, v = m[:3], m[3:]
     p = p if m.ndim == p.ndim else p[:, None]
     return jnp.concatenate([_rotate(r, w, True), _rotate(r, v + cross(w, p, axis=0), True)])
 
 
 def _force_to_parent(r, p, f):
-    """``Xᵀ f`` for the child frame (R, p): ``(R n + p × R f, R f)``."""
+    """``Xᵀ f`` for the child frame (R, p): ``(R n + p × R f, R f)``, for f (6, *b) or (6, k, *b)."""
     rf = _rotate(r, f[3:])
     p = p if f.ndim == p.ndim else p[:, None]
     return jnp.concatenate([_rotate(r, f[:3]) + cross(p, rf, axis=0), rf])
 
 
-def _own(x):
-    """`x` (6, *b) computed into a buffer of its own (see `_spatial.own_buffer`): a
-    product with the identity is a `dot`, which XLA does not fuse into consumers, so a
-    vector read by several consumers is not recomputed in each (the recursion would
-    otherwise inline every ancestor's arithmetic: slow to compile)."""
-    return jnp.tensordot(jnp.eye(x.shape[0], dtype=x.dtype), x, axes=1)
-
-
 def _inertia_times(inertia, v):
-    """``I v`` for constant spatial inertias I (6, 6, 1...) and v (6, *b)."""
+    """``I v`` for spatial inertias I (6, 6, 1...) and v (6, *b)."""
     return sum(inertia[:, k] * v[k][None] for k in range(6))
 
 
@@ -79,59 +82,72 @@ def _frames(model: Model, f):
     return tuple(jnp.reshape(y, (*y.shape[:-1], *b)) for y in out)
 
 
-def _inertias(model: Model, dtype, b):
-    """The bodies' spatial inertias about their origins, (n, 6, 6) with trailing unit axes."""
-    return _trailing(spatial_inertia(*_body_arrays(model, dtype)), b)
+def _tree_scan(model: Model):
+    """``(order, parent, back)``: the bodies in a parents-first order, each one's
+    parent as a position in that order (the ground: ``n``, an extra row of the
+    tables), and every body's position (to put results back in body order)."""
+    order = np.asarray(model.order)
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    parents = np.asarray(model.parents)[order]
+    parent = np.where(parents < 0, len(order), back[np.maximum(parents, 0)])
+    return order, parent, back
+
+
+def _in_order(x, order):
+    """`x` (n, ...) in the order `order` (a static gather; none for the identity)."""
+    return x if np.array_equal(order, np.arange(len(order))) else x[order]
+
+
+def _scan_bodies(model: Model, step, carry, xs, reverse: bool = False):
+    """`jax.lax.scan` of `step` over the bodies (`xs` in scan order), unrolled for at
+    most `_UNROLL` bodies."""
+    n = model.n_bodies
+    return jax.lax.scan(step, carry, xs, reverse=reverse, unroll=n if n <= _UNROLL else 1)
 
 
 @batch_last
 def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, "nj *b"]:
     """Recursive Newton-Euler in the joint variables (Featherstone 2008, chapter 5):
-    ``M_f f'' + c_f(f, f') - G_f`` for f, f', f'' (n, *b)."""
+    ``M_f f'' + c_f(f, f') - G_f`` for f, f', f'' (n, *b).
+
+    The forward scan carries every body's velocity and acceleration (a table
+    (n + 1, 6, 2, *b) read at the parent's row), the backward scan every body's
+    force, each added into its parent's row (reverse parents-first order: a body's
+    force is complete when it is reached)."""
     b = f.shape[1:]
     rot, trans = _frames(model, f)
     dtype = rot.dtype
-    s = _trailing(motion_subspaces(model, dtype), b)
-    inertia = _inertias(model, dtype, b)
-    g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
-    a0 = _trailing(jnp.concatenate([jnp.zeros(3, dtype), -g]), b)
     n = model.n_bodies
-    vel, acc, forces = [None] * n, [None] * n, [None] * n
-    for i in model.order:
-        p = model.parents[i]
-        vj = s[i] * fd[i][None]
-        if p < 0:  # at rest on the ground, gravity as the base acceleration
-            v, a = vj, _motion_to_child(rot[i], trans[i], jnp.broadcast_to(a0, vj.shape)) + s[i] * fdd[i][None]
-        else:
-            v = _motion_to_child(rot[i], trans[i], vel[p]) + vj
-            a = _motion_to_child(rot[i], trans[i], acc[p]) + s[i] * fdd[i][None] + cross_motion(v, vj, axis=0)
-        v, a = _own(v), _own(a)
-        vel[i], acc[i] = v, a
-        forces[i] = _inertia_times(inertia[i], a) + cross_force(v, _inertia_times(inertia[i], v), axis=0)
-    for i in reversed(model.order):
-        p = model.parents[i]
-        if p >= 0:
-            forces[p] = forces[p] + _force_to_parent(rot[i], trans[i], forces[i])
-    return jnp.sum(s * jnp.stack(forces), axis=1)
+    order, parent, back = _tree_scan(model)
+    s = _trailing(motion_subspaces(model, dtype), b)
+    inertia = _trailing(spatial_inertia(*_body_arrays(model, dtype)), b)
+    g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
+    # The ground at rest, gravity as its acceleration (0, -g).
+    ground = jnp.stack([jnp.zeros(6, dtype), jnp.concatenate([jnp.zeros(3, dtype), -g])], axis=1)
+    motion = jnp.zeros((n + 1, 6, 2, *b), dtype).at[n].set(_trailing(ground, b))
+    rot, trans, s, fd, fdd = (_in_order(x, order) for x in (rot, trans, s, fd, fdd))
+    index = jnp.arange(n)
 
+    def forward(motion, x):
+        i, p, r, t, si, ii, rate, acc = x
+        vj = si * rate[None]
+        va = _motion_to_child(r, t, motion[p])
+        v = va[:, 0] + vj
+        a = va[:, 1] + si * acc[None] + cross_motion(v, vj, axis=0)
+        force = _inertia_times(ii, a) + cross_force(v, _inertia_times(ii, v), axis=0)
+        return motion.at[i].set(jnp.stack([v, a], axis=1)), force
 
-def _subtree_order(model: Model):
-    """A parents-first order in which every subtree is contiguous, and each body's children."""
-    children = [[] for _ in range(model.n_bodies)]
-    for i in model.order:
-        if model.parents[i] >= 0:
-            children[model.parents[i]].append(i)
-    order = []
+    _, forces = _scan_bodies(model, forward, motion, (index, parent, rot, trans, s, _in_order(inertia, order), fd, fdd))
 
-    def visit(i):
-        order.append(i)
-        for c in children[i]:
-            visit(c)
+    def backward(forces, x):
+        i, p, r, t, si = x
+        fi = forces[i]
+        return forces.at[p].add(_force_to_parent(r, t, fi)), jnp.sum(si * fi, axis=0)
 
-    for i in model.order:
-        if model.parents[i] < 0:
-            visit(i)
-    return order, children
+    forces = jnp.concatenate([forces, jnp.zeros((1, *forces.shape[1:]), dtype)])
+    _, tau = _scan_bodies(model, backward, forces, (index, parent, rot, trans, s), reverse=True)
+    return _in_order(tau, back)
 
 
 @batch_last
@@ -139,49 +155,49 @@ def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj *b"]:
     """Composite-rigid-body algorithm (Featherstone 2008, chapter 6): the joint-space
     mass matrix ``M_f`` (n, n, *b) at f (n, *b).
 
-    Composite inertias are carried as ``(m, h = m c, Ī)`` (mass, first moment,
-    rotational inertia about the origin) and moved to the parent by
-    ``h' = R h + m p``, ``Ī' = R Ī Rᵀ + (p·(R h) + p·h') 1 - (R h) pᵀ - p h'ᵀ``
-    (``Xᵀ I X`` for the child frame (R, p), written for that form). The force
-    columns ``Ic_i S_i`` of a subtree travel up together, one (6, k, *b) array per
-    body, so that a chain of n bodies takes n transforms, not n(n+1)/2."""
+    One backward scan (reverse parents-first order) carries, per body, its composite
+    inertia as ``(m, h = m c, Ī)`` (mass, first moment, rotational inertia about the
+    origin) and the force columns ``Ic_k S_k`` of its subtree's bodies k (a (6, n, *b)
+    block, zero outside the subtree). At body j they are complete: its own column
+    joins them, ``S_jᵀ`` of them is row j of M on the subtree, and both move to the
+    parent, the composite by ``h' = R h + m p``,
+    ``Ī' = R Ī Rᵀ + (p·(R h) + p·h') 1 - (R h) pᵀ - p h'ᵀ`` (``Xᵀ I X`` for the child
+    frame (R, p), written for that form), the columns by ``Xᵀ``."""
     b = f.shape[1:]
     rot, trans = _frames(model, f)
     dtype = rot.dtype
     n = model.n_bodies
-    s = _trailing(motion_subspaces(model, dtype), b)
-    mass, com, inertia = _body_arrays(model, dtype)
+    order, parent, back = _tree_scan(model)
+    s = _in_order(_trailing(motion_subspaces(model, dtype), b), order)
+    mass, com, inertia = (_in_order(x, order) for x in _body_arrays(model, dtype))
+    ground = lambda x: jnp.concatenate([x, jnp.zeros((1, *x.shape[1:]), dtype)])  # noqa: E731
+    composite = tuple(jnp.broadcast_to(_trailing(ground(x), b), (n + 1, *x.shape[1:], *b))
+                      for x in (mass, mass[:, None] * com, spatial_inertia(mass, com, inertia)[:, :3, :3]))
+    columns = jnp.zeros((n + 1, 6, n, *b), dtype)
     eye = _trailing(jnp.eye(3, dtype=dtype), b)
-    composite = [tuple(_trailing(x, b) for x in (mass[i][None], mass[i] * com[i], spatial_inertia(mass[i], com[i], inertia[i])[:3, :3]))
-                 for i in range(n)]
-    order, children = _subtree_order(model)
-    position = {body: k for k, body in enumerate(order)}
-    columns, rows = [None] * n, [None] * n
-    for j in reversed(order):
-        m, h, ib = composite[j]
-        sw, sv = s[j, :3], s[j, 3:]
-        own = jnp.concatenate([jnp.sum(ib * sw[None], axis=1) + cross(h, sv, axis=0), m * sv - cross(h, sw, axis=0)])
-        own = jnp.broadcast_to(own, (6, *b))  # a leaf's composite is its constant inertia
-        cols = jnp.concatenate([own[:, None]] + [columns[c] for c in children[j]], axis=1)  # (6, k, *b)
-        k = cols.shape[1]
-        rows[j] = jnp.pad(jnp.sum(s[j][:, None] * cols, axis=0), ((position[j], n - position[j] - k),) + ((0, 0),) * len(b))
-        p = model.parents[j]
-        if p >= 0:
-            columns[j] = _force_to_parent(rot[j], trans[j], cols)
-            r, t = rot[j], trans[j]
-            hr = jnp.sum(r * h[None], axis=1)
-            hp = hr + m * t
-            rir = jnp.sum(jnp.sum(r[:, :, None] * ib[None], axis=1)[:, None] * r[None], axis=2)
-            dots = jnp.sum(t * (hr + hp), axis=0)
-            ib_up = rir + dots[None, None] * eye - hr[:, None] * t[None] - t[:, None] * hp[None]
-            mp, hpp, ibp = composite[p]
-            composite[p] = (mp + m, hpp + hp, ibp + ib_up)
-    upper = jnp.stack([rows[i] for i in order])  # rows and columns in `order`
+    rot, trans = _in_order(rot, order), _in_order(trans, order)
+    index = jnp.arange(n)
+
+    def backward(carry, x):
+        (masses, moments, inertias), columns = carry
+        j, p, r, t, sj = x
+        m, h, ib = masses[j], moments[j], inertias[j]
+        sw, sv = sj[:3], sj[3:]
+        own = jnp.concatenate([jnp.sum(ib * sw[None], axis=1) + cross(h, sv, axis=0), m[None] * sv - cross(h, sw, axis=0)])
+        cols = columns[j] + own[:, None] * _trailing((index == j).astype(dtype), b)[None]
+        row = jnp.sum(sj[:, None] * cols, axis=0)
+        hr = jnp.sum(r * h[None], axis=1)
+        hp = hr + m[None] * t
+        rir = jnp.sum(jnp.sum(r[:, :, None] * ib[None], axis=1)[:, None] * r[None], axis=2)
+        dots = jnp.sum(t * (hr + hp), axis=0)
+        ib_up = rir + dots[None, None] * eye - hr[:, None] * t[None] - t[:, None] * hp[None]
+        composite = (masses.at[p].add(m), moments.at[p].add(hp), inertias.at[p].add(ib_up))
+        return (composite, columns.at[p].add(_force_to_parent(r, t, cols))), row
+
+    _, upper = _scan_bodies(model, backward, (composite, columns), (index, parent, rot, trans, s), reverse=True)
+    # Row j holds M on j's subtree (columns in scan order); the rest is its transpose.
     full = upper + jnp.swapaxes(upper, 0, 1) - _trailing(jnp.eye(n, dtype=dtype), b) * upper
-    if order != list(range(n)):
-        back = np.asarray([position[i] for i in range(n)])
-        full = full[back][:, back]
-    return full
+    return _in_order(_in_order(full, back).swapaxes(0, 1), back).swapaxes(0, 1)
 
 
 def _to_child(rot, trans, m):
