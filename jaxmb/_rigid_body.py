@@ -150,52 +150,68 @@ def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Floa
     return _in_order(tau, back)
 
 
+def _descendants(model: Model, order) -> np.ndarray:
+    """``D[j, k] = 1`` where the body at position k (of `order`) is in the subtree of
+    the body at position j (itself included)."""
+    position = {body: k for k, body in enumerate(order)}
+    d = np.eye(len(order))
+    for body in order:
+        for a in model.ancestors(body):
+            d[position[a], position[body]] = 1.0
+    return d
+
+
+def _per_body_rotate(r, x):
+    """``R_i x_i`` for rotations (n, 3, 3, *b) and vectors (n, 3, *b) or matrices (n, 3, 3, *b)."""
+    if x.ndim == r.ndim:
+        r = r[:, :, :, None]
+    return r[:, :, 0] * x[:, None, 0] + r[:, :, 1] * x[:, None, 1] + r[:, :, 2] * x[:, None, 2]
+
+
 @batch_last
 def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj *b"]:
-    """Composite-rigid-body algorithm (Featherstone 2008, chapter 6): the joint-space
-    mass matrix ``M_f`` (n, n, *b) at f (n, *b).
+    """Composite-rigid-body algorithm (Featherstone 2008, chapter 6) in ground
+    coordinates: the joint-space mass matrix ``M_f`` (n, n, *b) at f (n, *b).
 
-    One backward scan (reverse parents-first order) carries, per body, its composite
-    inertia as ``(m, h = m c, Ī)`` (mass, first moment, rotational inertia about the
-    origin) and the force columns ``Ic_k S_k`` of its subtree's bodies k (a (6, n, *b)
-    block, zero outside the subtree). At body j they are complete: its own column
-    joins them, ``S_jᵀ`` of them is row j of M on the subtree, and both move to the
-    parent, the composite by ``h' = R h + m p``,
-    ``Ī' = R Ī Rᵀ + (p·(R h) + p·h') 1 - (R h) pᵀ - p h'ᵀ`` (``Xᵀ I X`` for the child
-    frame (R, p), written for that form), the columns by ``Xᵀ``."""
+    A forward scan gives the bodies' ground poses (R, p); in ground coordinates the
+    composite inertia of body k is the plain sum of the inertias of its subtree (a
+    product with the constant subtree matrix D), carried as ``(m, h = m c, Ī)``
+    (mass, first moment, rotational inertia about the ground origin:
+    ``Ī = R I_c Rᵀ + m (|c|² 1 - c cᵀ)``), and ``M_jk = S_jᵀ Ic_k S_k`` for k in
+    j's subtree, S the joints' motion subspaces in ground coordinates
+    (``(R s_ω, R s_v + p × R s_ω)``); the rest of M is its transpose."""
     b = f.shape[1:]
     rot, trans = _frames(model, f)
     dtype = rot.dtype
     n = model.n_bodies
     order, parent, back = _tree_scan(model)
-    s = _in_order(_trailing(motion_subspaces(model, dtype), b), order)
-    mass, com, inertia = (_in_order(x, order) for x in _body_arrays(model, dtype))
-    ground = lambda x: jnp.concatenate([x, jnp.zeros((1, *x.shape[1:]), dtype)])  # noqa: E731
-    composite = tuple(jnp.broadcast_to(_trailing(ground(x), b), (n + 1, *x.shape[1:], *b))
-                      for x in (mass, mass[:, None] * com, spatial_inertia(mass, com, inertia)[:, :3, :3]))
-    columns = jnp.zeros((n + 1, 6, n, *b), dtype)
-    eye = _trailing(jnp.eye(3, dtype=dtype), b)
     rot, trans = _in_order(rot, order), _in_order(trans, order)
-    index = jnp.arange(n)
+    ground = jnp.concatenate([jnp.eye(3, dtype=dtype), jnp.zeros((3, 1), dtype)], axis=1)
+    poses = jnp.zeros((n + 1, 3, 4, *b), dtype).at[n].set(_trailing(ground, b))
 
-    def backward(carry, x):
-        (masses, moments, inertias), columns = carry
-        j, p, r, t, sj = x
-        m, h, ib = masses[j], moments[j], inertias[j]
-        sw, sv = sj[:3], sj[3:]
-        own = jnp.concatenate([jnp.sum(ib * sw[None], axis=1) + cross(h, sv, axis=0), m[None] * sv - cross(h, sw, axis=0)])
-        cols = columns[j] + own[:, None] * _trailing((index == j).astype(dtype), b)[None]
-        row = jnp.sum(sj[:, None] * cols, axis=0)
-        hr = jnp.sum(r * h[None], axis=1)
-        hp = hr + m[None] * t
-        rir = jnp.sum(jnp.sum(r[:, :, None] * ib[None], axis=1)[:, None] * r[None], axis=2)
-        dots = jnp.sum(t * (hr + hp), axis=0)
-        ib_up = rir + dots[None, None] * eye - hr[:, None] * t[None] - t[:, None] * hp[None]
-        composite = (masses.at[p].add(m), moments.at[p].add(hp), inertias.at[p].add(ib_up))
-        return (composite, columns.at[p].add(_force_to_parent(r, t, cols))), row
+    def forward(poses, x):
+        i, p, r, t = x
+        pose = poses[p]
+        pose = jnp.concatenate([_rotate(pose[:, :3], r), (_rotate(pose[:, :3], t) + pose[:, 3])[:, None]], axis=1)
+        return poses.at[i].set(pose), pose
 
-    _, upper = _scan_bodies(model, backward, (composite, columns), (index, parent, rot, trans, s), reverse=True)
-    # Row j holds M on j's subtree (columns in scan order); the rest is its transpose.
+    _, poses = _scan_bodies(model, forward, poses, (jnp.arange(n), parent, rot, trans))
+    r, p = poses[:, :, :3], poses[:, :, 3]
+    s = _in_order(_trailing(motion_subspaces(model, dtype), b), order)
+    w = _per_body_rotate(r, s[:, :3])
+    sw = jnp.concatenate([w, _per_body_rotate(r, s[:, 3:]) + cross(p, w, axis=1)], axis=1)  # (n, 6, *b)
+    mass, com, inertia = (_trailing(_in_order(x, order), b) for x in _body_arrays(model, dtype))
+    c = _per_body_rotate(r, com) + p
+    rir = jnp.sum(_per_body_rotate(r, inertia)[:, :, None] * r[:, None], axis=3)  # R I_c Rᵀ
+    eye = _trailing(jnp.eye(3, dtype=dtype), b)
+    ib = rir + mass[:, None, None] * (jnp.sum(c * c, axis=1)[:, None, None] * eye - c[:, :, None] * c[:, None])
+    own = jnp.concatenate([jnp.broadcast_to(mass[:, None], (n, 1, *b)), mass[:, None] * c, jnp.reshape(ib, (n, 9, *b))], axis=1)
+    d = _descendants(model, order)
+    comp = jnp.tensordot(jnp.asarray(d, dtype), own, axes=1)  # composite inertias (n, 13, *b)
+    m, h, ib = comp[:, :1], comp[:, 1:4], jnp.reshape(comp[:, 4:], (n, 3, 3, *b))
+    sw_w, sw_v = sw[:, :3], sw[:, 3:]
+    force = jnp.concatenate([_per_body_rotate(ib, sw_w) + cross(h, sw_v, axis=1), m * sw_v - cross(h, sw_w, axis=1)], axis=1)
+    upper = _trailing(jnp.asarray(d, dtype), b) * jnp.sum(sw[:, None] * force[None], axis=2)
     full = upper + jnp.swapaxes(upper, 0, 1) - _trailing(jnp.eye(n, dtype=dtype), b) * upper
     return _in_order(_in_order(full, back).swapaxes(0, 1), back).swapaxes(0, 1)
 
