@@ -17,24 +17,26 @@ from ._spatial import cross, cross_force, cross_motion, small_matmul, small_matv
 
 
 # ---------------------------------------------------------------------------
-# Joint-space CRBA and RNEA, written once for arrays whose leading axes are the
-# state's and whose trailing axes (shape ``b``, possibly empty) are a batch of
-# states (structure of arrays). Under `vmap`, `_batching.batch_last` calls them
-# with the batch last, so that every product of small matrices is an elementwise
-# product over the contiguous batch axis (vectorised across states) instead of a
-# batched `dot` over 6 x 6 operands. Spatial vectors (ω, v) and forces (n, f) are
-# (6, *b) arrays; products are broadcast multiplies and sums over the leading axis.
+# Joint-space CRBA and RNEA in ground coordinates, written once for arrays whose
+# leading axes are the state's and whose trailing axes (shape ``b``, possibly
+# empty) are a batch of states (structure of arrays). Under `vmap`,
+# `_batching.batch_last` calls them with the batch last, so that every product of
+# small matrices is an elementwise product over the contiguous batch axis
+# (vectorised across states) instead of a batched `dot` over 6 x 6 operands.
 #
-# Both run as a `jax.lax.scan` over the bodies in a parents-first order (positions
-# in that order index every table; the ground is an extra last row), so that the
-# compiled program holds one body's step whatever the number of bodies: XLA
-# otherwise inlines the small elementwise steps of an unrolled recursion into each
-# other, and its compile time grows much faster than the model. Small models are
-# unrolled (`_UNROLL`), where the loop's fixed cost per step would dominate.
+# The one recursion, the bodies' ground poses, is a `jax.lax.scan` over the bodies
+# in a parents-first order (positions in that order index its table; the ground
+# is an extra last row), so that the compiled program holds one body's step
+# whatever the number of bodies: XLA otherwise inlines the small elementwise steps
+# of an unrolled recursion into each other, and its compile time grows much faster
+# than the model. Small models are unrolled (`_UNROLL`). In ground coordinates the
+# rest needs no recursion: sums over a body's ancestors or its subtree are products
+# with the constant matrix of the tree (Featherstone 2008, section 5.3, the
+# recursive Newton-Euler algorithm in absolute coordinates).
 # ---------------------------------------------------------------------------
 
-# Bodies up to which the scans are unrolled (measured on planar chains, CPU, float64).
-_UNROLL = 8
+# Bodies up to which the pose scan is unrolled (measured on planar chains, CPU, float64).
+_UNROLL = 4
 
 
 def _trailing(x, b):
@@ -42,34 +44,19 @@ def _trailing(x, b):
     return jnp.reshape(x, (*x.shape, *(1,) * len(b)))
 
 
-def _rotate(r, x, transposed: bool = False):
-    """``R x`` (or ``Rᵀ x``) for R (3, 3, *b) and x (3, *b) or (3, k, *b), the
-    contraction written as three broadcast products (they fuse with their neighbours)."""
+def _rotate(r, x):
+    """``R x`` for R (3, 3, *b) and x (3, *b) or (3, k, *b), the contraction written
+    as three broadcast products (they fuse with their neighbours)."""
     if x.ndim > r.ndim - 1:
         r = r[:, :, None]
-    if transposed:
-        return r[0] * x[0][None] + r[1] * x[1][None] + r[2] * x[2][None]
     return r[:, 0] * x[0][None] + r[:, 1] * x[1][None] + r[:, 2] * x[2][None]
 
 
-def _motion_to_child(r, p, m):
-    """``X m`` for the motion transform X of the child frame (R, p): ``(Rᵀ ω, Rᵀ (v + ω × p))``,
-    for m (6, *b) or (6, k, *b)."""
-    w, v = m[:3], m[3:]
-    p = p if m.ndim == p.ndim else p[:, None]
-    return jnp.concatenate([_rotate(r, w, True), _rotate(r, v + cross(w, p, axis=0), True)])
-
-
-def _force_to_parent(r, p, f):
-    """``Xᵀ f`` for the child frame (R, p): ``(R n + p × R f, R f)``, for f (6, *b) or (6, k, *b)."""
-    rf = _rotate(r, f[3:])
-    p = p if f.ndim == p.ndim else p[:, None]
-    return jnp.concatenate([_rotate(r, f[:3]) + cross(p, rf, axis=0), rf])
-
-
-def _inertia_times(inertia, v):
-    """``I v`` for spatial inertias I (6, 6, 1...) and v (6, *b)."""
-    return sum(inertia[:, k] * v[k][None] for k in range(6))
+def _per_body_rotate(r, x):
+    """``R_i x_i`` for rotations (n, 3, 3, *b) and vectors (n, 3, *b) or matrices (n, 3, 3, *b)."""
+    if x.ndim == r.ndim:
+        r = r[:, :, :, None]
+    return r[:, :, 0] * x[:, None, 0] + r[:, :, 1] * x[:, None, 1] + r[:, :, 2] * x[:, None, 2]
 
 
 def _frames(model: Model, f):
@@ -82,138 +69,129 @@ def _frames(model: Model, f):
     return tuple(jnp.reshape(y, (*y.shape[:-1], *b)) for y in out)
 
 
-def _tree_scan(model: Model):
-    """``(order, parent, back)``: the bodies in a parents-first order, each one's
-    parent as a position in that order (the ground: ``n``, an extra row of the
-    tables), and every body's position (to put results back in body order)."""
-    order = np.asarray(model.order)
-    back = np.empty_like(order)
-    back[order] = np.arange(len(order))
-    parents = np.asarray(model.parents)[order]
-    parent = np.where(parents < 0, len(order), back[np.maximum(parents, 0)])
-    return order, parent, back
-
-
 def _in_order(x, order):
     """`x` (n, ...) in the order `order` (a static gather; none for the identity)."""
     return x if np.array_equal(order, np.arange(len(order))) else x[order]
 
 
-def _scan_bodies(model: Model, step, carry, xs, reverse: bool = False):
-    """`jax.lax.scan` of `step` over the bodies (`xs` in scan order), unrolled for at
-    most `_UNROLL` bodies."""
-    n = model.n_bodies
-    return jax.lax.scan(step, carry, xs, reverse=reverse, unroll=n if n <= _UNROLL else 1)
-
-
-@batch_last
-def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, "nj *b"]:
-    """Recursive Newton-Euler in the joint variables (Featherstone 2008, chapter 5):
-    ``M_f f'' + c_f(f, f') - G_f`` for f, f', f'' (n, *b).
-
-    The forward scan carries every body's velocity and acceleration (a table
-    (n + 1, 6, 2, *b) read at the parent's row), the backward scan every body's
-    force, each added into its parent's row (reverse parents-first order: a body's
-    force is complete when it is reached)."""
-    b = f.shape[1:]
-    rot, trans = _frames(model, f)
-    dtype = rot.dtype
-    n = model.n_bodies
-    order, parent, back = _tree_scan(model)
-    s = _trailing(motion_subspaces(model, dtype), b)
-    inertia = _trailing(spatial_inertia(*_body_arrays(model, dtype)), b)
-    g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
-    # The ground at rest, gravity as its acceleration (0, -g).
-    ground = jnp.stack([jnp.zeros(6, dtype), jnp.concatenate([jnp.zeros(3, dtype), -g])], axis=1)
-    motion = jnp.zeros((n + 1, 6, 2, *b), dtype).at[n].set(_trailing(ground, b))
-    rot, trans, s, fd, fdd = (_in_order(x, order) for x in (rot, trans, s, fd, fdd))
-    index = jnp.arange(n)
-
-    def forward(motion, x):
-        i, p, r, t, si, ii, rate, acc = x
-        vj = si * rate[None]
-        va = _motion_to_child(r, t, motion[p])
-        v = va[:, 0] + vj
-        a = va[:, 1] + si * acc[None] + cross_motion(v, vj, axis=0)
-        force = _inertia_times(ii, a) + cross_force(v, _inertia_times(ii, v), axis=0)
-        return motion.at[i].set(jnp.stack([v, a], axis=1)), force
-
-    _, forces = _scan_bodies(model, forward, motion, (index, parent, rot, trans, s, _in_order(inertia, order), fd, fdd))
-
-    def backward(forces, x):
-        i, p, r, t, si = x
-        fi = forces[i]
-        return forces.at[p].add(_force_to_parent(r, t, fi)), jnp.sum(si * fi, axis=0)
-
-    forces = jnp.concatenate([forces, jnp.zeros((1, *forces.shape[1:]), dtype)])
-    _, tau = _scan_bodies(model, backward, forces, (index, parent, rot, trans, s), reverse=True)
-    return _in_order(tau, back)
-
-
-def _descendants(model: Model, order) -> np.ndarray:
-    """``D[j, k] = 1`` where the body at position k (of `order`) is in the subtree of
-    the body at position j (itself included)."""
-    position = {body: k for k, body in enumerate(order)}
+def _tree(model: Model):
+    """``(order, back, D)``: the bodies in a parents-first order, every body's
+    position in it (to put results back in body order), and the subtree matrix
+    ``D[j, k] = 1`` where the body at position k is in the subtree of the body at
+    position j (itself included)."""
+    order = np.asarray(model.order)
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
     d = np.eye(len(order))
     for body in order:
         for a in model.ancestors(body):
-            d[position[a], position[body]] = 1.0
-    return d
+            d[back[a], back[body]] = 1.0
+    return order, back, d
 
 
-def _per_body_rotate(r, x):
-    """``R_i x_i`` for rotations (n, 3, 3, *b) and vectors (n, 3, *b) or matrices (n, 3, 3, *b)."""
-    if x.ndim == r.ndim:
-        r = r[:, :, :, None]
-    return r[:, :, 0] * x[:, None, 0] + r[:, :, 1] * x[:, None, 1] + r[:, :, 2] * x[:, None, 2]
-
-
-@batch_last
-def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj *b"]:
-    """Composite-rigid-body algorithm (Featherstone 2008, chapter 6) in ground
-    coordinates: the joint-space mass matrix ``M_f`` (n, n, *b) at f (n, *b).
-
-    A forward scan gives the bodies' ground poses (R, p); in ground coordinates the
-    composite inertia of body k is the plain sum of the inertias of its subtree (a
-    product with the constant subtree matrix D), carried as ``(m, h = m c, Ī)``
-    (mass, first moment, rotational inertia about the ground origin:
-    ``Ī = R I_c Rᵀ + m (|c|² 1 - c cᵀ)``), and ``M_jk = S_jᵀ Ic_k S_k`` for k in
-    j's subtree, S the joints' motion subspaces in ground coordinates
-    (``(R s_ω, R s_v + p × R s_ω)``); the rest of M is its transpose."""
+def _ground_terms(model: Model, f):
+    """The bodies' ground frames (R, p) (n, 3, 3, *b), (n, 3, *b), their joints'
+    motion subspaces S (n, 6, *b) and inertias about the ground origin as
+    ``(m, h = m c, Ī)`` (n, 1 | 3 | 3 x 3, *b) (``Ī = R I_c Rᵀ + m (|c|² 1 - c cᵀ)``),
+    all in ground coordinates and in the order of :func:`_tree`; then `_tree`'s
+    ``(back, D)``."""
     b = f.shape[1:]
     rot, trans = _frames(model, f)
     dtype = rot.dtype
     n = model.n_bodies
-    order, parent, back = _tree_scan(model)
-    rot, trans = _in_order(rot, order), _in_order(trans, order)
+    order, back, d = _tree(model)
+    parents = np.asarray(model.parents)[order]
+    parent = np.where(parents < 0, n, back[np.maximum(parents, 0)])
     ground = jnp.concatenate([jnp.eye(3, dtype=dtype), jnp.zeros((3, 1), dtype)], axis=1)
-    poses = jnp.zeros((n + 1, 3, 4, *b), dtype).at[n].set(_trailing(ground, b))
+    table = jnp.zeros((n + 1, 3, 4, *b), dtype).at[n].set(_trailing(ground, b))
 
-    def forward(poses, x):
+    def pose_step(table, x):
         i, p, r, t = x
-        pose = poses[p]
+        pose = table[p]
         pose = jnp.concatenate([_rotate(pose[:, :3], r), (_rotate(pose[:, :3], t) + pose[:, 3])[:, None]], axis=1)
-        return poses.at[i].set(pose), pose
+        return table.at[i].set(pose), pose
 
-    _, poses = _scan_bodies(model, forward, poses, (jnp.arange(n), parent, rot, trans))
+    xs = (jnp.arange(n), parent, _in_order(rot, order), _in_order(trans, order))
+    _, poses = jax.lax.scan(pose_step, table, xs, unroll=n if n <= _UNROLL else 1)
     r, p = poses[:, :, :3], poses[:, :, 3]
     s = _in_order(_trailing(motion_subspaces(model, dtype), b), order)
     w = _per_body_rotate(r, s[:, :3])
-    sw = jnp.concatenate([w, _per_body_rotate(r, s[:, 3:]) + cross(p, w, axis=1)], axis=1)  # (n, 6, *b)
+    s = jnp.concatenate([w, _per_body_rotate(r, s[:, 3:]) + cross(p, w, axis=1)], axis=1)
     mass, com, inertia = (_trailing(_in_order(x, order), b) for x in _body_arrays(model, dtype))
     c = _per_body_rotate(r, com) + p
     rir = jnp.sum(_per_body_rotate(r, inertia)[:, :, None] * r[:, None], axis=3)  # R I_c Rᵀ
     eye = _trailing(jnp.eye(3, dtype=dtype), b)
     ib = rir + mass[:, None, None] * (jnp.sum(c * c, axis=1)[:, None, None] * eye - c[:, :, None] * c[:, None])
-    own = jnp.concatenate([jnp.broadcast_to(mass[:, None], (n, 1, *b)), mass[:, None] * c, jnp.reshape(ib, (n, 9, *b))], axis=1)
-    d = _descendants(model, order)
-    comp = jnp.tensordot(jnp.asarray(d, dtype), own, axes=1)  # composite inertias (n, 13, *b)
-    m, h, ib = comp[:, :1], comp[:, 1:4], jnp.reshape(comp[:, 4:], (n, 3, 3, *b))
-    sw_w, sw_v = sw[:, :3], sw[:, 3:]
-    force = jnp.concatenate([_per_body_rotate(ib, sw_w) + cross(h, sw_v, axis=1), m * sw_v - cross(h, sw_w, axis=1)], axis=1)
-    upper = _trailing(jnp.asarray(d, dtype), b) * jnp.sum(sw[:, None] * force[None], axis=2)
-    full = upper + jnp.swapaxes(upper, 0, 1) - _trailing(jnp.eye(n, dtype=dtype), b) * upper
+    return s, (jnp.broadcast_to(mass[:, None], (n, 1, *b)), mass[:, None] * c, ib), back, jnp.asarray(d, dtype)
+
+
+def _inertia_times(inertia, x):
+    """``I x`` for spatial inertias ``(m, h, Ī)`` (n, 1 | 3 | 3 x 3, *b) about the
+    ground origin and motion vectors x (n, 6, *b): ``(Ī ω + h × v, m v - h × ω)``."""
+    m, h, ib = inertia
+    w, v = x[:, :3], x[:, 3:]
+    return jnp.concatenate([_per_body_rotate(ib, w) + cross(h, v, axis=1), m * v - cross(h, w, axis=1)], axis=1)
+
+
+def _tree_sum(d, x):
+    """``Σ_k D[j, k] x_k`` (sums over subtrees; with ``Dᵀ``, over ancestors) for x (n, ...)."""
+    return jnp.tensordot(d, x, axes=1)
+
+
+def _rnea(model: Model, terms, fd, fdd, gravity_on: bool):
+    """:func:`_joint_space_rnea` from :func:`_ground_terms`."""
+    s, inertia, back, d = terms
+    b = fd.shape[1:]
+    dtype = s.dtype
+    order = np.asarray(model.order)
+    fd, fdd = (_in_order(x, order)[:, None] for x in (fd, fdd))
+    vj = s * fd
+    v = _tree_sum(d.T, vj)
+    g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
+    a0 = _trailing(jnp.concatenate([jnp.zeros(3, dtype), -g]), b)
+    a = _tree_sum(d.T, s * fdd + cross_motion(v, vj, axis=1)) + a0[None]
+    forces = _tree_sum(d, _inertia_times(inertia, a) + cross_force(v, _inertia_times(inertia, v), axis=1))
+    return _in_order(jnp.sum(s * forces, axis=1), back)
+
+
+def _crba(terms):
+    """:func:`_joint_space_crba` from :func:`_ground_terms`."""
+    s, inertia, back, d = terms
+    n, b = s.shape[0], s.shape[2:]
+    composite = tuple(_tree_sum(d, x) for x in inertia)
+    upper = _trailing(d, b) * jnp.sum(s[:, None] * _inertia_times(composite, s)[None], axis=2)
+    full = upper + jnp.swapaxes(upper, 0, 1) - _trailing(jnp.eye(n, dtype=s.dtype), b) * upper
     return _in_order(_in_order(full, back).swapaxes(0, 1), back).swapaxes(0, 1)
+
+
+@batch_last
+def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, "nj *b"]:
+    """Recursive Newton-Euler in the joint variables (Featherstone 2008, chapter 5, in
+    ground coordinates): ``M_f f'' + c_f(f, f') - G_f`` for f, f', f'' (n, *b).
+
+    A body's velocity and acceleration are sums over its path from the ground,
+    ``v_i = Σ S_k f'_k``, ``a_i = (0, -g) + Σ (S_k f''_k + v_k × S_k f'_k)``
+    (gravity as the base acceleration), its joint's force the sum of
+    ``I_k a_k + v_k ×* I_k v_k`` over its subtree, and ``τ_j = S_jᵀ`` of it."""
+    return _rnea(model, _ground_terms(model, f), fd, fdd, gravity_on)
+
+
+@batch_last
+def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj *b"]:
+    """Composite-rigid-body algorithm (Featherstone 2008, chapter 6, in ground
+    coordinates): the joint-space mass matrix ``M_f`` (n, n, *b) at f (n, *b).
+
+    A body's composite inertia is the plain sum of the inertias of its subtree, and
+    ``M_jk = S_jᵀ Ic_k S_k`` for k in j's subtree; the rest of M is its transpose."""
+    return _crba(_ground_terms(model, f))
+
+
+@batch_last
+def _joint_space_terms(model: Model, f, fd, fdd) -> tuple[Float[Array, "nj nj *b"], Float[Array, "nj *b"]]:
+    """``(M_f, M_f f'' + c_f - G_f)``: :func:`_joint_space_crba` and
+    :func:`_joint_space_rnea` from one evaluation of the ground poses."""
+    terms = _ground_terms(model, f)
+    return _crba(terms), _rnea(model, terms, fd, fdd, True)
 
 
 def _to_child(rot, trans, m):
