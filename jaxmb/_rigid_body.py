@@ -121,7 +121,7 @@ def _ground_terms(model: Model, f):
     c = _per_body_rotate(r, com) + p
     rir = jnp.sum(_per_body_rotate(r, inertia)[:, :, None] * r[:, None], axis=3)  # R I_c Rᵀ
     eye = _trailing(jnp.eye(3, dtype=dtype), b)
-    ib = rir + mass[:, None, None] * (jnp.sum(c * c, axis=1)[:, None, None] * eye - c[:, :, None] * c[:, None])
+    ib = rir + mass[:, None, None] * (jnp.sum(c * c, axis=1)[:, None, None] * eye[None] - c[:, :, None] * c[:, None])
     return s, (jnp.broadcast_to(mass[:, None], (n, 1, *b)), mass[:, None] * c, ib), back, jnp.asarray(d, dtype)
 
 
