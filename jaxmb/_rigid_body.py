@@ -1,8 +1,9 @@
 """The recursive rigid-body algorithms behind `method="recursive"`: the joint-space
 composite-rigid-body (CRBA) and recursive Newton-Euler (RNEA) algorithms (Featherstone
-2008), and the projected forward pass that gives ``M_q`` and ``bias_q`` directly in ``q``
-(Ehsani 2016, Eq. 145 in spatial form), in its level-wise and unrolled forms. Which form a
-model takes is a static choice (`_projects`, `_unrolls`); `jaxmb._dynamics` calls them."""
+2008) in ground coordinates, one code for single states and batches, and the projected
+forward pass that gives ``M_q`` and ``bias_q`` directly in ``q`` (Ehsani 2016, Eq. 145
+in spatial form), in its level-wise and unrolled forms. Which route and form a model
+takes is a static choice (`_projects`, `_unrolls`); `jaxmb._dynamics` calls them."""
 
 import equinox as eqx
 import jax
@@ -13,7 +14,7 @@ from jaxtyping import Array, Float
 from ._batching import batch_last
 from ._kinematics import _local_frames, _stack_rows, motion_subspaces, tree_levels
 from ._model import Model
-from ._spatial import cross, cross_force, cross_motion, small_matmul, small_matvec, spatial_inertia
+from ._spatial import cross, cross_force, cross_motion, small_matmul, small_matvec
 
 
 # ---------------------------------------------------------------------------
@@ -83,7 +84,7 @@ def _tree(model: Model):
     back = np.empty_like(order)
     back[order] = np.arange(len(order))
     d = np.eye(len(order))
-    for body in order:
+    for body in model.order:
         for a in model.ancestors(body):
             d[back[a], back[body]] = 1.0
     return order, back, d
@@ -308,14 +309,14 @@ def _projected_terms_by_level(model: Model, f, fd, fdd, jac):
             block = _stack_rows(own, idx) + jnp.pad(down[:, :, None], ((0, 0), (3, 0), (1, nq)))
         else:
             c = _to_child(_stack_rows(rot, idx), _stack_rows(trans, idx), _stack_rows(per_body, par)) + _stack_rows(own, idx)
-            acc = c[:, :, 1] + _cross_motion_batch(c[:, :, 0], _stack_rows(vj, idx))
+            acc = c[:, :, 1] + cross_motion(c[:, :, 0], _stack_rows(vj, idx), axis=1)
             block = jnp.concatenate([c[:, :, :1], acc[:, :, None], c[:, :, 2:]], axis=2)
         for k, i in enumerate(idx):
             per_body[i] = block[k]
     cols = jnp.stack(per_body)
     inert = _apply_inertia(*_body_arrays(model, dtype), cols)  # I v, I a, I J
     v = cols[:, :, 0]
-    force = inert[:, :, 1] + _cross_force_batch(v, inert[:, :, 0])
+    force = inert[:, :, 1] + cross_force(v, inert[:, :, 0], axis=1)
     jb = cols[:, :, 2:]
     # Written as products and sums (not einsum's dot) so that XLA fuses them.
     mass = jnp.sum(jb[:, :, :, None] * inert[:, :, None, 2:], axis=(0, 1))
@@ -421,16 +422,6 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
     jb = jnp.stack([jnp.stack([jnp.stack([cols[i][2][c][k] if c in cols[i][2] else zero for c in range(nq)])
                                for k in range(6)]) for i in range(model.n_bodies)])
     return jnp.stack([jnp.stack(row) for row in mass]), jnp.stack(bias), (jb, rot, trans)
-
-
-def _cross_motion_batch(v, w):
-    return jnp.concatenate([jnp.cross(v[:, :3], w[:, :3]),
-                            jnp.cross(v[:, :3], w[:, 3:]) + jnp.cross(v[:, 3:], w[:, :3])], axis=1)
-
-
-def _cross_force_batch(v, f):
-    return jnp.concatenate([jnp.cross(v[:, :3], f[:, :3]) + jnp.cross(v[:, 3:], f[:, 3:]),
-                            jnp.cross(v[:, :3], f[:, 3:])], axis=1)
 
 
 def _projects(model: Model) -> bool:
