@@ -112,8 +112,15 @@ def _ground_terms(model: Model, f):
         pose = jnp.concatenate([_rotate(pose[:, :3], r), (_rotate(pose[:, :3], t) + pose[:, 3])[:, None]], axis=1)
         return table.at[i].set(pose), pose
 
-    xs = (jnp.arange(n), parent, _in_order(rot, order), _in_order(trans, order))
-    _, poses = jax.lax.scan(pose_step, table, xs, unroll=n if n <= _UNROLL else 1)
+    xs = (np.arange(n), parent, _in_order(rot, order), _in_order(trans, order))
+    if n > _UNROLL:
+        _, poses = jax.lax.scan(pose_step, table, xs)
+    else:  # the same steps, unrolled (static indices)
+        poses = []
+        for k in range(n):
+            table, pose = pose_step(table, tuple(x[k] for x in xs))
+            poses.append(pose)
+        poses = jnp.stack(poses)
     r, p = poses[:, :, :3], poses[:, :, 3]
     s = _in_order(_trailing(motion_subspaces(model, dtype), b), order)
     w = _per_body_rotate(r, s[:, :3])

@@ -422,8 +422,12 @@ def test_derivatives_of_a_chunked_batch_are_those_of_its_states():
                          rtol=1e-11, normwise=True)
     params, static = eqx.partition(model, eqx.is_array)
     by_params = lambda f: jax.jit(jax.grad(lambda p, q: f(eqx.combine(p, static), q), argnums=(0, 1)))  # noqa: E731
-    assert_tree_allclose(by_params(total)(params, q), by_params(total_state_by_state)(params, q),
-                         rtol=1e-11, normwise=True)
+    grads, grads_one = by_params(total)(params, q), by_params(total_state_by_state)(params, q)
+    # Norm-wise over the whole gradient as well: a translation of the root moves the whole
+    # chain without changing its dynamics, so that leaf is round-off (in ground coordinates
+    # the batch and the single states round differently).
+    scale = max(float(jnp.max(jnp.abs(x))) for x in jax.tree.leaves(grads_one))
+    assert_tree_allclose(grads, grads_one, rtol=1e-11, atol=1e-11 * scale, normwise=True)
     # Forward mode under a batch of tangents (jacfwd: a vmap of jvps).
     jac = jax.jit(jax.vmap(jax.jacfwd(lambda *s: fd(model, s))))(q, qd, tau)
     jac_one = jax.jit(lambda *x: jax.lax.map(lambda s: jax.jacfwd(lambda *t: fd(model, t))(*s), x))(q, qd, tau)
