@@ -474,5 +474,6 @@ def test_a_batch_last_pass_equals_its_states_on_a_branched_tree():
     assert_tree_allclose(batched, jax.jit(lambda *x: jax.lax.map(lambda s: every(*s), x))(q, qd, tau),
                          rtol=1e-12, atol=1e-12, normwise=True)
     # The state-by-state values against an independent route (autodiff).
-    m, bias = (mb.mass_matrix(model, q[5], method="autodiff"), mb.bias_forces(model, q[5], qd[5], method="autodiff"))
+    m, bias = jax.jit(lambda q, qd: (mb.mass_matrix(model, q, method="autodiff"),
+                                     mb.bias_forces(model, q, qd, method="autodiff")))(q[5], qd[5])
     assert_tree_allclose((batched[2][5], batched[3][5]), (m, bias), rtol=1e-10, normwise=True)
