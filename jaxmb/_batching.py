@@ -83,23 +83,34 @@ def _with_plain_tangents(batched: Callable, fn: Callable) -> Callable:
     return call
 
 
-def _batch_last_call(fn: Callable) -> Callable:
+def _batch_last_call(fn: Callable, params, *arrays):
     """`fn(params, *arrays)`, whose arrays may carry a trailing batch shape, with a
-    batching rule that moves `vmap`'s axis last, calls `fn` once and moves it back."""
-    batched = custom_vmap(fn)
+    batching rule that moves `vmap`'s axis last, calls `fn` once and moves it back.
+
+    The arrays `fn` creates from constants (numpy tables, masks) are hoisted into
+    arguments of the batched call (as in `batches_in_chunks`): `vmap` batches every
+    operand of a `lax.cond` whose predicate is batched, and a batching rule must see
+    those as arguments. Where they, or the model's arrays, come batched, the call is
+    mapped as `vmap` does (batch first)."""
+    consts, program = eqx.partition(eqx.filter_closure_convert(fn, params, *arrays), eqx.is_array)
+
+    def converted(parts, *arrays):
+        return eqx.combine(parts[0], program)(parts[1], *arrays)
+
+    batched = custom_vmap(converted)
 
     @batched.def_vmap
-    def _rule(axis_size, in_batched, params, *arrays):
-        if any(jax.tree.leaves(in_batched[0])):  # a batch of models: batch-first, as `vmap` does
+    def _rule(axis_size, in_batched, parts, *arrays):
+        if any(jax.tree.leaves(in_batched[0])):
             axes = jax.tree.map(lambda flag: 0 if flag else None, in_batched)
-            out = jax.vmap(fn, in_axes=tuple(axes))(params, *arrays)
+            out = jax.vmap(converted, in_axes=tuple(axes))(parts, *arrays)
         else:
             last = [jnp.moveaxis(x, 0, -1) if flag else jnp.broadcast_to(x[..., None], (*x.shape, axis_size))
                     for x, flag in zip(arrays, in_batched[1:])]
-            out = jax.tree.map(lambda y: jnp.moveaxis(y, -1, 0), fn(params, *last))
+            out = jax.tree.map(lambda y: jnp.moveaxis(y, -1, 0), fn(parts[1], *last))
         return out, jax.tree.map(lambda _: True, out)
 
-    return _with_plain_tangents(batched, fn)
+    return _with_plain_tangents(batched, converted)((consts, params), *arrays)
 
 
 def batch_last(fn: Callable) -> Callable:
@@ -116,7 +127,7 @@ def batch_last(fn: Callable) -> Callable:
         def call(params, *arrays):
             return fn(eqx.combine(params, static), *arrays, **static_kwargs)
 
-        return _batch_last_call(call)(params, *arrays)
+        return _batch_last_call(call, params, *arrays)
 
     return wrapper
 
