@@ -8,7 +8,13 @@ decorator below gives such a function a batching rule that maps `vmap`'s batch
 over chunks (`jax.lax.map` with ``batch_size``), so that users write a plain
 `jax.vmap` and get the chunked cost.
 
-Differentiation does not see the rule: the function is a `jax.custom_jvp` whose
+A second decorator, `batch_last`, serves functions written once for arrays with
+an optional trailing batch shape (structure of arrays): under `vmap` the batch
+axis is moved last, so that a product of small matrices is an elementwise
+product over the contiguous batch axis (vectorised across states) rather than a
+batched `dot` over tiny matrices, which XLA's CPU backend runs poorly.
+
+Differentiation sees neither rule: each function is a `jax.custom_jvp` whose
 tangent rule is the plain function's, so forward and reverse mode (and their
 batches) are those of the undecorated function.
 """
@@ -60,15 +66,70 @@ def _chunked(fn: Callable) -> Callable:
             out = jax.lax.map(one, mapped, batch_size=CHUNK)
         return out, jax.tree.map(lambda _: True, out)
 
+    return _with_plain_tangents(batched, fn)
+
+
+def _with_plain_tangents(batched: Callable, fn: Callable) -> Callable:
+    """`batched` (a `custom_vmap` of `fn`) whose derivatives are `fn`'s."""
+
     @jax.custom_jvp
-    def chunked(*args):
+    def call(*args):
         return batched(*args)
 
-    @chunked.defjvp
+    @call.defjvp
     def _tangents(primals, tangents):
         return jax.tree.map(_batch_axis_first, jax.jvp(fn, primals, tangents))
 
-    return chunked
+    return call
+
+
+def _batch_last_call(fn: Callable, params, *arrays):
+    """`fn(params, *arrays)`, whose arrays may carry a trailing batch shape, with a
+    batching rule that moves `vmap`'s axis last, calls `fn` once and moves it back.
+
+    The arrays `fn` creates from constants (numpy tables, masks) are hoisted into
+    arguments of the batched call (as in `batches_in_chunks`): `vmap` batches every
+    operand of a `lax.cond` whose predicate is batched, and a batching rule must see
+    those as arguments. Where they, or the model's arrays, come batched, the call is
+    mapped as `vmap` does (batch first)."""
+    consts, program = eqx.partition(eqx.filter_closure_convert(fn, params, *arrays), eqx.is_array)
+
+    def converted(parts, *arrays):
+        return eqx.combine(parts[0], program)(parts[1], *arrays)
+
+    batched = custom_vmap(converted)
+
+    @batched.def_vmap
+    def _rule(axis_size, in_batched, parts, *arrays):
+        if any(jax.tree.leaves(in_batched[0])):
+            axes = jax.tree.map(lambda flag: 0 if flag else None, in_batched)
+            out = jax.vmap(converted, in_axes=tuple(axes))(parts, *arrays)
+        else:
+            last = [jnp.moveaxis(x, 0, -1) if flag else jnp.broadcast_to(x[..., None], (*x.shape, axis_size))
+                    for x, flag in zip(arrays, in_batched[1:])]
+            out = jax.tree.map(lambda y: jnp.moveaxis(y, -1, 0), fn(parts[1], *last))
+        return out, jax.tree.map(lambda _: True, out)
+
+    return _with_plain_tangents(batched, converted)((consts, params), *arrays)
+
+
+def batch_last(fn: Callable) -> Callable:
+    """Decorate ``fn(model, *arrays, **static)`` written for arrays of per-state shape
+    followed by an optional batch shape (``f`` (n,) or (n, B)) and returning arrays of
+    that form: under `jax.vmap` it is called once with the batch as the trailing axis
+    of every array. The model's arrays travel as arguments (a batching rule cannot
+    close over traced values); a batch of models is mapped as `vmap` does."""
+
+    @functools.wraps(fn)
+    def wrapper(model, *arrays, **static_kwargs):
+        params, static = eqx.partition(model, eqx.is_array)
+
+        def call(params, *arrays):
+            return fn(eqx.combine(params, static), *arrays, **static_kwargs)
+
+        return _batch_last_call(call, params, *arrays)
+
+    return wrapper
 
 
 def batches_in_chunks(fn: Callable) -> Callable:

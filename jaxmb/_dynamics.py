@@ -42,7 +42,7 @@ from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frame
 from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
 from ._model import Model
 from ._batching import batches_in_chunks
-from ._rigid_body import _joint_space_crba, _joint_space_rnea, _projected_terms, _projects
+from ._rigid_body import _joint_space_crba, _joint_space_rnea, _joint_space_terms, _projected_terms, _projects
 
 Method = Literal["recursive", "autodiff", "matrix_calculus"]
 
@@ -283,8 +283,8 @@ def _mass_matrix_and_forces(model: Model, q, qd):
     if _projects(model):
         m, bias, projected = _projected_terms(model, f, fd, fdd, jac)
     else:
-        m = jac.T @ _joint_space_crba(model, f) @ jac
-        bias = jac.T @ _joint_space_rnea(model, f, fd, fdd)
+        m_f, bias_f = _joint_space_terms(model, f, fd, fdd)
+        m, bias = jac.T @ m_f @ jac, jac.T @ bias_f
     forces = -bias
     if model.loads:
         forces = forces + _applied_forces(model, q, model.loads, f, jac, projected)

@@ -1,106 +1,205 @@
 """The recursive rigid-body algorithms behind `method="recursive"`: the joint-space
 composite-rigid-body (CRBA) and recursive Newton-Euler (RNEA) algorithms (Featherstone
-2008), and the projected forward pass that gives ``M_q`` and ``bias_q`` directly in ``q``
-(Ehsani 2016, Eq. 145 in spatial form), in its level-wise and unrolled forms. Which form a
-model takes is a static choice (`_projects`, `_unrolls`); `jaxmb._dynamics` calls them."""
+2008) in ground coordinates, one code for single states and batches, and the projected
+forward pass that gives ``M_q`` and ``bias_q`` directly in ``q`` (Ehsani 2016, Eq. 145
+in spatial form), in its level-wise and unrolled forms. Which route and form a model
+takes is a static choice (`_projects`, `_unrolls`); `jaxmb._dynamics` calls them."""
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
-from ._kinematics import _local_frames, _stack_rows, joint_transforms, motion_subspaces, tree_levels
+from ._batching import batch_last
+from ._kinematics import _local_frames, _stack_rows, motion_subspaces, tree_levels
 from ._model import Model
-from ._spatial import skew, small_matmul, small_matvec
+from ._spatial import cross, cross_force, cross_motion, small_matmul, small_matvec
 
 
 # ---------------------------------------------------------------------------
-# Spatial algebra in body coordinates, motion vectors (ω, v), forces (n, f).
+# Joint-space CRBA and RNEA in ground coordinates, written once for arrays whose
+# leading axes are the state's and whose trailing axes (shape ``b``, possibly
+# empty) are a batch of states (structure of arrays). Under `vmap`,
+# `_batching.batch_last` calls them with the batch last, so that every product of
+# small matrices is an elementwise product over the contiguous batch axis
+# (vectorised across states) instead of a batched `dot` over 6 x 6 operands.
+#
+# The one recursion, the bodies' ground poses, is a `jax.lax.scan` over the bodies
+# in a parents-first order (positions in that order index its table; the ground
+# is an extra last row), so that the compiled program holds one body's step
+# whatever the number of bodies: XLA otherwise inlines the small elementwise steps
+# of an unrolled recursion into each other, and its compile time grows much faster
+# than the model. Small models are unrolled (`_UNROLL`). In ground coordinates the
+# rest needs no recursion: sums over a body's ancestors or its subtree are products
+# with the constant matrix of the tree (Featherstone 2008, section 5.3, the
+# recursive Newton-Euler algorithm in absolute coordinates).
 # ---------------------------------------------------------------------------
 
-
-def _spatial_inertia(body) -> Float[Array, "6 6"]:
-    """Spatial inertia about the body origin: [[I_c + m c̃ c̃ᵀ, m c̃], [m c̃ᵀ, m 1]]."""
-    m = body.mass
-    c = skew(body.com)
-    top = jnp.concatenate([body.inertia + m * c @ c.T, m * c], axis=1)
-    bot = jnp.concatenate([m * c.T, m * jnp.eye(3, dtype=c.dtype)], axis=1)
-    return jnp.concatenate([top, bot], axis=0)
+# Bodies up to which the pose scan is unrolled (measured on planar chains, CPU, float64).
+_UNROLL = 4
 
 
-def _motion_to_child(a4) -> Float[Array, "6 6"]:
-    """Motion-vector transform from parent to child coordinates (``a4``: child in parent)."""
-    r, p = a4[:3, :3], a4[:3, 3]
-    z = jnp.zeros((3, 3), dtype=r.dtype)
-    top = jnp.concatenate([r.T, z], axis=1)
-    bot = jnp.concatenate([-r.T @ skew(p), r.T], axis=1)
-    return jnp.concatenate([top, bot], axis=0)
+def _trailing(x, b):
+    """`x` with ``len(b)`` trailing unit axes, to broadcast against a batch ``b``."""
+    return jnp.reshape(x, (*x.shape, *(1,) * len(b)))
 
 
-def _cross_motion(v, w):
-    return jnp.concatenate([jnp.cross(v[:3], w[:3]), jnp.cross(v[:3], w[3:]) + jnp.cross(v[3:], w[:3])])
+def _rotate(r, x):
+    """``R x`` for R (3, 3, *b) and x (3, *b) or (3, k, *b), the contraction written
+    as three broadcast products (they fuse with their neighbours)."""
+    if x.ndim > r.ndim - 1:
+        r = r[:, :, None]
+    return r[:, 0] * x[0][None] + r[:, 1] * x[1][None] + r[:, 2] * x[2][None]
 
 
-def _cross_force(v, f):
-    return jnp.concatenate([jnp.cross(v[:3], f[:3]) + jnp.cross(v[3:], f[3:]), jnp.cross(v[:3], f[3:])])
+def _per_body_rotate(r, x):
+    """``R_i x_i`` for rotations (n, 3, 3, *b) and vectors (n, 3, *b) or matrices (n, 3, 3, *b)."""
+    if x.ndim == r.ndim:
+        r = r[:, :, :, None]
+    return r[:, :, 0] * x[:, None, 0] + r[:, :, 1] * x[:, None, 1] + r[:, :, 2] * x[:, None, 2]
 
 
-def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, " nj"]:
-    """Recursive Newton-Euler in the joint variables: ``M_f f'' + c_f(f, f') - G_f``."""
-    local = joint_transforms(model, f)
-    dtype = local.dtype
-    xs = [_motion_to_child(local[i]) for i in range(model.n_bodies)]
-    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
+def _frames(model: Model, f):
+    """The joints' local frames R (n, 3, 3, *b), p (n, 3, *b) at joint variables f
+    (n, *b) (`_kinematics._local_frames` per state, the batch moved last)."""
+    b = f.shape[1:]
+    if not b:
+        return _local_frames(model, f)
+    out = jax.vmap(lambda x: _local_frames(model, x), in_axes=1, out_axes=-1)(jnp.reshape(f, (f.shape[0], -1)))
+    return tuple(jnp.reshape(y, (*y.shape[:-1], *b)) for y in out)
+
+
+def _in_order(x, order):
+    """`x` (n, ...) in the order `order` (a static gather; none for the identity)."""
+    return x if np.array_equal(order, np.arange(len(order))) else x[order]
+
+
+def _tree(model: Model):
+    """``(order, back, D)``: the bodies in a parents-first order, every body's
+    position in it (to put results back in body order), and the subtree matrix
+    ``D[j, k] = 1`` where the body at position k is in the subtree of the body at
+    position j (itself included)."""
+    order = np.asarray(model.order)
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    d = np.eye(len(order))
+    for body in model.order:
+        for a in model.ancestors(body):
+            d[back[a], back[body]] = 1.0
+    return order, back, d
+
+
+def _ground_terms(model: Model, f):
+    """The bodies' ground frames (R, p) (n, 3, 3, *b), (n, 3, *b), their joints'
+    motion subspaces S (n, 6, *b) and inertias about the ground origin as
+    ``(m, h = m c, Ī)`` (n, 1 | 3 | 3 x 3, *b) (``Ī = R I_c Rᵀ + m (|c|² 1 - c cᵀ)``),
+    all in ground coordinates and in the order of :func:`_tree`; then `_tree`'s
+    ``(back, D)``."""
+    b = f.shape[1:]
+    rot, trans = _frames(model, f)
+    dtype = rot.dtype
+    n = model.n_bodies
+    order, back, d = _tree(model)
+    parents = np.asarray(model.parents)[order]
+    parent = np.where(parents < 0, n, back[np.maximum(parents, 0)])
+    ground = jnp.concatenate([jnp.eye(3, dtype=dtype), jnp.zeros((3, 1), dtype)], axis=1)
+    table = jnp.zeros((n + 1, 3, 4, *b), dtype).at[n].set(_trailing(ground, b))
+
+    def pose_step(table, x):
+        i, p, r, t = x
+        pose = table[p]
+        pose = jnp.concatenate([_rotate(pose[:, :3], r), (_rotate(pose[:, :3], t) + pose[:, 3])[:, None]], axis=1)
+        return table.at[i].set(pose), pose
+
+    xs = (np.arange(n), parent, _in_order(rot, order), _in_order(trans, order))
+    if n > _UNROLL:
+        _, poses = jax.lax.scan(pose_step, table, xs)
+    else:  # the same steps, unrolled (static indices)
+        poses = []
+        for k in range(n):
+            table, pose = pose_step(table, tuple(x[k] for x in xs))
+            poses.append(pose)
+        poses = jnp.stack(poses)
+    r, p = poses[:, :, :3], poses[:, :, 3]
+    s = _in_order(_trailing(motion_subspaces(model, dtype), b), order)
+    w = _per_body_rotate(r, s[:, :3])
+    s = jnp.concatenate([w, _per_body_rotate(r, s[:, 3:]) + cross(p, w, axis=1)], axis=1)
+    mass, com, inertia = (_trailing(_in_order(x, order), b) for x in _body_arrays(model, dtype))
+    c = _per_body_rotate(r, com) + p
+    rir = jnp.sum(_per_body_rotate(r, inertia)[:, :, None] * r[:, None], axis=3)  # R I_c Rᵀ
+    eye = _trailing(jnp.eye(3, dtype=dtype), b)
+    ib = rir + mass[:, None, None] * (jnp.sum(c * c, axis=1)[:, None, None] * eye[None] - c[:, :, None] * c[:, None])
+    return s, (jnp.broadcast_to(mass[:, None], (n, 1, *b)), mass[:, None] * c, ib), back, jnp.asarray(d, dtype)
+
+
+def _inertia_times(inertia, x):
+    """``I x`` for spatial inertias ``(m, h, Ī)`` (n, 1 | 3 | 3 x 3, *b) about the
+    ground origin and motion vectors x (n, 6, *b): ``(Ī ω + h × v, m v - h × ω)``."""
+    m, h, ib = inertia
+    w, v = x[:, :3], x[:, 3:]
+    return jnp.concatenate([_per_body_rotate(ib, w) + cross(h, v, axis=1), m * v - cross(h, w, axis=1)], axis=1)
+
+
+def _tree_sum(d, x):
+    """``Σ_k D[j, k] x_k`` (sums over subtrees; with ``Dᵀ``, over ancestors) for x (n, ...)."""
+    return jnp.tensordot(d, x, axes=1)
+
+
+def _rnea(model: Model, terms, fd, fdd, gravity_on: bool):
+    """:func:`_joint_space_rnea` from :func:`_ground_terms`."""
+    s, inertia, back, d = terms
+    b = fd.shape[1:]
+    dtype = s.dtype
+    order = np.asarray(model.order)
+    fd, fdd = (_in_order(x, order)[:, None] for x in (fd, fdd))
+    vj = s * fd
+    v = _tree_sum(d.T, vj)
     g = model.gravity.astype(dtype) if gravity_on else jnp.zeros(3, dtype)
-    a0 = jnp.concatenate([jnp.zeros(3, dtype), -g])
-    v0 = jnp.zeros(6, dtype)
-    n = model.n_bodies
-    vel, acc, forces = [None] * n, [None] * n, [None] * n
-    for i in model.order:
-        p = model.parents[i]
-        vp = v0 if p < 0 else vel[p]
-        ap = a0 if p < 0 else acc[p]
-        s = subspaces[i]
-        vj = s * fd[i]
-        v = xs[i] @ vp + vj
-        a = xs[i] @ ap + s * fdd[i] + _cross_motion(v, vj)
-        inertia = _spatial_inertia(model.bodies[i]).astype(dtype)
-        vel[i], acc[i] = v, a
-        forces[i] = inertia @ a + _cross_force(v, inertia @ v)
-    tau = [None] * n
-    for i in reversed(model.order):
-        tau[i] = subspaces[i] @ forces[i]
-        p = model.parents[i]
-        if p >= 0:
-            forces[p] = forces[p] + xs[i].T @ forces[i]
-    return jnp.stack(tau)
+    a0 = _trailing(jnp.concatenate([jnp.zeros(3, dtype), -g]), b)
+    a = _tree_sum(d.T, s * fdd + cross_motion(v, vj, axis=1)) + a0[None]
+    forces = _tree_sum(d, _inertia_times(inertia, a) + cross_force(v, _inertia_times(inertia, v), axis=1))
+    return _in_order(jnp.sum(s * forces, axis=1), back)
 
 
-def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj"]:
-    """Composite-rigid-body algorithm: the joint-space mass matrix ``M_f``."""
-    local = joint_transforms(model, f)
-    dtype = local.dtype
-    n = model.n_bodies
-    xs = [_motion_to_child(local[i]) for i in range(n)]
-    subspaces = [j.motion_subspace().astype(dtype) for j in model.joints]
-    composite = [_spatial_inertia(b).astype(dtype) for b in model.bodies]
-    for i in reversed(model.order):
-        p = model.parents[i]
-        if p >= 0:
-            composite[p] = composite[p] + xs[i].T @ composite[i] @ xs[i]
-    # Entries are collected and stacked once: per-entry `.at[].set` would copy the
-    # whole matrix n² times (and per batch element under vmap).
-    zero = jnp.zeros((), dtype=dtype)
-    rows = [[zero] * n for _ in range(n)]
-    for i in range(n):
-        force = composite[i] @ subspaces[i]
-        rows[i][i] = subspaces[i] @ force
-        j = i
-        while model.parents[j] >= 0:
-            force = xs[j].T @ force
-            j = model.parents[j]
-            rows[i][j] = rows[j][i] = subspaces[j] @ force
-    return jnp.stack([jnp.stack(r) for r in rows])
+def _crba(terms):
+    """:func:`_joint_space_crba` from :func:`_ground_terms`."""
+    s, inertia, back, d = terms
+    n, b = s.shape[0], s.shape[2:]
+    composite = tuple(_tree_sum(d, x) for x in inertia)
+    upper = _trailing(d, b) * jnp.sum(s[:, None] * _inertia_times(composite, s)[None], axis=2)
+    full = upper + jnp.swapaxes(upper, 0, 1) - _trailing(jnp.eye(n, dtype=s.dtype), b) * upper
+    return _in_order(_in_order(full, back).swapaxes(0, 1), back).swapaxes(0, 1)
+
+
+@batch_last
+def _joint_space_rnea(model: Model, f, fd, fdd, gravity_on: bool = True) -> Float[Array, "nj *b"]:
+    """Recursive Newton-Euler in the joint variables (Featherstone 2008, chapter 5, in
+    ground coordinates): ``M_f f'' + c_f(f, f') - G_f`` for f, f', f'' (n, *b).
+
+    A body's velocity and acceleration are sums over its path from the ground,
+    ``v_i = Σ S_k f'_k``, ``a_i = (0, -g) + Σ (S_k f''_k + v_k × S_k f'_k)``
+    (gravity as the base acceleration), its joint's force the sum of
+    ``I_k a_k + v_k ×* I_k v_k`` over its subtree, and ``τ_j = S_jᵀ`` of it."""
+    return _rnea(model, _ground_terms(model, f), fd, fdd, gravity_on)
+
+
+@batch_last
+def _joint_space_crba(model: Model, f) -> Float[Array, "nj nj *b"]:
+    """Composite-rigid-body algorithm (Featherstone 2008, chapter 6, in ground
+    coordinates): the joint-space mass matrix ``M_f`` (n, n, *b) at f (n, *b).
+
+    A body's composite inertia is the plain sum of the inertias of its subtree, and
+    ``M_jk = S_jᵀ Ic_k S_k`` for k in j's subtree; the rest of M is its transpose."""
+    return _crba(_ground_terms(model, f))
+
+
+@batch_last
+def _joint_space_terms(model: Model, f, fd, fdd) -> tuple[Float[Array, "nj nj *b"], Float[Array, "nj *b"]]:
+    """``(M_f, M_f f'' + c_f - G_f)``: :func:`_joint_space_crba` and
+    :func:`_joint_space_rnea` from one evaluation of the ground poses."""
+    terms = _ground_terms(model, f)
+    return _crba(terms), _rnea(model, terms, fd, fdd, True)
 
 
 def _to_child(rot, trans, m):
@@ -217,14 +316,14 @@ def _projected_terms_by_level(model: Model, f, fd, fdd, jac):
             block = _stack_rows(own, idx) + jnp.pad(down[:, :, None], ((0, 0), (3, 0), (1, nq)))
         else:
             c = _to_child(_stack_rows(rot, idx), _stack_rows(trans, idx), _stack_rows(per_body, par)) + _stack_rows(own, idx)
-            acc = c[:, :, 1] + _cross_motion_batch(c[:, :, 0], _stack_rows(vj, idx))
+            acc = c[:, :, 1] + cross_motion(c[:, :, 0], _stack_rows(vj, idx), axis=1)
             block = jnp.concatenate([c[:, :, :1], acc[:, :, None], c[:, :, 2:]], axis=2)
         for k, i in enumerate(idx):
             per_body[i] = block[k]
     cols = jnp.stack(per_body)
     inert = _apply_inertia(*_body_arrays(model, dtype), cols)  # I v, I a, I J
     v = cols[:, :, 0]
-    force = inert[:, :, 1] + _cross_force_batch(v, inert[:, :, 0])
+    force = inert[:, :, 1] + cross_force(v, inert[:, :, 0], axis=1)
     jb = cols[:, :, 2:]
     # Written as products and sums (not einsum's dot) so that XLA fuses them.
     mass = jnp.sum(jb[:, :, :, None] * inert[:, :, None, 2:], axis=(0, 1))
@@ -330,16 +429,6 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
     jb = jnp.stack([jnp.stack([jnp.stack([cols[i][2][c][k] if c in cols[i][2] else zero for c in range(nq)])
                                for k in range(6)]) for i in range(model.n_bodies)])
     return jnp.stack([jnp.stack(row) for row in mass]), jnp.stack(bias), (jb, rot, trans)
-
-
-def _cross_motion_batch(v, w):
-    return jnp.concatenate([jnp.cross(v[:, :3], w[:, :3]),
-                            jnp.cross(v[:, :3], w[:, 3:]) + jnp.cross(v[:, 3:], w[:, :3])], axis=1)
-
-
-def _cross_force_batch(v, f):
-    return jnp.concatenate([jnp.cross(v[:, :3], f[:, :3]) + jnp.cross(v[:, 3:], f[:, 3:]),
-                            jnp.cross(v[:, :3], f[:, 3:])], axis=1)
 
 
 def _projects(model: Model) -> bool:

@@ -24,11 +24,11 @@ def skew(v: Float[Array, "*batch 3"]) -> Float[Array, "*batch 3 3"]:
                       jnp.stack([-v[..., 1], v[..., 0], z], axis=-1)], axis=-2)
 
 
-def cross(a: Float[Array, "*batch 3"], b: Float[Array, "*batch 3"]) -> Float[Array, "*batch 3"]:
-    """``a × b`` over the last axis, batched over leading axes (the one cross product
-    of the spatial algebra; ``jnp.cross`` measured faster than written-out components
-    inside the Newton-Euler pass)."""
-    return jnp.cross(a, b)
+def cross(a: Float[Array, "..."], b: Float[Array, "..."], axis: int = -1) -> Float[Array, "..."]:
+    """``a × b`` over `axis` (the last by default), batched over the others (the one
+    cross product of the spatial algebra; ``jnp.cross`` measured faster than
+    written-out components inside the Newton-Euler pass)."""
+    return jnp.cross(a, b, axis=axis)
 
 
 def rotation_about_axis(axis: Float[Array, "3"], angle) -> Float[Array, "3 3"]:
@@ -175,16 +175,18 @@ def own_buffer(x: Array) -> Array:
 # --------------------------------------------------------------------------
 
 
-def cross_motion(v: Float[Array, "*batch 6"], m: Float[Array, "*batch 6"]) -> Float[Array, "*batch 6"]:
-    """``v × m`` for motion vectors: ``(ω × ω_m, ω × v_m + v × ω_m)``."""
-    w, lin = v[..., :3], v[..., 3:]
-    return jnp.concatenate([cross(w, m[..., :3]), cross(w, m[..., 3:]) + cross(lin, m[..., :3])], axis=-1)
+def cross_motion(v: Float[Array, "..."], m: Float[Array, "..."], axis: int = -1) -> Float[Array, "..."]:
+    """``v × m`` for motion vectors (components along `axis`, the last by default):
+    ``(ω × ω_m, ω × v_m + v × ω_m)``."""
+    (w, lin), (mw, mv) = jnp.split(v, 2, axis=axis), jnp.split(m, 2, axis=axis)
+    return jnp.concatenate([cross(w, mw, axis), cross(w, mv, axis) + cross(lin, mw, axis)], axis=axis)
 
 
-def cross_force(v: Float[Array, "*batch 6"], f: Float[Array, "*batch 6"]) -> Float[Array, "*batch 6"]:
-    """``v ×* f`` for a motion vector `v` and a force vector `f`: ``(ω × n + v × f, ω × f)``."""
-    w, lin = v[..., :3], v[..., 3:]
-    return jnp.concatenate([cross(w, f[..., :3]) + cross(lin, f[..., 3:]), cross(w, f[..., 3:])], axis=-1)
+def cross_force(v: Float[Array, "..."], f: Float[Array, "..."], axis: int = -1) -> Float[Array, "..."]:
+    """``v ×* f`` for a motion vector `v` and a force vector `f` (components along
+    `axis`, the last by default): ``(ω × n + v × f, ω × f)``."""
+    (w, lin), (fn, ff) = jnp.split(v, 2, axis=axis), jnp.split(f, 2, axis=axis)
+    return jnp.concatenate([cross(w, fn, axis) + cross(lin, ff, axis), cross(w, ff, axis)], axis=axis)
 
 
 def motion_transform(rotation: Float[Array, "*batch 3 3"], translation: Float[Array, "*batch 3"]
