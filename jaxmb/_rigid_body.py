@@ -432,12 +432,11 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
 
 
 def _projects(model: Model) -> bool:
-    """Static choice of the recursive route: the projected forward pass when q is much
-    smaller than f (closed chains, coupled joints) or small (nq <= 8), joint-space
-    CRBA/RNEA otherwise. Measured on CPU (float64, one state per call): the projected
-    pass is cheaper for every model size tried (planar chains of 2, 7 and 20 links,
-    the three-link arm, Andrews' open tree: 1.3-4x), because it runs level by level
-    vectorised over bodies while CRBA/RNEA loop over joints; under vmap its
-    O(n nq) columns per body cost more for long chains (20 links: 3.3x slower, 7
-    links and fewer: faster)."""
-    return model.nq <= 8 or 2 * model.nq <= model.n_bodies
+    """Static choice of the recursive route for forward dynamics: the projected forward
+    pass where q is much smaller than f (closed chains, coupled joints: 2 nq <= bodies),
+    whose per-body columns are then fewer than the joint-space pair's n x n, the
+    joint-space CRBA/RNEA (`_joint_space_terms`) otherwise. Measured on CPU (float64):
+    Andrews' squeezer (nq = 1, 7 bodies) costs half as much projected; an open
+    planar_chain(7) under `vmap` costs half as much in joint space (batch-last, one
+    fusion per step across states)."""
+    return 2 * model.nq <= model.n_bodies
