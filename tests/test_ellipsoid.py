@@ -1,5 +1,7 @@
-"""WrapEllipsoid's derivative rules (jaxmb._muscles._ellipsoid): the surface polyline's
-length is differentiated by one reverse pass applied to every tangent direction; it must
+"""WrapEllipsoid's derivative rules (jaxmb._muscles._ellipsoid): the closest-point Newton is
+differentiated as its iterate by sensitivities carried in its loop, which must equal that
+iterate's derivative by forward mode and by central differences; the surface polyline's
+length is differentiated by one reverse pass applied to every tangent direction, which must
 equal forward mode through the polyline's 499 points, to first and second order. Parity
 of the whole wrap with OpenSim 4.6 is in test_muscle_parity.py, closed-form against
 autodiff moment arms in test_muscles.py.
@@ -35,3 +37,42 @@ def test_polyline_length_rule_equals_forward_mode_through_the_points():
         for g, r in zip((*fwd, *rev), (*ref, *ref)):
             np.testing.assert_allclose(g, r, rtol=0, atol=1e-14)
         np.testing.assert_allclose(hess, ref2, rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(ref2))))
+
+
+def test_closest_point_rule_is_the_newton_iterates_derivative():
+    """The closest-point Newton's rule (`_newton_derivative`: sensitivities carried in the
+    loop, no tangent through it) equals the derivative of the iterate OpenSim stops at, by
+    two routes: forward mode through the plain loop (to round-off) and central differences
+    of the plain iterate (the number of steps is locally constant). Points: outside, inside,
+    and inside near the axis of a spheroid (arm26's TRIlong ellipsoid, scaled as in the wrap),
+    where Newton converges slowly, stops 1e-9 short of the root in |f|, and the root's
+    derivative (the implicit function theorem's) is several per cent off the iterate's."""
+    a3 = jnp.array([0.025, 0.02, 0.02]) * (3.0 / 0.065)
+    cases = ((jnp.array([1.2, 0.8, 1.0]), jnp.array([1.5, 0.9, -0.7])),
+             (jnp.array([1.2, 0.8, 1.0]), jnp.array([0.3, -0.2, 0.4])),
+             (a3, jnp.array([0.00612355, 0.00168843, -0.00377171])))
+    rule = jax.jit(jax.jacfwd(E._ellipsoid_lagrange, argnums=(0, 1)))
+    rev = jax.jit(jax.grad(E._ellipsoid_lagrange, argnums=(0, 1)))
+    fwd = jax.jit(jax.jacfwd(E._ellipsoid_newton_plain, argnums=(0, 1)))
+    plain = jax.jit(jax.vmap(E._ellipsoid_newton_plain))
+    h = 1e-7
+    for a, p in cases:
+        got, ref = np.concatenate(rule(a, p)), np.concatenate(fwd(a, p))
+        scale = np.abs(ref).max()
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(np.concatenate(rev(a, p)), ref, rtol=0, atol=1e-12 * scale)
+        x = jnp.concatenate([a, p])
+        steps = h * jnp.eye(6)
+        y = plain(*jnp.split(jnp.concatenate([x[None] + steps, x[None] - steps]), 2, axis=1))
+        fd = np.asarray((y[:6] - y[6:]) / (2 * h))
+        np.testing.assert_allclose(got, fd, rtol=0, atol=1e-6 * scale)
+    # The slow case tells the iterate's derivative from the root's: -(df/dp) / (df/dt).
+    a, p = cases[2]
+    t = E._ellipsoid_newton_plain(a, p)
+    ift = -jax.grad(lambda q: E._ellipsoid_f_fp(a, q, t)[0])(p) / E._ellipsoid_f_fp(a, p, t)[1]
+    got = rule(a, p)[1]
+    assert np.abs(got - ift).max() > 1e-3 * np.abs(got).max()
+    # Second order: the rule's loop differentiated again, as forward mode through the plain one.
+    hess = jax.jit(jax.hessian(lambda q: E._ellipsoid_lagrange(a, q)))(p)
+    ref2 = jax.jit(jax.jacfwd(jax.jacfwd(lambda q: E._ellipsoid_newton_plain(a, q))))(p)
+    np.testing.assert_allclose(hess, ref2, rtol=0, atol=1e-9 * float(jnp.max(jnp.abs(ref2))))

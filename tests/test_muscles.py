@@ -522,10 +522,10 @@ def test_ellipsoid_span_gradient_matches_central_differences():
 
 
 def test_ellipsoid_iterate_rules_equal_forward_mode_through_the_iterations():
-    """The closest-point Newton and the tangent Gauss-Newton take the semi-axes as an input
-    of their own (`iterate_derivative(n_in=2)`): with a constant size (a symbolic-zero
-    tangent, as along q) and with a live one, their Jacobians equal forward mode through
-    the plain iterations (no custom rule) to round-off."""
+    """The closest-point Newton (`_newton_derivative`) and the tangent Gauss-Newton
+    (`iterate_derivative(n_in=2)`) take the semi-axes as an input of their own: with a
+    constant size (a symbolic-zero tangent, as along q) and with a live one, their
+    Jacobians equal forward mode through the plain iterations (no custom rule) to round-off."""
     a = jnp.array([1.2, 0.8, 1.0])
     vs = jnp.array([0.1, 0.2, 0.97]) / jnp.linalg.norm(jnp.array([0.1, 0.2, 0.97]))
     x = jnp.concatenate([jnp.array([0.3, 0.7, -0.2]), jnp.array([2.0, 1.0, -0.1]), vs, jnp.array([0.05])])

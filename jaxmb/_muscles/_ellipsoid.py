@@ -5,13 +5,17 @@ through the segment ends and a surface point c1 chosen by the PathWrap method,
 tangent points by OpenSim's damped Gauss-Newton, and a polyline surface path.
 Iterations that OpenSim stops at a tolerance run here in bounded while loops with
 OpenSim's stopping rules, and are differentiated as the iterates they stop at
-(`iterate_derivative`), since OpenSim's lengths, and so their derivatives,
+(`iterate_derivative`; the closest-point Newton by sensitivities carried in its loop,
+`_newton_derivative`), since OpenSim's lengths, and so their derivatives,
 follow those iterates rather than the converged points.
 """
+
+import functools
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 from jaxtyping import Array, Float
 
 from .._safe import acos, dsign, norm, safe_div, sqrt0, unit
@@ -26,36 +30,92 @@ _ELL_SEG = 0.001  # m, the surface polyline's segment length
 _ELL_MAX_SEG = 499
 
 
-def _newton_t(f_fp, t0, n=64, tol=1e-9, skip=False):
+def _newton_t(f_fp, t0, n=64, tol=1e-9, skip=False, sens=None):
     """Newton on t, at most n steps, stopping once |f| < tol (OpenSim's iteration);
     `skip` (may be traced): the caller discards t, no step is made (so that a batch
-    whose lanes all skip runs no iteration)."""
+    whose lanes all skip runs no iteration). `sens`: ``(g0, dstep)`` to also carry the
+    sensitivities g = dt/d(inputs) (a pytree, g0 at t0) through the steps, g <- dN/dt g
+    + dN/d(inputs) with ``dstep(t) -> (dN/dt, dN/d(inputs))`` for the step N; returns
+    (t, g) then."""
     def cond(c):
-        i, _, done = c
+        i, _, _, done = c
         return (i < n) & ~done
 
     def body(c):
-        i, t, _ = c
+        i, t, g, _ = c
         f, fp = f_fp(t)
         ok = jnp.abs(f) < tol
-        return i + 1, jnp.where(ok, t, t - safe_div(f, fp)), ok
+        if sens is not None:
+            nt, ng = sens[1](t)
+            g = jax.tree.map(lambda gi, ni: jnp.where(ok, gi, nt * gi + ni), g, ng)
+        return i + 1, jnp.where(ok, t, t - safe_div(f, fp)), g, ok
 
-    return jax.lax.while_loop(cond, body, (0, t0, jnp.asarray(skip, bool)))[1]
+    g0 = () if sens is None else sens[0]
+    _, t, g, _ = jax.lax.while_loop(cond, body, (0, t0, g0, jnp.asarray(skip, bool)))
+    return t if sens is None else (t, g)
+
+
+def _newton_derivative(f_fp, t0_fn):
+    """``lagrange(a, x)``: OpenSim's Newton iterate (`_newton_t`) for the Lagrange
+    parameter t of the closest point, on ``f_fp(a, x, t) -> (f, df/dt)`` from
+    ``t0_fn(a, x)``, differentiated as that iterate (as `iterate_derivative`) by
+    sensitivities carried in the loop: with the step N(t) = t - f/f' and
+    t_(j+1) = N(t_j), g_j = d t_j / d(a, x) follows g_(j+1) = dN/dt g_j + dN/d(a, x),
+    from g_0 = d t0 / d(a, x).
+
+    The iterate stops at |f| < 1e-9, not at round-off, and where Newton converges
+    slowly (points near the medial axis) its derivative differs from the root's (the
+    implicit function theorem's) by several per cent, so the loop is not cut short.
+    But no tangent enters it: one gradient of N (a few dozen flops) per step and lane,
+    and the tangents, however many, cost a dot product each (forward mode through the
+    loop carried every tangent through every step of every lane)."""
+
+    def step(t, a, x):
+        f, fp = f_fp(a, x, t)
+        return t - safe_div(f, fp)
+
+    @jax.custom_jvp
+    def lagrange(a, x):
+        return _newton_t(lambda t: f_fp(a, x, t), t0_fn(a, x))
+
+    @functools.partial(lagrange.defjvp, symbolic_zeros=True)
+    def _jvp(primals, tangents):
+        a, x = primals
+        # Only the inputs with a tangent (the semi-axes have none along q).
+        live = tuple(i for i in (0, 1) if not isinstance(tangents[i], SymbolicZero))
+        if not live:
+            return lagrange(a, x), jnp.zeros_like(x[0])
+        t0, g0 = jax.value_and_grad(t0_fn, argnums=live)(a, x)
+
+        def dstep(t):
+            nt, *ng = jax.grad(step, argnums=(0, *(i + 1 for i in live)))(t, a, x)
+            return nt, tuple(ng)
+
+        t, g = _newton_t(lambda t: f_fp(a, x, t), t0, sens=(g0, dstep))
+        return t, sum(gi @ tangents[i] for gi, i in zip(g, live))
+
+    return lagrange
+
+
+def _ellipse_f_fp(ab, uv, t):
+    (a, b), (u, v) = ab, uv
+    a2, b2, au, bv = a * a, b * b, a * a * u * u, b * b * v * v
+    P, Q = t + a2, t + b2
+    return P * P * Q * Q - au * Q * Q - bv * P * P, 2.0 * (P * Q * (P + Q) - au * Q - bv * P)
+
+
+def _ellipse_t0(ab, uv):
+    (a, b), (u, v) = ab, uv
+    inside = (u / a) ** 2 + (v / b) ** 2 < 1.0
+    return jnp.where(inside, 0.0, jnp.maximum(a, b) * sqrt0(u * u + v * v))
 
 
 @iterate_derivative(n_in=2)
 def _ellipse_lagrange(ab, uv, skip):
     """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipse
-    (semi-axes ab) closest to uv, differentiable as that iterate."""
-    (a, b), (u, v) = ab, uv
-    a2, b2, au, bv = a * a, b * b, a * a * u * u, b * b * v * v
-
-    def f_fp(t):
-        P, Q = t + a2, t + b2
-        return P * P * Q * Q - au * Q * Q - bv * P * P, 2.0 * (P * Q * (P + Q) - au * Q - bv * P)
-
-    inside = (u / a) ** 2 + (v / b) ** 2 < 1.0
-    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.maximum(a, b) * sqrt0(u * u + v * v)), skip=skip)
+    (semi-axes ab) closest to uv, differentiable as that iterate (only the few lanes of
+    a batch that take a section run it: the rest skip)."""
+    return _newton_t(lambda t: _ellipse_f_fp(ab, uv, t), _ellipse_t0(ab, uv), skip=skip)
 
 
 def _ellipse_closest(a, b, u, v, skip=False):
@@ -96,26 +156,32 @@ def _ellipsoid_closest_on_plane(a, p, axis, skip=False):
     return p.at[i].set(x).at[j].set(y)
 
 
-def _ellipsoid_newton_plain(a, p):
-    """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipsoid
-    (semi-axes a) closest to p."""
+def _ellipsoid_f_fp(a, p, t):
+    """OpenSim's polynomial in the Lagrange parameter t of the point of the ellipsoid
+    (semi-axes a) closest to p, and its derivative."""
     a2 = a * a
     au, bv, cw = a2 * p * p
+    P, Q, R = t + a2[0], t + a2[1], t + a2[2]
+    f = P * P * Q * Q * R * R - au * Q * Q * R * R - bv * P * P * R * R - cw * P * P * Q * Q
+    PQ, PR, QR, PQR = P * Q, P * R, Q * R, P * Q * R
+    fp = 2.0 * (PQR * (QR + PR + PQ) - au * QR * (Q + R) - bv * PR * (P + R) - cw * PQ * (P + Q))
+    return f, fp
 
-    def f_fp(t):
-        P, Q, R = t + a2[0], t + a2[1], t + a2[2]
-        f = P * P * Q * Q * R * R - au * Q * Q * R * R - bv * P * P * R * R - cw * P * P * Q * Q
-        PQ, PR, QR, PQR = P * Q, P * R, Q * R, P * Q * R
-        fp = 2.0 * (PQR * (QR + PR + PQ) - au * QR * (Q + R) - bv * PR * (P + R) - cw * PQ * (P + Q))
-        return f, fp
 
+def _ellipsoid_t0(a, p):
     inside = jnp.sum((p / a) ** 2) < 1.0
-    return _newton_t(f_fp, jnp.where(inside, 0.0, jnp.max(a) * norm(p)))
+    return jnp.where(inside, 0.0, jnp.max(a) * norm(p))
 
 
-# Differentiable as that iterate; the semi-axes, an input of their own, cost no
-# forward-mode direction where they are constant.
-_ellipsoid_lagrange = iterate_derivative(_ellipsoid_newton_plain, n_in=2)
+def _ellipsoid_newton_plain(a, p):
+    """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipsoid
+    (semi-axes a) closest to p (no derivative rule: forward mode runs through the loop)."""
+    return _newton_t(lambda t: _ellipsoid_f_fp(a, p, t), _ellipsoid_t0(a, p))
+
+
+# Differentiable as that iterate, by sensitivities carried in the loop (`_newton_derivative`):
+# the fan's ~300 solves carry no tangents through their batched loop.
+_ellipsoid_lagrange = _newton_derivative(_ellipsoid_f_fp, _ellipsoid_t0)
 
 
 def _ellipsoid_closest(a, p, section=-1):
