@@ -435,8 +435,7 @@ def _projects(model: Model) -> bool:
     """Static choice of the recursive route for forward dynamics: the projected forward
     pass where q is much smaller than f (closed chains, coupled joints: 2 nq <= bodies),
     whose per-body columns are then fewer than the joint-space pair's n x n, the
-    joint-space CRBA/RNEA (`_joint_space_terms`) otherwise. Measured on CPU (float64):
-    Andrews' squeezer (nq = 1, 7 bodies) costs half as much projected; an open
-    planar_chain(7) under `vmap` costs half as much in joint space (batch-last, one
-    fusion per step across states)."""
+    joint-space CRBA/RNEA (`_joint_space_terms`) otherwise, whose steps under `vmap`
+    are one fusion each across states (batch-last). The measurements behind the
+    choice are in docs/dev/performance.md."""
     return 2 * model.nq <= model.n_bodies
