@@ -35,7 +35,6 @@ from ._kinematics import (
     body_angular_velocities,
     body_transforms,
     joint_gradients,
-    joint_rates,
     joint_values,
 )
 from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _path_twist_jacobian
@@ -117,8 +116,11 @@ def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> F
 @batches_in_chunks
 def _mass_matrix(model: Model, q, *, method: Method):
     if method == "recursive":
-        jac = joint_gradients(model, q)
-        return jac.T @ _joint_space_crba(model, joint_values(model, q)) @ jac
+        f, jac = joint_values(model, q), joint_gradients(model, q)
+        if _projects(model):
+            zero = jnp.zeros_like(f)
+            return _projected_terms(model, f, zero, zero, jac)[0]
+        return jac.T @ _joint_space_crba(model, f) @ jac
     if method == "autodiff":
         return _autodiff_mass_matrix(model, q)
     from . import matrix_calculus
@@ -145,9 +147,8 @@ def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -
     _check_method(method)
     q = coordinate_vector(model, q, "gravity_forces", "q")
     if method == "recursive":
-        f = joint_values(model, q)
-        zero = jnp.zeros_like(f)
-        return -joint_gradients(model, q).T @ _joint_space_rnea(model, f, zero, zero)
+        zero = jnp.zeros_like(q)
+        return -_recursive_inverse_dynamics(model, q, zero, zero)
     if method == "autodiff":
         return _autodiff_gravity(model, q)
     from . import matrix_calculus
@@ -176,8 +177,7 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
     q = coordinate_vector(model, q, "velocity_forces", "q")
     qd = coordinate_vector(model, qd, "velocity_forces", "qd", dtype=q.dtype)
     if method == "recursive":
-        f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
-        return jac.T @ _joint_space_rnea(model, f, fd, fdd, gravity_on=False)
+        return _recursive_inverse_dynamics(model, q, qd, jnp.zeros_like(q), gravity_on=False)
     if method == "autodiff":
         return _autodiff_velocity_term(model, q, qd)
     from . import matrix_calculus
@@ -211,8 +211,7 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
 @batches_in_chunks
 def _bias_forces(model: Model, q, qd, *, method: Method):
     if method == "recursive":
-        f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
-        return jac.T @ _joint_space_rnea(model, f, fd, fdd)
+        return _recursive_inverse_dynamics(model, q, qd, jnp.zeros_like(q))
     return velocity_forces(model, q, qd, method=method) - gravity_forces(model, q, method=method)
 
 
@@ -272,6 +271,20 @@ def _applied_forces(model: Model, q, loads, f=None, jac=None, projected=None) ->
         else:
             total = total + load.generalized_force(model, q)
     return total
+
+
+def _recursive_inverse_dynamics(model: Model, q, qd, qdd, *, gravity_on: bool = True):
+    """``M q'' + N q' - G`` (``- G`` only with `gravity_on`) by the recursive route that
+    `_projects` picks for the model, the one `forward_dynamics` uses: the joint-space
+    RNEA at ``f'' = J q'' + q'ᵀ H q'`` mapped by ``Jᵀ``, or ``M_q q'' + bias_q`` from
+    the projected pass."""
+    f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
+    if _projects(model):
+        if not gravity_on:
+            model = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
+        m, bias, _ = _projected_terms(model, f, fd, fdd, jac)
+        return m @ qdd + bias
+    return jac.T @ _joint_space_rnea(model, f, fd, fdd + jac @ qdd, gravity_on=gravity_on)
 
 
 def _mass_matrix_and_forces(model: Model, q, qd):
@@ -412,8 +425,7 @@ def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") 
 @batches_in_chunks
 def _inverse_dynamics(model: Model, q, qd, qdd, *, method: Method):
     if method == "recursive":
-        f, fd, fdd = joint_rates(model, q, qd, qdd)
-        tau = joint_gradients(model, q).T @ _joint_space_rnea(model, f, fd, fdd)
+        tau = _recursive_inverse_dynamics(model, q, qd, qdd)
     else:
         tau = mass_matrix(model, q, method=method) @ qdd + bias_forces(model, q, qd, method=method)
     if model.loads:

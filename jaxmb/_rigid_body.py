@@ -2,8 +2,9 @@
 composite-rigid-body (CRBA) and recursive Newton-Euler (RNEA) algorithms (Featherstone
 2008) in ground coordinates, one code for single states and batches, and the projected
 forward pass that gives ``M_q`` and ``bias_q`` directly in ``q`` (Ehsani 2016, Eq. 145
-in spatial form), in its level-wise and unrolled forms. Which route and form a model
-takes is a static choice (`_projects`, `_unrolls`); `jaxmb._dynamics` calls them."""
+in spatial form) for small closed chains, its values unrolled into scalars and its
+derivatives level-wise. Which route a model takes is one static choice (`_projects`),
+the same for every public call of `jaxmb._dynamics`."""
 
 import equinox as eqx
 import jax
@@ -238,33 +239,16 @@ def _coordinate_pattern(model: Model) -> tuple[tuple[int, ...], ...]:
                  for i in range(model.n_bodies))
 
 
-def _unrolls(model: Model) -> bool:
-    """Static choice of `_projected_terms_unrolled` over `_projected_terms_by_level`:
-    at most 12 bodies, and the sum over bodies of (coordinates in the body's Jacobian)²
-    at most 30 (the size of the unrolled ``M = Σ JᵀIJ``). Past that size the unrolled
-    sums outgrow the few kernels XLA fuses them into, and the traced graph (so compile
-    time) grows; measurements in docs/dev/performance.md."""
-    return model.n_bodies <= 12 and sum(len(c) ** 2 for c in _coordinate_pattern(model)) <= 30
-
-
 def _projected_terms(model: Model, f, fd, fdd, jac):
-    """``(M_q, bias_q, (J_bodies, R, p))`` by one forward pass over the tree:
-    :func:`_projected_terms_unrolled` for small models (:func:`_unrolls`),
-    :func:`_projected_terms_by_level` otherwise. The two compute the same sums."""
-    if _unrolls(model):
-        return _unrolled_with_level_wise_derivatives(model, f, fd, fdd, jac)
-    return _projected_terms_by_level(model, f, fd, fdd, jac)
+    """``(M_q, bias_q, (J_bodies, R, p))`` by the projected forward pass: the values of
+    :func:`_projected_terms_unrolled`, the derivatives of :func:`_projected_terms_by_level`
+    (a ``jax.custom_jvp``; reverse mode transposes it). The two compute the same sums.
 
-
-def _unrolled_with_level_wise_derivatives(model: Model, f, fd, fdd, jac):
-    """:func:`_projected_terms_unrolled`'s values, with the derivatives of
-    :func:`_projected_terms_by_level` (a ``jax.custom_jvp``; reverse mode transposes it).
-
-    Why: the two compute the same sums, but XLA fuses the unrolled scalar form into a
-    few kernels only as it stands; differentiated (a batch of tangents per scalar) it
-    becomes slow to run and to compile (implicit solvers' Newton Jacobians, reverse
-    mode through a simulation; docs/dev/performance.md). The values, and so explicit
-    solvers, are those of the unrolled pass."""
+    Why: XLA fuses the unrolled scalar form into a few kernels only as it stands;
+    differentiated (a batch of tangents per scalar) it becomes slow to run and to
+    compile (implicit solvers' Newton Jacobians, reverse mode through a simulation;
+    docs/dev/performance.md). The values, and so explicit solvers, are those of the
+    unrolled pass."""
     params, static = eqx.partition(model, eqx.is_array)
 
     @jax.custom_jvp
@@ -366,7 +350,7 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
     while the level-wise form's (n, 6, k) arrays, their slices and concatenations, run
     as some twenty; at a few coordinates the kernels, not the flops, are the cost
     (docs/engine.md, "Cost on CPU"). Under vmap every scalar becomes one elementwise
-    array over the batch, which fuses as well. Used for small models (:func:`_unrolls`)."""
+    array over the batch, which fuses as well. Used for small closed chains (:func:`_projects`)."""
     rot, trans = _local_frames(model, f)
     dtype = rot.dtype
     nq = jac.shape[1]
@@ -432,10 +416,14 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
 
 
 def _projects(model: Model) -> bool:
-    """Static choice of the recursive route for forward dynamics: the projected forward
-    pass where q is much smaller than f (closed chains, coupled joints: 2 nq <= bodies),
-    whose per-body columns are then fewer than the joint-space pair's n x n, the
-    joint-space CRBA/RNEA (`_joint_space_terms`) otherwise, whose steps under `vmap`
-    are one fusion each across states (batch-last). The measurements behind the
-    choice are in docs/dev/performance.md."""
-    return 2 * model.nq <= model.n_bodies
+    """Static choice of the recursive route, the same for every public call: the
+    projected pass (:func:`_projected_terms`) for small models whose q is much smaller
+    than f (closed chains, coupled joints: 2 nq <= bodies, and at most 12 bodies with
+    the sum over bodies of (coordinates in the body's Jacobian)² at most 30, the size
+    of the written-out ``M = Σ JᵀIJ``), the joint-space CRBA/RNEA in ground
+    coordinates otherwise. On a closed chain the projected pass's fused scalar
+    arithmetic is 4x faster than the joint-space pair; past that size its graph (so
+    its compile time) outgrows the model, and under `vmap` the joint-space pair's
+    batch-last steps are faster. The measurements are in docs/dev/performance.md."""
+    return (2 * model.nq <= model.n_bodies and model.n_bodies <= 12
+            and sum(len(c) ** 2 for c in _coordinate_pattern(model)) <= 30)

@@ -241,6 +241,7 @@ def test_unknown_method_is_rejected():
 
 # -- the projected (level-parallel) route and joint-space loads -------------------
 
+from jaxmb import _dynamics  # noqa: E402  (private: the route's choice, patched to compare derivatives)
 from jaxmb import _rigid_body as _dyn  # noqa: E402  (private: the projected pass's two forms, compared)
 
 
@@ -277,31 +278,44 @@ def test_projected_route_equals_joint_space_crba_and_rnea(name):
         assert_tree_allclose(unrolled[2][0], by_level[2][0], rtol=1e-12, normwise=True)
 
 
-def test_small_models_take_the_unrolled_pass():
-    """The static choice between the two forms of the projected pass (few coordinates
-    and bodies: unrolled), on the models it was measured on."""
+def test_every_call_takes_the_route_the_model_picks():
+    """The static choice of the recursive route (small closed chains and coupled joints:
+    the projected pass; trees with f = q: the joint-space pair), on the models it was
+    measured on, and the same route behind mass_matrix, bias_forces, inverse_dynamics
+    and forward_dynamics: on a projecting model, M q'' + bias from the public calls
+    equals the projected pass's to round-off and forward_dynamics inverts it."""
     andrews = mb.models.andrews_squeezer()
     assert _dyn._coordinate_pattern(andrews) == ((0,),) * 7  # every angle a function of the crank's
     tree = mb.constraints.dae_vector_field(andrews).tree
     assert sorted(map(len, _dyn._coordinate_pattern(tree))) == [1, 1, 1, 1, 2, 2, 2]  # f = q, depth 2
     assert _dyn._coordinate_pattern(mb.models.planar_chain(4)) == ((0,), (0, 1), (0, 1, 2), (0, 1, 2, 3))
-    for model in (andrews, tree, mb.models.three_link_arm(), mb.models.planar_chain(4)):
-        assert _dyn._unrolls(model)
-    assert not _dyn._unrolls(mb.models.planar_chain(5)) and not _dyn._unrolls(mb.models.planar_chain(7))
+    for model in (andrews, mb.models.four_bar(), mb.models.five_bar()):
+        assert _dyn._projects(model)
+    for model in (tree, mb.models.three_link_arm(), mb.models.planar_chain(4), mb.models.planar_chain(7)):
+        assert not _dyn._projects(model)
+    q, qd, qdd = jnp.asarray([0.4]), jnp.asarray([-3.0]), jnp.asarray([2.5])
+    f, fd, fdd = mb.joint_rates(andrews, q, qd)
+    m_p, b_p, _ = _dyn._projected_terms_unrolled(andrews, f, fd, fdd, mb.joint_gradients(andrews, q))
+    tau = inverse_dynamics(andrews, q, qd, qdd) + mb.generalized_forces(andrews, q)
+    # Equal to the round-off of two differently fused programs.
+    np.testing.assert_allclose(mass_matrix(andrews, q), m_p, rtol=1e-10)
+    np.testing.assert_allclose(mb.bias_forces(andrews, q, qd), b_p, rtol=1e-10)
+    np.testing.assert_allclose(tau, m_p @ qdd + b_p, rtol=1e-10)
+    np.testing.assert_allclose(forward_dynamics(andrews, q, qd, inverse_dynamics(andrews, q, qd, qdd)), qdd, rtol=1e-10)
 
 
-@pytest.mark.parametrize("name", ["three_link_arm", "andrews_squeezer"])
+@pytest.mark.parametrize("name", ["five_bar", "andrews_squeezer"])
 def test_unrolled_pass_differentiates_as_itself(name, monkeypatch):
     """Small models evaluate the unrolled pass but take its derivatives from the level-wise
     one (a custom JVP, so that jacfwd in implicit solvers and reverse mode stay fast).
     Those derivatives equal the unrolled pass's own: forward (the Jacobian of q'' in
     (q, q')) and reverse (the gradient of q'' with respect to the model's parameters)."""
     model = getattr(mb.models, name)()
-    assert _dyn._unrolls(model)
+    assert _dyn._projects(model)
     if name == "andrews_squeezer":
         q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
     else:
-        q, qd = jnp.asarray([0.3, -0.7, 1.1]), jnp.asarray([0.5, 2.0, -1.5])
+        q, qd = jnp.asarray([0.3, -0.7]), jnp.asarray([0.5, 2.0])
     params, static = eqx.partition(model, eqx.is_array)
     tau = jnp.linspace(0.5, 1.5, model.nq)
 
@@ -314,7 +328,7 @@ def test_unrolled_pass_differentiates_as_itself(name, monkeypatch):
         return jac, grad
 
     level_wise = derivatives()
-    monkeypatch.setattr(_dyn, "_unrolled_with_level_wise_derivatives", _dyn._projected_terms_unrolled)
+    monkeypatch.setattr(_dynamics, "_projected_terms", _dyn._projected_terms_unrolled)
     own = derivatives()
     leaves = jax.tree.leaves(level_wise)
     assert any(float(jnp.max(jnp.abs(x))) > 0.0 for x in leaves)
