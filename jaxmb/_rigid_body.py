@@ -2,9 +2,9 @@
 composite-rigid-body (CRBA) and recursive Newton-Euler (RNEA) algorithms (Featherstone
 2008) in ground coordinates, one code for single states and batches, and the projected
 forward pass that gives ``M_q`` and ``bias_q`` directly in ``q`` (Ehsani 2016, Eq. 145
-in spatial form) for small closed chains, its values unrolled into scalars and its
-derivatives level-wise. Which route a model takes is one static choice (`_projects`),
-the same for every public call of `jaxmb._dynamics`."""
+in spatial form) where q is much smaller than f, level-wise, or for small models with
+its values unrolled into scalars. Which route a model takes is one static choice
+(`_projects`), the same for every public call of `jaxmb._dynamics`."""
 
 import equinox as eqx
 import jax
@@ -239,16 +239,28 @@ def _coordinate_pattern(model: Model) -> tuple[tuple[int, ...], ...]:
                  for i in range(model.n_bodies))
 
 
+def _unrolls(model: Model) -> bool:
+    """Static choice of the projected pass's unrolled values over its level-wise form:
+    at most 12 bodies, and the sum over bodies of (coordinates in the body's Jacobian)²
+    at most 30 (the size of the written-out ``M = Σ JᵀIJ``). Past that size the
+    unrolled sums outgrow the few kernels XLA fuses them into, and the traced graph
+    (so compile time) grows; measurements in docs/dev/performance.md."""
+    return model.n_bodies <= 12 and sum(len(c) ** 2 for c in _coordinate_pattern(model)) <= 30
+
+
 def _projected_terms(model: Model, f, fd, fdd, jac):
-    """``(M_q, bias_q, (J_bodies, R, p))`` by the projected forward pass: the values of
-    :func:`_projected_terms_unrolled`, the derivatives of :func:`_projected_terms_by_level`
-    (a ``jax.custom_jvp``; reverse mode transposes it). The two compute the same sums.
+    """``(M_q, bias_q, (J_bodies, R, p))`` by the projected forward pass: level by level
+    (:func:`_projected_terms_by_level`), or for small models (:func:`_unrolls`) with the
+    values of :func:`_projected_terms_unrolled` and the derivatives of the level-wise
+    form (a ``jax.custom_jvp``; reverse mode transposes it). The two compute the same sums.
 
     Why: XLA fuses the unrolled scalar form into a few kernels only as it stands;
     differentiated (a batch of tangents per scalar) it becomes slow to run and to
     compile (implicit solvers' Newton Jacobians, reverse mode through a simulation;
     docs/dev/performance.md). The values, and so explicit solvers, are those of the
     unrolled pass."""
+    if not _unrolls(model):
+        return _projected_terms_by_level(model, f, fd, fdd, jac)
     params, static = eqx.partition(model, eqx.is_array)
 
     @jax.custom_jvp
@@ -350,7 +362,7 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
     while the level-wise form's (n, 6, k) arrays, their slices and concatenations, run
     as some twenty; at a few coordinates the kernels, not the flops, are the cost
     (docs/engine.md, "Cost on CPU"). Under vmap every scalar becomes one elementwise
-    array over the batch, which fuses as well. Used for small closed chains (:func:`_projects`)."""
+    array over the batch, which fuses as well. Used for small models (:func:`_unrolls`)."""
     rot, trans = _local_frames(model, f)
     dtype = rot.dtype
     nq = jac.shape[1]
@@ -417,13 +429,11 @@ def _projected_terms_unrolled(model: Model, f, fd, fdd, jac):
 
 def _projects(model: Model) -> bool:
     """Static choice of the recursive route, the same for every public call: the
-    projected pass (:func:`_projected_terms`) for small models whose q is much smaller
-    than f (closed chains, coupled joints: 2 nq <= bodies, and at most 12 bodies with
-    the sum over bodies of (coordinates in the body's Jacobian)² at most 30, the size
-    of the written-out ``M = Σ JᵀIJ``), the joint-space CRBA/RNEA in ground
-    coordinates otherwise. On a closed chain the projected pass's fused scalar
-    arithmetic is 4x faster than the joint-space pair; past that size its graph (so
-    its compile time) outgrows the model, and under `vmap` the joint-space pair's
-    batch-last steps are faster. The measurements are in docs/dev/performance.md."""
-    return (2 * model.nq <= model.n_bodies and model.n_bodies <= 12
-            and sum(len(c) ** 2 for c in _coordinate_pattern(model)) <= 30)
+    projected pass (:func:`_projected_terms`) where q is much smaller than f (closed
+    chains, coupled joints: 3 nq <= bodies), the joint-space CRBA/RNEA in ground
+    coordinates otherwise. The projected pass carries 2 + nq columns per body, the
+    joint-space pair products of n x n subtree matrices, so the first wins at few
+    coordinates per body; the crossover was measured between 0.15 (the shoulder study,
+    3 coordinates over 20 bodies, and Andrews' squeezer) and 0.35 coordinates per body
+    (MoBL-ARMS's skeleton, 7 over 20) (docs/dev/performance.md)."""
+    return 3 * model.nq <= model.n_bodies

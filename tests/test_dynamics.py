@@ -279,8 +279,9 @@ def test_projected_route_equals_joint_space_crba_and_rnea(name):
 
 
 def test_every_call_takes_the_route_the_model_picks():
-    """The static choice of the recursive route (small closed chains and coupled joints:
-    the projected pass; trees with f = q: the joint-space pair), on the models it was
+    """The static choice of the recursive route (closed chains and coupled joints, few
+    coordinates per body: the projected pass; trees with f = q: the joint-space pair),
+    and of the projected pass's form (small models: unrolled), on the models it was
     measured on, and the same route behind mass_matrix, bias_forces, inverse_dynamics
     and forward_dynamics: on a projecting model, M q'' + bias from the public calls
     equals the projected pass's to round-off and forward_dynamics inverts it."""
@@ -289,10 +290,12 @@ def test_every_call_takes_the_route_the_model_picks():
     tree = mb.constraints.dae_vector_field(andrews).tree
     assert sorted(map(len, _dyn._coordinate_pattern(tree))) == [1, 1, 1, 1, 2, 2, 2]  # f = q, depth 2
     assert _dyn._coordinate_pattern(mb.models.planar_chain(4)) == ((0,), (0, 1), (0, 1, 2), (0, 1, 2, 3))
-    for model in (andrews, mb.models.four_bar(), mb.models.five_bar()):
-        assert _dyn._projects(model)
-    for model in (tree, mb.models.three_link_arm(), mb.models.planar_chain(4), mb.models.planar_chain(7)):
+    for model in (andrews, mb.models.four_bar()):
+        assert _dyn._projects(model) and _dyn._unrolls(model)
+    for model in (tree, mb.models.five_bar(), mb.models.three_link_arm(), mb.models.planar_chain(4),
+                  mb.models.planar_chain(7)):
         assert not _dyn._projects(model)
+    assert not _dyn._unrolls(mb.models.planar_chain(5)) and not _dyn._unrolls(mb.models.planar_chain(7))
     q, qd, qdd = jnp.asarray([0.4]), jnp.asarray([-3.0]), jnp.asarray([2.5])
     f, fd, fdd = mb.joint_rates(andrews, q, qd)
     m_p, b_p, _ = _dyn._projected_terms_unrolled(andrews, f, fd, fdd, mb.joint_gradients(andrews, q))
@@ -304,18 +307,15 @@ def test_every_call_takes_the_route_the_model_picks():
     np.testing.assert_allclose(forward_dynamics(andrews, q, qd, inverse_dynamics(andrews, q, qd, qdd)), qdd, rtol=1e-10)
 
 
-@pytest.mark.parametrize("name", ["five_bar", "andrews_squeezer"])
+@pytest.mark.parametrize("name", ["four_bar", "andrews_squeezer"])
 def test_unrolled_pass_differentiates_as_itself(name, monkeypatch):
     """Small models evaluate the unrolled pass but take its derivatives from the level-wise
     one (a custom JVP, so that jacfwd in implicit solvers and reverse mode stay fast).
     Those derivatives equal the unrolled pass's own: forward (the Jacobian of q'' in
     (q, q')) and reverse (the gradient of q'' with respect to the model's parameters)."""
     model = getattr(mb.models, name)()
-    assert _dyn._projects(model)
-    if name == "andrews_squeezer":
-        q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
-    else:
-        q, qd = jnp.asarray([0.3, -0.7]), jnp.asarray([0.5, 2.0])
+    assert _dyn._projects(model) and _dyn._unrolls(model)
+    q, qd = jnp.asarray([0.4]), jnp.asarray([-3.0])
     params, static = eqx.partition(model, eqx.is_array)
     tau = jnp.linspace(0.5, 1.5, model.nq)
 
@@ -328,7 +328,7 @@ def test_unrolled_pass_differentiates_as_itself(name, monkeypatch):
         return jac, grad
 
     level_wise = derivatives()
-    monkeypatch.setattr(_dynamics, "_projected_terms", _dyn._projected_terms_unrolled)
+    monkeypatch.setattr(_dynamics, "_projected_terms", _dyn._projected_terms_unrolled)  # differentiated as itself
     own = derivatives()
     leaves = jax.tree.leaves(level_wise)
     assert any(float(jnp.max(jnp.abs(x))) > 0.0 for x in leaves)
