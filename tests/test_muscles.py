@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import jaxmb as mb
+from assertions import assert_tree_allclose
 # Private: the wrap algorithms' internals, checked one by one against closed forms and OpenSim.
 from jaxmb._muscles._cylinder import _cyl_multi_adjust, _cyl_multi_slide, _cyl_spiral, cylinder_wrap
 from jaxmb._muscles import _ellipsoid as E
@@ -139,6 +140,35 @@ def test_closed_form_equals_autodiff_chained_wraps():
     assert np.all(np.isfinite(rc))
     scale = np.abs(ra).max()
     np.testing.assert_allclose(rc, ra, atol=TOL_CLOSED_VS_AUTODIFF * max(scale, 1.0), rtol=0)
+
+
+def _primitive_count(jaxpr, name):
+    """How many `name` primitives `jaxpr` holds, nested jaxprs (jit, scan, cond, while) included."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        n += eqn.primitive.name == name
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    n += _primitive_count(inner, name)
+    return n
+
+
+def test_multi_wrap_passes_stay_a_branch_under_vmap():
+    """Under `jax.vmap` the multi-wrap passes (and the other branches of the path
+    resolution) stay `lax.cond`s on an unbatched predicate, run while some state of the
+    batch has a muscle left, instead of becoming selects that run all 8 passes for every
+    state; and the batch's lengths and moment arms are the states' own."""
+    model = _chained_wraps_model()
+    states = jnp.array([(0.25, -0.4), (0.0, 0.0), (-0.5, 0.7)])
+    f = lambda q: mb.muscle_lengths_and_moment_arms(model, q)  # noqa: E731
+    single = jax.make_jaxpr(f)(states[0]).jaxpr
+    batched = jax.make_jaxpr(jax.vmap(f))(states).jaxpr
+    assert _primitive_count(single, "cond") >= 3
+    assert _primitive_count(batched, "cond") == _primitive_count(single, "cond")
+    one_by_one = jax.jit(lambda qs: jax.lax.map(f, qs))(states)
+    assert_tree_allclose(jax.jit(jax.vmap(f))(states), one_by_one, rtol=1e-13, atol=1e-15)
 
 
 def test_no_nan_gradients_at_degenerate_states():

@@ -330,7 +330,10 @@ def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
             return carry, (jnp.zeros(K, bool),) + _empty_records(K, W, dt)
 
         def body(carry, _):
-            return jax.lax.cond(jnp.all(carry[2]), skip, step, carry)
+            # Under `vmap` the passes run while some state of the batch has a muscle left
+            # (`step` keeps finished muscles as they are); on a batched predicate the
+            # `lax.cond` would run all 8 passes for every state.
+            return jax.lax.cond(_batch_max(jnp.sum(~carry[2])) == 0, skip, step, carry)
 
         init = (state, jnp.full(K, jnp.inf, dt), jnp.zeros(K, bool), jnp.zeros((K, W), bool),
                 jnp.zeros((K, 2 * W, 3), dt))
