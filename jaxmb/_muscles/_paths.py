@@ -316,7 +316,10 @@ def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
 
         def step(carry):
             st, last, done, seen, fpos = carry
-            new, rec = _wrap_pass(lay, groups, st, jacobians)
+            # Finished muscles' points are hidden from the pass, so that their wraps find
+            # no segment and skip their iterations; their state is kept below.
+            hidden = (st[0], st[1] & ~done[:, None], *st[2:])
+            new, rec = _wrap_pass(lay, groups, hidden, jacobians)
             new = tuple(jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b) for a, b in zip(st, new))
             fresh = jnp.repeat(new[1][:, P::2] & ~seen & ~done[:, None], 2, axis=1)
             fpos = jnp.where(fresh[..., None], new[0][:, P:], fpos)
