@@ -278,13 +278,13 @@ def test_projected_route_equals_joint_space_crba_and_rnea(name):
         assert_tree_allclose(unrolled[2][0], by_level[2][0], rtol=1e-12, normwise=True)
 
 
-def test_every_call_takes_the_route_the_model_picks():
+def test_every_call_takes_the_route_the_model_picks(monkeypatch):
     """The static choice of the recursive route (closed chains and coupled joints, few
     coordinates per body: the projected pass; trees with f = q: the joint-space pair),
     and of the projected pass's form (small models: unrolled), on the models it was
-    measured on, and the same route behind mass_matrix, bias_forces, inverse_dynamics
-    and forward_dynamics: on a projecting model, M q'' + bias from the public calls
-    equals the projected pass's to round-off and forward_dynamics inverts it."""
+    measured on; every public call of a model takes its model's route (the other route,
+    patched to fail, is never called); and on a projecting model M q'' + bias from the
+    public calls equals the projected pass's and forward_dynamics inverts it."""
     andrews = mb.models.andrews_squeezer()
     assert _dyn._coordinate_pattern(andrews) == ((0,),) * 7  # every angle a function of the crank's
     tree = mb.constraints.dae_vector_field(andrews).tree
@@ -296,6 +296,25 @@ def test_every_call_takes_the_route_the_model_picks():
                   mb.models.planar_chain(7)):
         assert not _dyn._projects(model)
     assert not _dyn._unrolls(mb.models.planar_chain(5)) and not _dyn._unrolls(mb.models.planar_chain(7))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the route this model does not take was called")
+
+    def public_calls(model):  # eager, so that the patched names are looked up
+        q = jnp.linspace(0.2, 0.4, model.nq)
+        for call in (lambda: mb.mass_matrix(model, q), lambda: mb.bias_forces(model, q, q),
+                     lambda: mb.gravity_forces(model, q), lambda: mb.velocity_forces(model, q, q),
+                     lambda: mb.inverse_dynamics(model, q, q, q), lambda: mb.forward_dynamics(model, q, q)):
+            call()
+
+    with monkeypatch.context() as patch:
+        for name in ("_joint_space_crba", "_joint_space_rnea", "_joint_space_terms"):
+            patch.setattr(_dynamics, name, refuse)
+        public_calls(andrews)
+    with monkeypatch.context() as patch:
+        patch.setattr(_dynamics, "_projected_terms", refuse)
+        public_calls(mb.models.three_link_arm())
+
     q, qd, qdd = jnp.asarray([0.4]), jnp.asarray([-3.0]), jnp.asarray([2.5])
     f, fd, fdd = mb.joint_rates(andrews, q, qd)
     m_p, b_p, _ = _dyn._projected_terms_unrolled(andrews, f, fd, fdd, mb.joint_gradients(andrews, q))
