@@ -291,6 +291,50 @@ def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks():
         mb.moment_arm_sweep(model, "elbow", method="finite_differences")
 
 
+def _one_sided_muscles_model():
+    """The two-link arm with three muscles: ground to upper (crosses the shoulder only),
+    upper to lower (the elbow only), and one on the upper arm alone whose moving point
+    follows the elbow (a joint function of it, no joint crossed)."""
+    b = mb.ModelBuilder("sides")
+    a = b.add_coordinate("shoulder", range=(-1, 1))
+    c = b.add_coordinate("elbow", range=(0, 2))
+    inertia = jnp.diag(jnp.array([0.01, 0.001, 0.01]))
+    b.add_body(mb.Body("upper", 2.0, (0, -0.15, 0), inertia))
+    b.add_body(mb.Body("lower", 1.0, (0, -0.15, 0), inertia))
+    b.add_joint(mb.revolute("sh", "ground", "upper", (0, 0, 1), mb.Coordinate(a)))
+    b.add_joint(mb.revolute("el", "upper", "lower", (0.3, 0.2, 1), mb.Coordinate(c), offset=(0, -0.3, 0)))
+    b.muscles.append(mb.Muscle("shoulder_only", [mb.PathPoint("ground", (0.02, 0.1, 0.01)),
+                                                  mb.PathPoint("upper", (0.03, -0.1, 0.02))],
+                               [mb.WrapSphere("s1", "ground", 0.02)]))
+    b.muscles.append(mb.Muscle("elbow_only", [mb.PathPoint("upper", (0.03, -0.1, 0.02)),
+                                               mb.PathPoint("lower", (0.0, -0.1, 0.0))],
+                               [mb.WrapSphere("s2", "upper", 0.025, translation=(0, -0.3, 0))]))
+    b.muscles.append(mb.Muscle("moving_point", [mb.PathPoint("upper", (0.02, -0.05, 0.0)), mb.MovingPathPoint(
+        "upper", mb.Constant(0.02), mb.Polynomial(1, [-0.2, 0.03]), mb.Constant(0.01))], []))
+    return b.build()
+
+
+def test_sweep_computes_only_the_muscles_that_can_depend_on_the_coordinate():
+    """A muscle whose bodies all lie on one side of a coordinate's joint, with no joint
+    function of it in its points, has a zero row in a sweep of that coordinate and is not
+    computed; the others' rows are the moment arms (the computed and the skipped columns
+    both equal row k of the whole model's R)."""
+    from jaxmb._muscles._moment_arms import _depends_on
+
+    model = _one_sided_muscles_model()
+    depends = {name: [_depends_on(model, m, model.coordinate_index(name)) for m in model.muscles]
+               for name in ("shoulder", "elbow")}
+    assert depends == {"shoulder": [True, False, False], "elbow": [False, True, True]}
+    for name in ("shoulder", "elbow"):
+        k = model.coordinate_index(name)
+        x, rows = mb.moment_arm_sweep(model, name, n=5, method="autodiff")
+        qs = jnp.tile(model.q_default, (5, 1)).at[:, k].set(x)
+        full = jax.vmap(lambda q: mb.moment_arms(model, q, method="autodiff")[k])(qs)
+        assert np.all(np.asarray(rows)[:, ~np.asarray(depends[name])] == 0.0)
+        assert np.all(np.max(np.abs(np.asarray(full)[:, depends[name]]), axis=0) > 1e-3)  # computed: not zero
+        np.testing.assert_allclose(rows, full, rtol=1e-12, atol=1e-15)
+
+
 # The public entry points of the muscle module, each called with a NaN coordinate.
 NAN_Q = jnp.array([0.1, np.nan])
 NONFINITE_CALLS = {

@@ -19,7 +19,8 @@ from jaxtyping import Array, Float
 
 from .._checks import finite_coordinate_vector
 from .._kinematics import _twist_rows, body_transforms, joint_gradients
-from .._model import Model
+from .._functions import AbstractJointFunction
+from .._model import GROUND, Model
 from .._safe import unit
 from ._layout import layout, merge_parts, moving_locals, partitions, path_lengths, unwrapped_segments
 from ._paths import muscle_lengths, resolve_all
@@ -309,6 +310,21 @@ def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
     return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
 
 
+def _depends_on(model: Model, muscle, k: int) -> bool:
+    """Whether `muscle`'s length can depend on coordinate `k`, from the model's structure:
+    a joint function inside its points (conditional, moving) reads ``q_k``, or a joint
+    between its bodies (points' and wraps') does. The relative pose of two bodies depends
+    only on the joints on the tree path between them, all of which belong to some body's
+    path from the ground and not to every body's (conservative: True where unsure)."""
+    functions = jax.tree.leaves(muscle.points, is_leaf=lambda x: isinstance(x, AbstractJointFunction))
+    if any(isinstance(f, AbstractJointFunction) and k in f.coordinate_indices() for f in functions):
+        return True
+    names = {p.body for p in muscle.points} | {w.body for w in muscle.wraps}
+    paths = [set() if b == GROUND else {model.body_index(b), *model.ancestors(model.body_index(b))} for b in names]
+    between = set().union(*paths) - set.intersection(*paths)
+    return any(k in model.joints[i].function.coordinate_indices() for i in between)
+
+
 def _sweep_row(model: Model, q, k: int, method: str):
     """Row `k` of ``R(q)``; by autodiff a single forward-mode direction ``-dL/dq_k``."""
     if method == "autodiff":
@@ -345,7 +361,9 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
 
     **Returns:**
 
-    `(values (n,), moment arms (n, n_muscles))`: the row of R for that coordinate.
+    `(values (n,), moment arms (n, n_muscles))`: the row of R for that coordinate; exact
+    zeros for the muscles whose length cannot depend on it (no joint between their bodies,
+    no joint function in their points reads it), which are not computed.
     """
     if method not in ("closed_form", "autodiff"):
         raise ValueError(f"moment_arm_sweep: method must be 'closed_form' or 'autodiff', got {method!r}.")
@@ -360,6 +378,16 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     values = jnp.linspace(lo, hi, n)
     base = model.q_default if q0 is None else finite_coordinate_vector(model, q0, "moment_arm_sweep", "q0")
     qs = jnp.tile(base, (n, 1)).at[:, k].set(values)
+    # Muscles whose length cannot depend on q_k (all their bodies on one side of the
+    # coordinate's joints) have a zero row and are not computed: the compiled program
+    # holds the others only (a shoulder muscle's wraps, for an elbow sweep).
+    keep = [i for i, muscle in enumerate(model.muscles) if _depends_on(model, muscle, k)]
+    out = jnp.zeros((n, len(model.muscles)), qs.dtype)
+    if not keep:
+        if progress is not None:
+            progress(n, n)
+        return values, out
+    model = eqx.tree_at(lambda m: m.muscles, model, tuple(model.muscles[i] for i in keep))
     chunk = min(chunk, n)
     m = -(-n // chunk)
     # The last chunk is padded with the final state (its rows are dropped).
@@ -370,4 +398,4 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
         if progress is not None:
             rows[-1].block_until_ready()
             progress(min((i + 1) * chunk, n), n)
-    return values, jnp.concatenate(rows)[:n]
+    return values, out.at[:, np.asarray(keep)].set(jnp.concatenate(rows)[:n])
