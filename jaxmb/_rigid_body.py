@@ -209,7 +209,7 @@ def _to_child(rot, trans, m):
     ``_motion_to_child(A4) @ m`` without forming 6x6 matrices."""
     rt = jnp.swapaxes(rot, -1, -2)
     w, v = m[..., :3, :], m[..., 3:, :]
-    return jnp.concatenate([small_matmul(rt, w), small_matmul(rt, v + jnp.cross(w, trans[..., :, None], axis=-2))],
+    return jnp.concatenate([small_matmul(rt, w), small_matmul(rt, v + cross(w, trans[..., :, None], axis=-2))],
                            axis=-2)
 
 
@@ -225,8 +225,8 @@ def _apply_inertia(mass, com, inertia, m):
     ``(I_c ω + c × m v_c, m v_c)`` with the centre-of-mass velocity ``v_c = v + ω × c``."""
     c = com[:, :, None]
     w, v = m[:, :3, :], m[:, 3:, :]
-    lin = mass[:, None, None] * (v + jnp.cross(w, c, axis=1))
-    return jnp.concatenate([small_matmul(inertia, w) + jnp.cross(c, lin, axis=1), lin], axis=1)
+    lin = mass[:, None, None] * (v + cross(w, c, axis=1))
+    return jnp.concatenate([small_matmul(inertia, w) + cross(c, lin, axis=1), lin], axis=1)
 
 
 def _coordinate_pattern(model: Model) -> tuple[tuple[int, ...], ...]:

@@ -49,13 +49,6 @@ def homogeneous(rotation: Float[Array, "3 3"], translation: Float[Array, "3"]):
     return jnp.concatenate([top, bottom], axis=0)
 
 
-def inverse_transform(a4: Float[Array, "4 4"]) -> Float[Array, "4 4"]:
-    """Inverse of a rigid homogeneous transform, without a general matrix inverse."""
-    r = a4[:3, :3]
-    p = a4[:3, 3]
-    return homogeneous(r.T, -r.T @ p)
-
-
 def body_fixed_xyz(angles: Float[Array, "3"]) -> Float[Array, "3 3"]:
     """Rotation ``Rx(a0) Ry(a1) Rz(a2)`` (body-fixed X-Y-Z, OpenSim's frame orientation)."""
     ex = jnp.array([1.0, 0.0, 0.0], dtype=angles.dtype)
@@ -76,11 +69,6 @@ def vee(w: Float[Array, "3 3"]) -> Float[Array, "3"]:
 # --------------------------------------------------------------------------
 # Ehsani (2016), section 2: matrix calculus with Kronecker products.
 # --------------------------------------------------------------------------
-
-
-def elementary(i: int, k: int, m: int, n: int, dtype=float) -> Array:
-    """Elementary matrix ``E_ik^{m x n}`` (Ehsani 2016, Eq. 1), zero-based indices."""
-    return jnp.zeros((m, n), dtype=dtype).at[i, k].set(1.0)
 
 
 def commutation(m: int, n: int, dtype=float) -> Array:
