@@ -156,3 +156,107 @@ def batches_in_chunks(fn: Callable) -> Callable:
         return _chunked(call)(consts, params, *args)
 
     return wrapper
+
+
+# Compaction of per-lane iterations (`iterate_lanes`): the whole batch steps together until
+# at most 1/_SHRINK of its lanes are left, which then step on their own, gathered.
+_SHRINK = 16
+_MIN_GATHER = 64  # batches this small step together to the end
+
+
+def iterate_lanes(step: Callable, max_steps: int, carry, args, done):
+    """Per lane, OpenSim's kind of stopped iteration: ``while not done and fewer than
+    max_steps steps: carry, done = step(carry, args)``, with `step` a function of one lane
+    (closing over no traced value: everything it reads comes in `args`).
+
+    Under `jax.vmap` (any nesting: the lanes of every level are flattened into one batch)
+    a `lax.while_loop` would run every lane to the slowest lane's count, paying the whole
+    batch's width on every trip; the Newton solves of a wrap stop after 3 to 17 steps,
+    but one lane in a few thousand runs to `max_steps`. Here the batch steps together
+    only while more than 1/16 of it is left; the lanes left are then gathered into a
+    batch of that width and step to the end there, and scattered back. Each lane makes
+    the steps it makes alone, so the result is the single-lane loop's, lane by lane.
+
+    **Arguments:**
+
+    - `step`: ``step(carry, args) -> (carry, done)`` for one lane.
+    - `max_steps`: the most steps a lane makes (static).
+    - `carry`, `args`: pytrees of arrays of one lane; `done`: bool, a lane that makes no step.
+
+    **Returns:**
+
+    `carry` after the lane's steps. Derivatives are those of the single-lane loop
+    (forward mode through it; callers that need them cheaply carry sensitivities in
+    `carry`, as the wraps' Newton solves do).
+    """
+    return _lane_loop(step, max_steps)(carry, args, jnp.asarray(done, bool))
+
+
+def _lane_loop(step, max_steps):
+    def single(carry, args, done):
+        def body(c):
+            i, x, _ = c
+            x, d = step(x, args)
+            return i + 1, x, d
+
+        return jax.lax.while_loop(lambda c: (c[0] < max_steps) & ~c[2], body, (0, carry, done))[1]
+
+    batched = _lanes_batch(step, max_steps)
+    loop = custom_vmap(single)
+
+    @loop.def_vmap
+    def _rule(axis_size, in_batched, carry, args, done):
+        x = _broadcast_unbatched((carry, args, done), in_batched, axis_size)
+        out = batched(*x, jnp.zeros(axis_size, jnp.int32))[0]
+        return out, jax.tree.map(lambda _: True, out)
+
+    return _with_plain_tangents(loop, single)
+
+
+def _broadcast_unbatched(tree, in_batched, size):
+    in_batched = tuple(in_batched)  # a list from `custom_vmap`
+    return jax.tree.map(lambda x, b: x if b else jnp.broadcast_to(x, (size, *jnp.shape(x))), tree, in_batched)
+
+
+def _where_lanes(mask, new, old):
+    return jax.tree.map(lambda a, b: jnp.where(jnp.reshape(mask, mask.shape + (1,) * (a.ndim - 1)), a, b), new, old)
+
+
+def _lanes_batch(step, max_steps):
+    """`iterate_lanes` over a leading batch axis of every array (``count``: steps made so
+    far per lane), compacting once; under a further `vmap` the two batch axes merge."""
+
+    def stepping(carry, args, done, count, keep_going):
+        def body(s):
+            x, d, c = s
+            live = ~d & (c < max_steps)
+            nx, nd = jax.vmap(step)(x, args)
+            return _where_lanes(live, nx, x), d | (live & nd), c + live.astype(c.dtype)
+
+        return jax.lax.while_loop(lambda s: keep_going(~s[1] & (s[2] < max_steps)), body, (carry, done, count))
+
+    def run(carry, args, done, count):
+        B = done.shape[0]
+        w = B // _SHRINK
+        if B <= _MIN_GATHER:
+            return stepping(carry, args, done, count, jnp.any)
+        carry, done, count = stepping(carry, args, done, count, lambda live: jnp.sum(live) > w)
+        live = ~done & (count < max_steps)
+        idx = jnp.nonzero(live, size=w, fill_value=B)[0]
+        take = lambda x: jnp.take(x, idx, axis=0, mode="clip")  # noqa: E731
+        sub = jax.tree.map(take, (carry, args, count))
+        sx, sd, sc = stepping(sub[0], sub[1], idx >= B, sub[2], jnp.any)
+        put = lambda x, y: x.at[idx].set(y, mode="drop")  # noqa: E731
+        return jax.tree.map(put, carry, sx), put(done, sd), put(count, sc)
+
+    batched = custom_vmap(run)
+
+    @batched.def_vmap
+    def _rule(axis_size, in_batched, carry, args, done, count):
+        x = _broadcast_unbatched((carry, args, done, count), in_batched, axis_size)
+        flat = jax.tree.map(lambda y: jnp.reshape(y, (-1, *y.shape[2:])), x)
+        out = batched(*flat)
+        out = jax.tree.map(lambda y: jnp.reshape(y, (axis_size, -1, *y.shape[1:])), out)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return batched

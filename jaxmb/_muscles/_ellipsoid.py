@@ -4,7 +4,9 @@ Re-derived from OpenSim's description: normalised coordinates, the wrapping plan
 through the segment ends and a surface point c1 chosen by the PathWrap method,
 tangent points by OpenSim's damped Gauss-Newton, and a polyline surface path.
 Iterations that OpenSim stops at a tolerance run here in bounded while loops with
-OpenSim's stopping rules, and are differentiated as the iterates they stop at
+OpenSim's stopping rules (the closest-point Newton solves, a few thousand lanes per
+wrap, each lane stopping on its own: `iterate_lanes`), and are differentiated as the
+iterates they stop at
 (`iterate_derivative`; the closest-point Newton by sensitivities carried in its loop,
 `_newton_derivative`), since OpenSim's lengths, and so their derivatives,
 follow those iterates rather than the converged points.
@@ -18,6 +20,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 from jaxtyping import Array, Float
 
+from .._batching import iterate_lanes
 from .._safe import acos, dsign, norm, safe_div, sqrt0, unit
 from ._checks import positive, vector3
 from ._wrap_base import (INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, ROUNDOFF, WRAP_METHODS, AbstractWrapObject,
@@ -30,38 +33,41 @@ _ELL_SEG = 0.001  # m, the surface polyline's segment length
 _ELL_MAX_SEG = 499
 
 
-def _newton_t(f_fp, t0, n=64, tol=1e-9, skip=False, sens=None):
-    """Newton on t, at most n steps, stopping once |f| < tol (OpenSim's iteration);
-    `skip` (may be traced): the caller discards t, no step is made (so that a batch
-    whose lanes all skip runs no iteration). `sens`: ``(g0, dstep)`` to also carry the
-    sensitivities g = dt/d(inputs) (a pytree, g0 at t0) through the steps, g <- dN/dt g
-    + dN/d(inputs) with ``dstep(t) -> (dN/dt, dN/d(inputs))`` for the step N; returns
-    (t, g) then."""
-    def cond(c):
-        i, _, _, done = c
-        return (i < n) & ~done
+def _newton_lane(f_fp, tol, t, args):
+    """One step of OpenSim's Newton on t for one lane: none once |f| < tol (then done)."""
+    f, fp = f_fp(*args, t)
+    ok = jnp.abs(f) < tol
+    return jnp.where(ok, t, t - safe_div(f, fp)), ok
 
-    def body(c):
-        i, t, g, _ = c
-        f, fp = f_fp(t)
-        ok = jnp.abs(f) < tol
-        if sens is not None:
-            nt, ng = sens[1](t)
-            g = jax.tree.map(lambda gi, ni: jnp.where(ok, gi, nt * gi + ni), g, ng)
-        return i + 1, jnp.where(ok, t, t - safe_div(f, fp)), g, ok
 
-    g0 = () if sens is None else sens[0]
-    _, t, g, _ = jax.lax.while_loop(cond, body, (0, t0, g0, jnp.asarray(skip, bool)))
-    return t if sens is None else (t, g)
+def _newton_sens_lane(f_fp, tol, live, carry, args):
+    """`_newton_lane` carrying the sensitivities g = dt/d(args[i]) (i in `live`) through the
+    step N(t) = t - f/f': g <- dN/dt g + dN/d(args)."""
+    t, g = carry
+
+    def newton(t, *xs):
+        full = list(args)
+        for i, x in zip(live, xs):
+            full[i] = x
+        f, fp = f_fp(*full, t)
+        return t - safe_div(f, fp)
+
+    nt, *ng = jax.grad(newton, argnums=tuple(range(len(live) + 1)))(t, *(args[i] for i in live))
+    t_new, ok = _newton_lane(f_fp, tol, t, args)
+    g = jax.tree.map(lambda gi, ni: jnp.where(ok, gi, nt * gi + ni), g, tuple(ng))
+    return (t_new, g), ok
+
+
+_NEWTON_STEPS, _NEWTON_TOL = 64, 1e-9  # OpenSim's closest-point Newton: at most 64 steps, |f| < 1e-9
 
 
 def _newton_derivative(f_fp, t0_fn):
-    """``lagrange(a, x)``: OpenSim's Newton iterate (`_newton_t`) for the Lagrange
-    parameter t of the closest point, on ``f_fp(a, x, t) -> (f, df/dt)`` from
-    ``t0_fn(a, x)``, differentiated as that iterate (as `iterate_derivative`) by
-    sensitivities carried in the loop: with the step N(t) = t - f/f' and
-    t_(j+1) = N(t_j), g_j = d t_j / d(a, x) follows g_(j+1) = dN/dt g_j + dN/d(a, x),
-    from g_0 = d t0 / d(a, x).
+    """``lagrange(a, x, skip)``: OpenSim's Newton iterate for the Lagrange parameter t of the
+    closest point, on ``f_fp(a, x, t) -> (f, df/dt)`` from ``t0_fn(a, x)`` (`skip`: the
+    caller discards t, no step is made), each lane stopping on its own (`iterate_lanes`),
+    differentiated as that iterate (as `iterate_derivative`) by sensitivities carried in
+    the loop: with the step N(t) = t - f/f' and t_(j+1) = N(t_j), g_j = d t_j / d(a, x)
+    follows g_(j+1) = dN/dt g_j + dN/d(a, x), from g_0 = d t0 / d(a, x).
 
     The iterate stops at |f| < 1e-9, not at round-off, and where Newton converges
     slowly (points near the medial axis) its derivative differs from the root's (the
@@ -70,28 +76,21 @@ def _newton_derivative(f_fp, t0_fn):
     and the tangents, however many, cost a dot product each (forward mode through the
     loop carried every tangent through every step of every lane)."""
 
-    def step(t, a, x):
-        f, fp = f_fp(a, x, t)
-        return t - safe_div(f, fp)
-
     @jax.custom_jvp
-    def lagrange(a, x):
-        return _newton_t(lambda t: f_fp(a, x, t), t0_fn(a, x))
+    def lagrange(a, x, skip=False):
+        step = functools.partial(_newton_lane, f_fp, _NEWTON_TOL)
+        return iterate_lanes(step, _NEWTON_STEPS, t0_fn(a, x), (a, x), skip)
 
     @functools.partial(lagrange.defjvp, symbolic_zeros=True)
     def _jvp(primals, tangents):
-        a, x = primals
+        a, x, skip = primals
         # Only the inputs with a tangent (the semi-axes have none along q).
         live = tuple(i for i in (0, 1) if not isinstance(tangents[i], SymbolicZero))
         if not live:
-            return lagrange(a, x), jnp.zeros_like(x[0])
+            return lagrange(a, x, skip), jnp.zeros_like(x[0])
         t0, g0 = jax.value_and_grad(t0_fn, argnums=live)(a, x)
-
-        def dstep(t):
-            nt, *ng = jax.grad(step, argnums=(0, *(i + 1 for i in live)))(t, a, x)
-            return nt, tuple(ng)
-
-        t, g = _newton_t(lambda t: f_fp(a, x, t), t0, sens=(g0, dstep))
+        step = functools.partial(_newton_sens_lane, f_fp, _NEWTON_TOL, live)
+        t, g = iterate_lanes(step, _NEWTON_STEPS, (t0, g0), (a, x), skip)
         return t, sum(gi @ tangents[i] for gi, i in zip(g, live))
 
     return lagrange
@@ -110,12 +109,10 @@ def _ellipse_t0(ab, uv):
     return jnp.where(inside, 0.0, jnp.maximum(a, b) * sqrt0(u * u + v * v))
 
 
-@iterate_derivative(n_in=2)
-def _ellipse_lagrange(ab, uv, skip):
-    """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipse
-    (semi-axes ab) closest to uv, differentiable as that iterate (only the few lanes of
-    a batch that take a section run it: the rest skip)."""
-    return _newton_t(lambda t: _ellipse_f_fp(ab, uv, t), _ellipse_t0(ab, uv), skip=skip)
+# OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipse (semi-axes
+# ab) closest to uv, differentiable as that iterate (only the few lanes of a batch that take
+# a section run it: the rest skip).
+_ellipse_lagrange = _newton_derivative(_ellipse_f_fp, _ellipse_t0)
 
 
 def _ellipse_closest(a, b, u, v, skip=False):
@@ -175,8 +172,15 @@ def _ellipsoid_t0(a, p):
 
 def _ellipsoid_newton_plain(a, p):
     """OpenSim's Newton iterate for the Lagrange parameter t of the point of the ellipsoid
-    (semi-axes a) closest to p (no derivative rule: forward mode runs through the loop)."""
-    return _newton_t(lambda t: _ellipsoid_f_fp(a, p, t), _ellipsoid_t0(a, p))
+    (semi-axes a) closest to p, as one plain loop (no derivative rule, no lane compaction:
+    the reference the tests hold `_ellipsoid_lagrange` to)."""
+    def body(c):
+        i, t, _ = c
+        t, ok = _newton_lane(_ellipsoid_f_fp, _NEWTON_TOL, t, (a, p))
+        return i + 1, t, ok
+
+    cond = lambda c: (c[0] < _NEWTON_STEPS) & ~c[2]  # noqa: E731
+    return jax.lax.while_loop(cond, body, (0, _ellipsoid_t0(a, p), False))[1]
 
 
 # Differentiable as that iterate, by sensitivities carried in the loop (`_newton_derivative`):
