@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._batching import iterate_lanes
 from .._safe import acos, dsign, norm, safe_div, sqrt0, unit
 from ._checks import positive, scalar
 from ._wrap_base import (INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, ROUNDOFF, WRAPPED, AbstractWrapObject,
@@ -86,28 +87,27 @@ def _cyl_adjust(pt, r, w):
     return jnp.where(need, moved, r), need
 
 
+def _cyl_restart(carry, args):
+    """One of OpenSim's restarts of the spiral with slid tangent points; done once no end
+    needs sliding (or the spiral has fewer than two segments)."""
+    r1, r2 = carry
+    p1, p2, radius, long_wrap = args
+    sense = jnp.where(long_wrap, -1.0, 1.0)
+    theta, axial, wl = _cyl_spiral(r1, r2, radius, long_wrap)
+    n = jnp.maximum(jnp.floor(jax.lax.stop_gradient(wl) / _CYL_SEG), 1.0)
+    t = 1.0 / n
+    r1n, a1 = _cyl_adjust(p1, r1, _cyl_spiral_point(r1, theta, axial, sense, t))
+    r2n, a2 = _cyl_adjust(p2, r2, _cyl_spiral_point(r1n, theta, axial, sense, 1.0 - t))
+    go = (n >= 2.0) & (a1 | a2)
+    return (jnp.where(go, r1n, r1), jnp.where(go, r2n, r2)), ~go
+
+
 def _cyl_multi_slide(p1, p2, r1, r2, radius, long_wrap, skip):
     """OpenSim's restarts of the spiral with slid tangent points, until no end needs
-    sliding (at most _CYL_MAX_ADJUST); a while loop, so that lanes stop together as
-    soon as all are done (usually after a few restarts) instead of running all 100.
-    `skip`: a segment that does not wrap (its tangent points are not used) makes none."""
-    sense = jnp.where(long_wrap, -1.0, 1.0)
-
-    def cond(c):
-        return ~c[2] & (c[3] < _CYL_MAX_ADJUST)
-
-    def body(c):
-        r1, r2, done, i = c
-        theta, axial, wl = _cyl_spiral(r1, r2, radius, long_wrap)
-        n = jnp.maximum(jnp.floor(jax.lax.stop_gradient(wl) / _CYL_SEG), 1.0)
-        t = 1.0 / n
-        r1n, a1 = _cyl_adjust(p1, r1, _cyl_spiral_point(r1, theta, axial, sense, t))
-        r2n, a2 = _cyl_adjust(p2, r2, _cyl_spiral_point(r1n, theta, axial, sense, 1.0 - t))
-        go = ~done & (n >= 2.0) & (a1 | a2)
-        return jnp.where(go, r1n, r1), jnp.where(go, r2n, r2), ~go, i + 1
-
-    r1, r2, _, _ = jax.lax.while_loop(cond, body, (r1, r2, jnp.asarray(skip, bool), 0))
-    return r1, r2
+    sliding (at most _CYL_MAX_ADJUST), each segment on its own (`iterate_lanes`: usually
+    a few restarts, a few segments of a batch many more). `skip`: a segment that does not
+    wrap (its tangent points are not used) makes none."""
+    return iterate_lanes(_cyl_restart, _CYL_MAX_ADJUST, (r1, r2), (p1, p2, radius, long_wrap), skip)
 
 
 @iterate_derivative

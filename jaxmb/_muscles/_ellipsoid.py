@@ -213,64 +213,66 @@ def _ell_residual(r, d1, p, a, vs, vs4):
     return jnp.stack([vs @ r + vs4, jnp.sum((r / a) ** 2) - 1.0, nr @ r + d1, nr @ p + d1])
 
 
-def _ell_tangent_lm(r, p, a, vs, vs4):
-    """OpenSim's damped Gauss-Newton for the tangent point from p in the plane (vs, vs4),
-    started at r: 50 outer iterations at most, stops at ssq <= 1e-8."""
-    d1 = -(2.0 * r / (a * a)) @ r
-    ee = _ell_residual(r, d1, p, a, vs, vs4)
-    ssq = ee @ ee
+def _ell_tangent_outer(carry, args):
+    """One outer iteration of OpenSim's damped Gauss-Newton for the tangent point (see
+    `_ell_tangent_lm`); done once the squared residual is at most 1e-8."""
+    r, d1, ssq, ssqo, alpha = carry
+    p, a, vs, vs4 = args
     ia2 = 1.0 / (a * a)
 
     def resid(r, d1):
         e = _ell_residual(r, d1, p, a, vs, vs4)
         return e @ e
 
-    def outer(c):
-        nit, r, d1, ssq, ssqo, alpha = c
-        D = jnp.zeros((4, 4), r.dtype)
-        D = D.at[:3, 0].set(vs).at[:3, 1].set(2.0 * r * ia2).at[:3, 2].set(4.0 * r * ia2)
-        D = D.at[:3, 3].set(2.0 * p * ia2).at[3, 2].set(1.0).at[3, 3].set(1.0)
-        ee = _ell_residual(r, d1, p, a, vs, vs4)
-        pcos = unit(p - r) @ unit(p)
-        dd = jnp.where(pcos > 0.1, 1.0 - pcos ** 100, 1.0)
-        v = -(D @ ee)
-        H = D @ D.T
-        diag = jnp.diag(H)
-        off = H - jnp.diag(diag)
+    D = jnp.zeros((4, 4), r.dtype)
+    D = D.at[:3, 0].set(vs).at[:3, 1].set(2.0 * r * ia2).at[:3, 2].set(4.0 * r * ia2)
+    D = D.at[:3, 3].set(2.0 * p * ia2).at[3, 2].set(1.0).at[3, 3].set(1.0)
+    ee = _ell_residual(r, d1, p, a, vs, vs4)
+    pcos = unit(p - r) @ unit(p)
+    dd = jnp.where(pcos > 0.1, 1.0 - pcos ** 100, 1.0)
+    v = -(D @ ee)
+    H = D @ D.T
+    diag = jnp.diag(H)
+    off = H - jnp.diag(diag)
 
-        def c1(s):
-            return (s[3] >= s[4]) & (s[6] < 1000)
+    def c1(s):
+        return (s[3] >= s[4]) & (s[6] < 1000)
 
-        def b1(s):
-            r, d1, vt, ssq, ssqo, alpha, n = s
-            Hd = off + jnp.diag(diag * (1.0 + alpha))
-            vt = dd * (jnp.linalg.inv(Hd) @ v) / 16.0
-            r, d1 = r + vt[:3], d1 + vt[3]
-            return r, d1, vt, resid(r, d1), ssq, alpha * 4.0, n + 1
+    def b1(s):
+        r, d1, vt, ssq, ssqo, alpha, n = s
+        Hd = off + jnp.diag(diag * (1.0 + alpha))
+        vt = dd * (jnp.linalg.inv(Hd) @ v) / 16.0
+        r, d1 = r + vt[:3], d1 + vt[3]
+        return r, d1, vt, resid(r, d1), ssq, alpha * 4.0, n + 1
 
-        s = (r, d1, jnp.zeros(4, r.dtype), ssq, ssqo, alpha, 0)
-        r, d1, vt, ssq, ssqo, alpha, _ = jax.lax.while_loop(c1, b1, s)
-        alpha = alpha / 8.0
+    s = (r, d1, jnp.zeros(4, r.dtype), ssq, ssqo, alpha, 0)
+    r, d1, vt, ssq, ssqo, alpha, _ = jax.lax.while_loop(c1, b1, s)
+    alpha = alpha / 8.0
 
-        def c2(s):
-            return (s[2] <= s[3]) & (s[5] < 1000)
+    def c2(s):
+        return (s[2] <= s[3]) & (s[5] < 1000)
 
-        def b2(s):
-            r, d1, ssq, ssqo, fakt, n = s
-            fakt = fakt * 2.0
-            r, d1 = r + vt[:3] * fakt, d1 + vt[3] * fakt
-            return r, d1, resid(r, d1), ssq, fakt, n + 1
+    def b2(s):
+        r, d1, ssq, ssqo, fakt, n = s
+        fakt = fakt * 2.0
+        r, d1 = r + vt[:3] * fakt, d1 + vt[3] * fakt
+        return r, d1, resid(r, d1), ssq, fakt, n + 1
 
-        r, d1, ssq, ssqo, fakt, _ = jax.lax.while_loop(c2, b2, (r, d1, ssq, ssqo, jnp.asarray(0.5, r.dtype), 0))
-        r, d1 = r - vt[:3] * fakt, d1 - vt[3] * fakt
-        ssq = resid(r, d1)
-        return nit + 1, r, d1, ssq, ssq, alpha
+    r, d1, ssq, ssqo, fakt, _ = jax.lax.while_loop(c2, b2, (r, d1, ssq, ssqo, jnp.asarray(0.5, r.dtype), 0))
+    r, d1 = r - vt[:3] * fakt, d1 - vt[3] * fakt
+    ssq = resid(r, d1)
+    return (r, d1, ssq, ssq, alpha), ~(ssq > 1e-8)
 
-    def cond(c):
-        return (c[3] > 1e-8) & (c[0] < 50)
 
-    init = (0, r, d1, ssq, ssq, jnp.asarray(0.01, r.dtype))
-    return jax.lax.while_loop(cond, outer, init)[1]
+def _ell_tangent_lm(r, p, a, vs, vs4):
+    """OpenSim's damped Gauss-Newton for the tangent point from p in the plane (vs, vs4),
+    started at r: 50 outer iterations at most, stops at ssq <= 1e-8; each lane on its own
+    (`iterate_lanes`: the two tangent points of every wrap of a batch stop apart)."""
+    d1 = -(2.0 * r / (a * a)) @ r
+    ee = _ell_residual(r, d1, p, a, vs, vs4)
+    ssq = ee @ ee
+    init = (r, d1, ssq, ssq, jnp.asarray(0.01, r.dtype))
+    return iterate_lanes(_ell_tangent_outer, 50, init, (p, a, vs, vs4), ~(ssq > 1e-8))[0]
 
 
 @iterate_derivative(n_in=2)
