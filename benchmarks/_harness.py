@@ -23,7 +23,7 @@ Benchmarks use jaxmb's public API only (``jaxmb.*``, ``jaxmb.constraints.*``,
 from __future__ import annotations
 
 import datetime
-import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -39,7 +39,11 @@ RESULTS = ROOT / "benchmarks" / "results"
 if str(ROOT) not in sys.path:  # jaxmb from this checkout when run as a script
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._xla_flags import fusion_emitters_off  # noqa: E402
+# The flag's module, by path: importing it through jaxmb would import jax first.
+_flags_spec = importlib.util.spec_from_file_location("_xla_flags", ROOT / "jaxmb" / "cli" / "_xla_flags.py")
+_xla_flags = importlib.util.module_from_spec(_flags_spec)
+_flags_spec.loader.exec_module(_xla_flags)
+fusion_emitters_off = _xla_flags.fusion_emitters_off
 
 if "jax" not in sys.modules:
     fusion_emitters_off()

@@ -7,10 +7,10 @@ import pathlib
 
 # The suite is dominated by XLA compile time, not run time: a lower backend optimisation
 # level compiles 2-3x faster on CPU (and the fusion-emitter trap of DESIGN.md is avoided,
-# where the installed jaxlib has that flag: benchmarks/_xla_flags.py).
+# where the installed jaxlib has that flag: jaxmb/cli/_xla_flags.py).
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 _spec = importlib.util.spec_from_file_location(
-    "_xla_flags", pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "_xla_flags.py")
+    "_xla_flags", pathlib.Path(__file__).resolve().parents[1] / "jaxmb" / "cli" / "_xla_flags.py")
 _xla_flags = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_xla_flags)
 _xla_flags.fusion_emitters_off(force=True)

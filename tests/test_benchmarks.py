@@ -63,7 +63,7 @@ def test_harness_times_compile_and_run_apart(bench):
 def test_fusion_emitter_flag_is_set_only_where_jaxlib_knows_it(monkeypatch, bench):
     # jaxlib 0.11 dropped the flag and XLA aborts on an unknown one: a benchmark started
     # with jax 0.11 (the GPU image's) must leave it out.
-    from benchmarks import _xla_flags
+    from jaxmb.cli import _xla_flags
 
     flag = _xla_flags.FUSION_EMITTERS_OFF
     monkeypatch.delenv("XLA_FLAGS", raising=False)

@@ -253,11 +253,29 @@ def test_progress_is_shown_on_stderr_while_compiling_and_computing(tmp_path, cap
     assert "tracing and compiling" in err and "integrating" in err
 
 
-def test_importing_jaxmb_or_its_cli_leaves_x64_off():
-    probe = "import jax, jaxmb, jaxmb.cli; print(jax.config.jax_enable_x64)"
+def test_importing_jaxmb_or_its_cli_leaves_x64_off_and_starts_no_backend():
+    """No backend started on import: the command's XLA flag (read when the first computation
+    starts one) still takes effect when it is set after ``import jaxmb``."""
+    probe = ("import jax, jaxmb, jaxmb.cli; from jax._src import xla_bridge; "
+             "print(jax.config.jax_enable_x64, xla_bridge.backends_are_initialized())")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                          env={k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"})
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
+
+
+def test_the_command_turns_the_cpu_fusion_emitters_off_unless_the_user_set_xla_flags(monkeypatch, tmp_path,
+                                                                                      capsys):
+    from jaxmb.cli import _xla_flags
+
+    monkeypatch.setattr(_xla_flags, "version", lambda name: "0.10.2")  # a jaxlib that knows the flag
+    missing = ["moment-arms", str(tmp_path / "none.osim"), "--coordinate", "x", "--compile-cache", "none"]
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert main(missing) == 1
+    assert os.environ["XLA_FLAGS"] == _xla_flags.FUSION_EMITTERS_OFF
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    assert main(missing) == 1
+    assert os.environ["XLA_FLAGS"] == "--xla_dump_to=/tmp/x"
+    assert "none.osim" in capsys.readouterr().err
 
 
 def test_a_second_run_loads_the_main_job_from_the_compilation_cache(tmp_path):

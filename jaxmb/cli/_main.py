@@ -155,7 +155,12 @@ def _dispatch(args) -> int:
 
         return info(args)
     from ._cache import use_compile_cache
+    from ._xla_flags import fusion_emitters_off
 
+    # XLA's CPU fusion emitters off (where jaxlib has the flag and the user set no XLA_FLAGS):
+    # the muscle-path programs compile faster and in less than half the memory. Read when
+    # the first computation starts the backend, which importing jaxmb does not.
+    fusion_emitters_off()
     # x64 at the entry point, never on import (jaxmb leaves the dtype to its user).
     import jax
 

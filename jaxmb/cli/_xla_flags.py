@@ -1,10 +1,17 @@
-"""The XLA flag the benchmarks run with, set before jax is imported.
+"""The XLA flag the ``jaxmb`` command and the benchmarks run with on CPU.
 
 XLA's CPU fusion emitters (on by default in jaxlib 0.10) make some tree code much
-slower (DESIGN.md's note on MJX), so the benchmarks turn them off. jaxlib 0.11 no
+slower (DESIGN.md's note on MJX) and its compiles larger: with them off, compiling
+MoBL-ARMS's moment-arm sweep peaks at 1.2 GB instead of 3 GB. So the command and the
+benchmarks turn them off; the library itself never sets XLA flags. jaxlib 0.11 no
 longer knows the flag, and XLA aborts on an unknown flag, so it is set only where the
-installed jaxlib has it: on a machine with another jax (a GPU image, say) the
-benchmarks run with that jax's defaults, and each JSON records the flags it ran with.
+installed jaxlib has it: on a machine with another jax (a GPU image, say) they run
+with that jax's defaults, and each benchmark JSON records the flags it ran with.
+
+XLA reads ``XLA_FLAGS`` when JAX first starts a backend (the first computation), not
+when jax is imported, so a flag set after ``import jax`` and before any computation
+takes effect. This module imports nothing from jaxmb or jax, so that the test
+configuration can load it by path before anything else.
 """
 
 from __future__ import annotations
