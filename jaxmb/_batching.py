@@ -17,6 +17,11 @@ batched `dot` over tiny matrices, which XLA's CPU backend runs poorly.
 Differentiation sees neither rule: each function is a `jax.custom_jvp` whose
 tangent rule is the plain function's, so forward and reverse mode (and their
 batches) are those of the undecorated function.
+
+Third, `iterate_lanes` runs a stopped iteration (a step repeated until a lane's own
+test says done) so that under `vmap` the lanes left after most have stopped are
+gathered and step on their own, instead of every lane running to the slowest; its
+derivative is carried lane by lane through the same loop.
 """
 
 import functools
@@ -272,9 +277,9 @@ def _lane_loop(step, max_steps, tangent_pairs):
         if not any(primal_batched):
             # Only tangents are batched (a `jacfwd` over the iterate): the batch joins each
             # lane's directions, and the primal steps stay unbatched.
-            def fold(ts, flags):
-                return [(t if b else jnp.broadcast_to(t, (axis_size, *t.shape))).reshape((-1, *t.shape[2 - (not b):]))
-                        for t, b in zip(ts, flags)]
+            def fold(ts, flags):  # (B, D, ...) or unbatched (D, ...) -> (B * D, ...)
+                full = [t if b else jnp.broadcast_to(t, (axis_size, *t.shape)) for t, b in zip(ts, flags)]
+                return [t.reshape((-1, *t.shape[2:])) for t in full]
 
             (x, dX), (a, dA) = carry, args
             out, dout = loop((x, fold(dX, in_batched[0][1])), (a, fold(dA, in_batched[1][1])), done)

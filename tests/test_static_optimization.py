@@ -38,14 +38,22 @@ def _problem(seed, m=3, n=9):
 
 
 def _slsqp(B, b, w, lo, hi, p, x0=None):
-    x0 = np.clip(np.full(B.shape[1], 0.5), lo, hi) if x0 is None else x0
-    res = minimize(lambda x: np.sum(w * np.abs(x) ** p), x0,
-                   jac=lambda x: p * w * np.sign(x) * np.abs(x) ** (p - 1), method="SLSQP",
-                   bounds=list(zip(np.where(np.isinf(lo), None, lo), np.where(np.isinf(hi), None, hi))),
-                   constraints=[{"type": "eq", "fun": lambda x: B @ x - b, "jac": lambda x: B}],
-                   options={"ftol": 1e-13, "maxiter": 1000})
-    assert res.success, res.message
-    return res.x
+    """scipy's SLSQP from `x0` (default 0.5 clipped to the bounds), else from 10% into each
+    finite range (0 for a free variable): its line search stops on some badly scaled frames
+    from some starts ("Positive directional derivative", which starts depends on the scipy
+    release), and with p > 1 and w > 0 the problem is strictly convex, so a start that
+    succeeds gives the one solution."""
+    starts = [np.clip(np.full(B.shape[1], 0.5), lo, hi) if x0 is None else x0,
+              np.where(np.isfinite(lo) & np.isfinite(hi), lo + 0.1 * (hi - lo), np.clip(0.0, lo, hi))]
+    for start in starts:
+        res = minimize(lambda x: np.sum(w * np.abs(x) ** p), start,
+                       jac=lambda x: p * w * np.sign(x) * np.abs(x) ** (p - 1), method="SLSQP",
+                       bounds=list(zip(np.where(np.isinf(lo), None, lo), np.where(np.isinf(hi), None, hi))),
+                       constraints=[{"type": "eq", "fun": lambda x: B @ x - b, "jac": lambda x: B}],
+                       options={"ftol": 1e-13, "maxiter": 1000})
+        if res.success:
+            return res.x
+    raise AssertionError(f"SLSQP failed from every start: {res.message}")
 
 
 _solve = jax.jit(_solve_frames, static_argnums=(5, 6, 7))
