@@ -51,8 +51,9 @@ def _batch_axis_first(x):
     return jnp.reshape(jax.lax.concatenate([flat, jnp.zeros((0,), flat.dtype)], 0), x.shape)
 
 
-def _chunked(fn: Callable) -> Callable:
-    """`fn(*arrays)` (pytrees of arrays) with a batching rule that runs chunks of `CHUNK`."""
+def _chunked(fn: Callable, chunk: int = CHUNK) -> Callable:
+    """`fn(*arrays)` (pytrees of arrays) with a batching rule that runs chunks of `chunk`
+    states on CPU (1: one state at a time)."""
     batched = custom_vmap(fn)
 
     @batched.def_vmap
@@ -66,10 +67,10 @@ def _chunked(fn: Callable) -> Callable:
             full = [next(it) if flag else leaf for leaf, flag in zip(leaves, flags)]
             return fn(*jax.tree.unflatten(treedef, full))
 
-        if axis_size <= CHUNK or jax.default_backend() != "cpu":
+        if axis_size <= chunk or jax.default_backend() != "cpu":
             out = jax.vmap(one)(mapped)
         else:
-            out = jax.lax.map(one, mapped, batch_size=CHUNK)
+            out = jax.lax.map(one, mapped, batch_size=chunk if chunk > 1 else None)
         return out, jax.tree.map(lambda _: True, out)
 
     return _with_plain_tangents(batched, fn)
@@ -138,15 +139,21 @@ def batch_last(fn: Callable) -> Callable:
     return wrapper
 
 
-def batches_in_chunks(fn: Callable) -> Callable:
+def batches_in_chunks(fn: Callable | None = None, *, chunk: int = CHUNK) -> Callable:
     """Decorate ``fn(model, *arrays, **static)``: a `jax.vmap` over it runs in chunks of
-    `CHUNK` states on CPU. The model's arrays travel as arguments (a batching rule
-    cannot close over traced values); its static part and the keyword arguments
-    (static options such as ``method``) are closed over."""
+    `chunk` states on CPU (default `CHUNK`; 1 maps the states one at a time). The model's
+    arrays travel as arguments (a batching rule cannot close over traced values); its
+    static part and the keyword arguments (static options such as ``method``) are closed
+    over."""
+    if fn is None:
+        return functools.partial(batches_in_chunks, chunk=chunk)
 
     @functools.wraps(fn)
     def wrapper(model, *args, **static_kwargs):
         params, static = eqx.partition(model, eqx.is_array)
+        # Weakly typed leaves (a Python float in the model) made strong: the batching rule's
+        # call would strip the weak type, and the converted function checks its arguments'.
+        params = jax.tree.map(lambda x: jnp.asarray(x, jnp.result_type(x)), params)
 
         def per_state(params, *arrays):
             return fn(eqx.combine(params, static), *arrays, **static_kwargs)
@@ -159,7 +166,7 @@ def batches_in_chunks(fn: Callable) -> Callable:
         def call(consts, *arrays):
             return eqx.combine(consts, program)(*arrays)
 
-        return _chunked(call)(consts, params, *args)
+        return _chunked(call, chunk)(consts, params, *args)
 
     return wrapper
 

@@ -22,7 +22,7 @@ from jaxmb._muscles._ellipsoid import _ellipsoid_closest, _ellipsoid_wrap
 from jaxmb._muscles._layout import layout
 from jaxmb._muscles._lm import lmdif_1d
 from jaxmb._muscles._path_points import ClampedCoordinate
-from jaxmb._muscles._paths import resolve_all
+from jaxmb._muscles._paths import paths_iterate, resolve_all
 from jaxmb._muscles._torus import _torus_resid, _torus_resid_fn
 from jaxmb._muscles._wrap_base import AbstractWrapObject
 from jaxmb._safe import norm
@@ -94,6 +94,28 @@ def test_closed_form_equals_autodiff_hand_models():
     for i in range(2):
         fd = -(lengths[1 + i] - lengths[3 + i]) / (2 * h)
         np.testing.assert_allclose(fd, np.asarray(rc)[:, i], atol=1e-6)
+
+
+def test_a_batch_maps_its_states_one_at_a_time_where_paths_iterate():
+    """On CPU a batched loop runs every state to the slowest one's trip count, so `jax.vmap` of
+    the path functions maps the states one at a time (a scan over the batch) for a model whose
+    paths iterate (several wraps on a muscle: the multi-pass loop; an ellipsoid's solves) and
+    batches them otherwise. Either way the values are the state-by-state ones."""
+    iterating, plain = _arm(WRAPS_MULTI["sphere_cylinder"]), _arm({"s": WRAPS["sphere"], "c": WRAPS["cylinder"]})
+    assert paths_iterate(iterating) and paths_iterate(_arm(WRAPS["ellipsoid"])) and not paths_iterate(plain)
+    qs = jnp.stack([jnp.linspace(-0.5, 0.5, 11), jnp.linspace(0.2, 1.8, 11)], axis=1)
+    for model, maps in ((iterating, True), (plain, False)):
+        both = jax.vmap(lambda q, m=model: mb.muscle_lengths_and_moment_arms(m, q))
+        assert ("length=11" in str(jax.make_jaxpr(both)(qs))) == maps
+        L, R = jax.jit(both)(qs)
+        L_len = jax.jit(jax.vmap(lambda q, m=model: mb.muscle_lengths(m, q)))(qs)
+        ok = jax.vmap(lambda q, m=model: mb.path_status(m, q).ok)(qs)
+        for i in (0, 4, 10):
+            ref_L, ref_R = mb.muscle_lengths_and_moment_arms(model, qs[i])
+            np.testing.assert_allclose(L[i], ref_L, rtol=1e-13, atol=0)
+            np.testing.assert_allclose(L_len[i], ref_L, rtol=1e-13, atol=0)
+            np.testing.assert_allclose(R[i], ref_R, rtol=0, atol=1e-13 * float(jnp.max(jnp.abs(ref_R))))
+            assert bool(jnp.all(ok[i] == mb.path_status(model, qs[i]).ok))
 
 
 def _chained_wraps_model():

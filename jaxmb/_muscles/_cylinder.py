@@ -214,7 +214,7 @@ _CYLINDER = WrapAlgorithm(jax.jit(
 # is not a candidate (its result is not used), so the sliding need not run on it.
 _CYLINDER_MULTI = WrapAlgorithm(jax.jit(
     lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False, skip)),
-    unrefined=_CYLINDER)
+    unrefined=_CYLINDER, iterates=True)
 
 
 class WrapCylinder(AbstractWrapObject):

@@ -483,7 +483,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
 # (the first mandatory one) follows from the cheap crossing test alone. The same
 # algorithm whatever the number of PathWraps.
 _ELLIPSOID = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _ellipsoid_wrap(p1, p2, prm, ax, sg)),
-                           code=_ellipsoid_code)
+                           code=_ellipsoid_code, iterates=True)
 
 
 class WrapEllipsoid(AbstractWrapObject):

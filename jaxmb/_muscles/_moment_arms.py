@@ -23,7 +23,7 @@ from .._functions import AbstractJointFunction
 from .._model import GROUND, Model
 from .._safe import unit
 from ._layout import layout, merge_parts, moving_locals, partitions, path_lengths, unwrapped_segments
-from ._paths import muscle_lengths, resolve_all
+from ._paths import muscle_lengths, resolve_all, state_by_state
 
 
 def _joint_frames(model: Model, poses):
@@ -226,6 +226,7 @@ def _layout_moment_arms(lay, q, poses, gamma, beta, jgrad, with_lengths):
 
 
 @eqx.filter_jit
+@state_by_state
 def _closed_form(model: Model, q, with_lengths=False):
     # Compiled once per model structure (see `_paths._lengths`).
     poses = body_transforms(model, q)

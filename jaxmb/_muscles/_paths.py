@@ -21,6 +21,7 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 from jaxtyping import Array, Bool, Float
 
+from .._batching import batches_in_chunks
 from .._checks import finite_coordinate_vector
 from .._kinematics import body_transforms
 from .._model import Model
@@ -348,7 +349,33 @@ def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
     return Resolved(cached, active, key, wrap_len, active[:, lay.P::2], rot_e, org_e, groups, history, converged)
 
 
+def paths_iterate(model: Model) -> bool:
+    """Whether resolving the model's paths runs loops whose trip count depends on the
+    state: OpenSim's passes over a muscle with several wraps, or a wrap algorithm's
+    stopped iteration (`WrapAlgorithm.iterates`: ellipsoid, torus, multi-wrap cylinder)."""
+    return any(len(m.wraps) > 1 or any(w.algorithm(len(m.wraps)).iterates for w in m.wraps) for m in model.muscles)
+
+
+def state_by_state(fn):
+    """Decorate ``fn(model, q, *static)``: for a model whose paths iterate (`paths_iterate`),
+    a `jax.vmap` over it maps the states one at a time on CPU (`batches_in_chunks` with
+    chunk 1); other models batch as `vmap` does.
+
+    Why: a batched loop runs every lane to the slowest lane of the whole batch, so on a
+    CPU a batch of iterating paths costs more per state than the states one by one
+    (MoBL-ARMS, arm26), while paths without iterations batch well (gait2354); the
+    figures are in docs/dev/performance.md."""
+    @functools.wraps(fn)
+    def wrapper(model, q, *static):
+        if not paths_iterate(model):
+            return fn(model, q, *static)
+        return batches_in_chunks(lambda m, x: fn(m, x, *static), chunk=1)(model, q)
+
+    return wrapper
+
+
 @eqx.filter_jit
+@state_by_state
 def _lengths(model: Model, q):
     # One compiled program per model structure (equinox caches it on the static parts
     # and the array shapes), so that eager calls do not re-trace the wraps every time.
@@ -521,6 +548,7 @@ def path_status(model: Model, q: Float[Array, " nq"]) -> PathStatus:
 
 
 @eqx.filter_jit
+@state_by_state
 def _path_status(model: Model, q) -> PathStatus:
     if not model.muscles:
         return PathStatus(jnp.zeros(0, bool), jnp.zeros(0, bool))

@@ -194,7 +194,8 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, conve
 
 def _algorithm(single, converged, unrefined=None):
     return WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _torus_wrap(
-        p1, p2, prm[0], prm[1], ax, sg, single, False if single else skip, converged)), unrefined=unrefined)
+        p1, p2, prm[0], prm[1], ax, sg, single, False if single else skip, converged)), unrefined=unrefined,
+        iterates=not (single and converged))
 
 
 # On a muscle with several PathWraps the inner cylinder slides its tangent points (single=False);

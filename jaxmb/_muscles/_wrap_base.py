@@ -62,6 +62,9 @@ class WrapAlgorithm:
     wrap: Callable
     code: Callable | None = None
     unrefined: "WrapAlgorithm | None" = None
+    # Whether `wrap` runs loops whose trip count depends on the segment (OpenSim's stopped
+    # iterations), so that a batch costs its slowest lanes (`_paths.paths_iterate`).
+    iterates: bool = False
 
     @property
     def refines(self) -> bool:
