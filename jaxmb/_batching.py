@@ -20,8 +20,7 @@ batches) are those of the undecorated function.
 
 Third, `iterate_lanes` runs a stopped iteration (a step repeated until a lane's own
 test says done) so that under `vmap` the lanes left after most have stopped are
-gathered and step on their own, instead of every lane running to the slowest; its
-derivative is carried lane by lane through the same loop.
+gathered and step on their own, instead of every lane running to the slowest.
 """
 
 import functools
@@ -30,7 +29,6 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.custom_batching import custom_vmap
 
 # States per chunk on CPU (chosen among 16-256 by measuring planar_chain(7) and (20)
@@ -198,75 +196,15 @@ def iterate_lanes(step: Callable, max_steps: int, carry, args, done):
 
     **Returns:**
 
-    `carry` after the lane's steps, differentiable (forward mode, any order) as the
-    iterate those steps make: the tangents are carried lane by lane with the carry,
-    through the same compaction (a `jax.jacfwd` carries its directions inside each
-    lane, the primal steps made once).
+    `carry` after the lane's steps. Its derivatives are those of the single-lane loop
+    (forward mode through it, any order; a `while_loop` has no reverse mode): callers
+    that differentiate a wide batch of solves carry sensitivities in `carry` instead, as
+    the ellipsoid's closest-point Newton does.
     """
-    return _differentiable(step, max_steps, False)(carry, args, jnp.asarray(done, bool))
+    return _lane_loop(step, max_steps)(carry, args, jnp.asarray(done, bool))
 
 
-def _inexact(x):
-    return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-
-
-def _differentiable(step, max_steps, tangent_pairs):
-    """`_lane_loop` with a JVP rule: the loop of `_tangent_step(step)`, whose carry and
-    args are ``(primal, [tangent (D, ...) per inexact leaf])``."""
-    loop = _lane_loop(step, max_steps, tangent_pairs)
-
-    @jax.custom_jvp
-    def call(carry, args, done):
-        return loop(carry, args, done)
-
-    @call.defjvp
-    def _jvp(primals, tangents):
-        carry, args, done = primals
-
-        def directions(tree, dtree):  # one direction (D = 1) per inexact leaf
-            return [d[None] for x, d in zip(jax.tree.leaves(tree), jax.tree.leaves(dtree)) if _inexact(x)]
-
-        dX, dA = directions(carry, tangents[0]), directions(args, tangents[1])
-        out, dout = _differentiable(_tangent_step(step), max_steps, True)((carry, dX), (args, dA), done)
-        it = iter(dout)
-        leaves, treedef = jax.tree.flatten(out)
-        dleaves = [next(it)[0] if _inexact(x) else np.zeros(jnp.shape(x), jax.dtypes.float0) for x in leaves]
-        return out, jax.tree.unflatten(treedef, dleaves)
-
-    return call
-
-
-def _tangent_step(step):
-    """``step`` and its JVP in D directions at once: ``((x, dX), (a, dA)) -> ((x', dX'), done)``
-    with dX, dA lists of (D, ...) tangents of the inexact leaves of x, a (primal once)."""
-
-    def step_t(carry, args):
-        (x, dX), (a, dA) = carry, args
-        xl, xdef = jax.tree.flatten(x)
-        al, adef = jax.tree.flatten(a)
-        xi = [i for i, v in enumerate(xl) if _inexact(v)]
-        ai = [i for i, v in enumerate(al) if _inexact(v)]
-
-        def f(xf, af):
-            xs, as_ = list(xl), list(al)
-            for i, v in zip(xi, xf):
-                xs[i] = v
-            for i, v in zip(ai, af):
-                as_[i] = v
-            new, done = step(jax.tree.unflatten(xdef, xs), jax.tree.unflatten(adef, as_))
-            return [v for v in jax.tree.leaves(new) if _inexact(v)], (new, done)
-
-        def one(dx, da):
-            _, dnew, aux = jax.jvp(f, ([xl[i] for i in xi], [al[i] for i in ai]), (dx, da), has_aux=True)
-            return aux, dnew
-
-        (new, done), dnew = jax.vmap(one, out_axes=(None, 0))(dX, dA)
-        return (new, dnew), done
-
-    return step_t
-
-
-def _lane_loop(step, max_steps, tangent_pairs):
+def _lane_loop(step, max_steps):
     def single(carry, args, done):
         def body(c):
             i, x, _ = c
@@ -280,23 +218,11 @@ def _lane_loop(step, max_steps, tangent_pairs):
 
     @loop.def_vmap
     def _rule(axis_size, in_batched, carry, args, done):
-        primal_batched = jax.tree.leaves((in_batched[0][0], in_batched[1][0], in_batched[2])) if tangent_pairs else [1]
-        if not any(primal_batched):
-            # Only tangents are batched (a `jacfwd` over the iterate): the batch joins each
-            # lane's directions, and the primal steps stay unbatched.
-            def fold(ts, flags):  # (B, D, ...) or unbatched (D, ...) -> (B * D, ...)
-                full = [t if b else jnp.broadcast_to(t, (axis_size, *t.shape)) for t, b in zip(ts, flags)]
-                return [t.reshape((-1, *t.shape[2:])) for t in full]
-
-            (x, dX), (a, dA) = carry, args
-            out, dout = loop((x, fold(dX, in_batched[0][1])), (a, fold(dA, in_batched[1][1])), done)
-            dout = [t.reshape((axis_size, -1, *t.shape[1:])) for t in dout]
-            return (out, dout), (jax.tree.map(lambda _: False, out), [True] * len(dout))
         x = _broadcast_unbatched((carry, args, done), in_batched, axis_size)
         out = batched(*x, jnp.zeros(axis_size, jnp.int32))[0]
         return out, jax.tree.map(lambda _: True, out)
 
-    return loop
+    return _with_plain_tangents(loop, single)
 
 
 def _broadcast_unbatched(tree, in_batched, size):

@@ -118,6 +118,18 @@ def test_a_batch_maps_its_states_one_at_a_time_where_paths_iterate():
             assert bool(jnp.all(ok[i] == mb.path_status(model, qs[i]).ok))
 
 
+def test_closed_form_moment_arms_differentiate_forward_through_the_lane_loops():
+    """``jacfwd`` of the closed-form R, through the wraps' iterate rules and their per-lane
+    loops (`iterate_lanes`: multi-wrap cylinder restarts, ellipsoid solves, torus search),
+    equals ``dR/dq`` by autodiff of the autodiff R (`moment_arm_derivatives`)."""
+    model = _arm({"a": WRAPS_MULTI["sphere_cylinder"], "e": WRAPS["ellipsoid"], "t": WRAPS["torus"]})
+    for q in (jnp.array([0.1, 0.9]), jnp.array([-0.3, 1.5])):
+        got = jax.jacfwd(lambda x: mb.moment_arms(model, x))(q)
+        ref = mb.moment_arm_derivatives(model, q)
+        assert float(jnp.max(jnp.abs(ref))) > 0.05
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(ref))))
+
+
 def _chained_wraps_model():
     """Two muscles from ground to body "two", each over a cylinder on "one" and then a
     sphere / ellipsoid on "two", both on the same straight segment: at the states
