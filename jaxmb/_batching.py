@@ -230,7 +230,8 @@ def _broadcast_unbatched(tree, in_batched, size):
     return jax.tree.map(lambda x, b: x if b else jnp.broadcast_to(x, (size, *jnp.shape(x))), tree, in_batched)
 
 
-def _where_lanes(mask, new, old):
+def where_lanes(mask, new, old):
+    """`new` where the leading-axis `mask` (B,) is True, else `old` (pytrees of (B, ...) arrays)."""
     return jax.tree.map(lambda a, b: jnp.where(jnp.reshape(mask, mask.shape + (1,) * (a.ndim - 1)), a, b), new, old)
 
 
@@ -243,7 +244,7 @@ def _lanes_batch(step, max_steps):
             x, d, c = s
             live = ~d & (c < max_steps)
             nx, nd = jax.vmap(step)(x, args)
-            return _where_lanes(live, nx, x), d | (live & nd), c + live.astype(c.dtype)
+            return where_lanes(live, nx, x), d | (live & nd), c + live.astype(c.dtype)
 
         return jax.lax.while_loop(lambda s: keep_going(~s[1] & (s[2] < max_steps)), body, (carry, done, count))
 

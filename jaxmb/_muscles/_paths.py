@@ -21,7 +21,7 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 from jaxtyping import Array, Bool, Float
 
-from .._batching import batches_in_chunks
+from .._batching import batches_in_chunks, where_lanes
 from .._checks import finite_coordinate_vector
 from .._kinematics import body_transforms
 from .._model import Model
@@ -321,7 +321,7 @@ def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
             # no segment and skip their iterations; their state is kept below.
             hidden = (st[0], st[1] & ~done[:, None], *st[2:])
             new, rec = _wrap_pass(lay, groups, hidden, jacobians)
-            new = tuple(jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b) for a, b in zip(st, new))
+            new = where_lanes(done, st, new)
             fresh = jnp.repeat(new[1][:, P::2] & ~seen & ~done[:, None], 2, axis=1)
             fpos = jnp.where(fresh[..., None], new[0][:, P:], fpos)
             seen = seen | (new[1][:, P::2] & ~done[:, None])
@@ -357,7 +357,7 @@ def paths_iterate(model: Model) -> bool:
 
 
 def state_by_state(fn):
-    """Decorate ``fn(model, q, *static)``: for a model whose paths iterate (`paths_iterate`),
+    """Decorate ``fn(model, q, *static, **options)`` (static extras): for a model whose paths iterate (`paths_iterate`),
     a `jax.vmap` over it maps the states one at a time on CPU (`batches_in_chunks` with
     chunk 1); other models batch as `vmap` does.
 
@@ -366,10 +366,10 @@ def state_by_state(fn):
     (MoBL-ARMS, arm26), while paths without iterations batch well (gait2354); the
     figures are in docs/dev/performance.md."""
     @functools.wraps(fn)
-    def wrapper(model, q, *static):
+    def wrapper(model, q, *static, **options):
         if not paths_iterate(model):
-            return fn(model, q, *static)
-        return batches_in_chunks(lambda m, x: fn(m, x, *static), chunk=1)(model, q)
+            return fn(model, q, *static, **options)
+        return batches_in_chunks(lambda m, x: fn(m, x, *static, **options), chunk=1)(model, q)
 
     return wrapper
 
