@@ -307,12 +307,14 @@ def test_path_status_flags_implausible_lengths_under_vmap():
 def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks():
     """`moment_arm_sweep`: in chunks of 4 (the last one padded), the autodiff route's single
     forward-mode direction and the closed form give row k of `moment_arms` at every
-    sweep state, and `progress` sees every chunk."""
+    sweep state, compiled either way (XLA's backend optimization off, as a short sweep
+    is by default, or on), and `progress` sees every chunk."""
     model = _arm(WRAPS["sphere"])
     seen = []
     x, r_ad = mb.moment_arm_sweep(model, "elbow", n=11, method="autodiff", chunk=4,
                                   progress=lambda i, n: seen.append((i, n)))
     _, r_cf = mb.moment_arm_sweep(model, "elbow", n=11, chunk=4)
+    _, r_opt = mb.moment_arm_sweep(model, "elbow", n=11, method="autodiff", chunk=4, optimize=True)
     assert x.shape == (11,) and r_ad.shape == (11, 1)
     assert seen == [(4, 11), (8, 11), (11, 11)]
     k = model.coordinate_index("elbow")
@@ -321,6 +323,7 @@ def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks():
     assert float(jnp.max(jnp.abs(full))) > 0.01  # the sphere wraps: the rows are not all zero
     np.testing.assert_allclose(r_ad, full, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(r_cf, full, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(r_opt, full, rtol=1e-10, atol=1e-14)
     with pytest.raises(ValueError, match="method must be 'closed_form' or 'autodiff'"):
         mb.moment_arm_sweep(model, "elbow", method="finite_differences")
 

@@ -334,15 +334,24 @@ def _sweep_row(model: Model, q, k: int, method: str):
     return moment_arms(model, q, method=method)[k]
 
 
-@eqx.filter_jit
-def _sweep_chunk(model: Model, qs, k: int, method: str):
+def _sweep_chunk(static, params, qs, k: int, method: str):
     # One state at a time (`lax.map`): the compiled program is one state's, whatever the
     # chunk; a vmap of the wrap iterations compiles to a program many times larger.
+    model = eqx.combine(params, static)
     return jax.lax.map(lambda q: _sweep_row(model, q, k, method), qs)
 
 
+# The sweep's programs, by whether XLA optimizes them fully (see `moment_arm_sweep`).
+_SWEEP_CHUNK = {True: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4)),
+                False: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4),
+                               compiler_options={"xla_backend_optimization_level": 0})}
+# Sweeps of at most this many wrap computations (states x PathWraps of the muscles
+# computed) compile with XLA's backend optimization off (see `moment_arm_sweep`).
+_SWEEP_QUICK_COMPILE = 4096
+
+
 def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, method: str = "closed_form",
-                     chunk: int = 16, progress=None):
+                     chunk: int = 16, progress=None, optimize: bool | None = None):
     """Moment arms about one coordinate while it sweeps its range (others at `q0`).
 
     The states are computed `chunk` at a time by one compiled program (the first call
@@ -359,6 +368,13 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
       compile when only this row is wanted).
     - `chunk`: states per call of the compiled program, >= 1.
     - `progress`: called as ``progress(done, n)`` after each chunk, or None.
+    - `optimize`: whether XLA's backend optimizes the compiled program (True), or
+      compiles it at optimization level 0 (False), which compiles in about half the time
+      and runs a few times slower per state. None (default): False where the sweep's
+      cost is mostly the compilation (the program is compiled per coordinate, each
+      keeping only the muscles that can depend on it): at most 4096 wrap computations,
+      states times the PathWraps of those muscles (arm26's elbow, a model without wraps);
+      True for more (MoBL-ARMS's elbow: 22 muscles, 49 PathWraps).
 
     **Returns:**
 
@@ -393,9 +409,13 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     m = -(-n // chunk)
     # The last chunk is padded with the final state (its rows are dropped).
     qs = jnp.concatenate([qs, jnp.tile(qs[-1:], (m * chunk - n, 1))])
+    if optimize is None:
+        optimize = n * sum(len(muscle.wraps) for muscle in model.muscles) > _SWEEP_QUICK_COMPILE
+    run = _SWEEP_CHUNK[bool(optimize)]
+    params, static = eqx.partition(model, eqx.is_array)
     rows = []
     for i in range(m):
-        rows.append(_sweep_chunk(model, qs[i * chunk:(i + 1) * chunk], k, method))
+        rows.append(run(static, params, qs[i * chunk:(i + 1) * chunk], k, method))
         if progress is not None:
             rows[-1].block_until_ready()
             progress(min((i + 1) * chunk, n), n)
