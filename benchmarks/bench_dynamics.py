@@ -8,8 +8,10 @@ the rod), revolute joints about z, gravity (0, -9.81, 0); built as
 1e-12, which never enters M, bias or qdd here). Before timing, every library's M,
 bias and qdd at one random state are compared with jaxmb's (tolerance 1e-9 relative).
 
-jaxmb and MJX: ``jax.jit`` of the call with the model as an argument, single and under
-``jax.vmap`` for each batch size, compiled apart. Pinocchio (`crba`,
+jaxmb and MJX: ``jax.jit`` of the call with the model closed over (compiled in, as a user's
+``jax.jit(lambda q: mb.mass_matrix(model, q))``), single and under ``jax.vmap`` for each batch
+size, compiled apart. (With the model as an argument a call also passes every array of the
+model, thousands for an OpenSim model: milliseconds per call; docs/dev/performance.md.) Pinocchio (`crba`,
 `nonLinearEffects`, `aba`) and MuJoCo (`mj_forward` and its sub-pipelines) are timed
 one call at a time from Python. Libraries not installed are skipped with a note
 (``pip install pin mujoco mujoco-mjx``).
@@ -121,10 +123,11 @@ def osim_calls(paths, batch_sizes, rng, opensim_python=""):
                "inverse_dynamics": lambda m, q, qd, qdd: mb.inverse_dynamics(m, q, qd, qdd),
                "forward_dynamics": lambda m, q, qd, qdd: mb.forward_dynamics(m, q, qd, qdd)}
         for quantity, f in fns.items():
-            c, lo, co = H.compile_apart(f, model, Q[0], QD[0], QDD[0])
-            calls[("jaxmb", quantity, name, "single")] = (lambda c=c, a=(model, Q[0], QD[0], QDD[0]): c(*a), lo + co, 1)
-            c, lo, co = H.compile_apart(jax.vmap(f, in_axes=(None, 0, 0, 0)), model, Q, QD, QDD)
-            calls[("jaxmb", quantity, name, big)] = (lambda c=c, a=(model, Q, QD, QDD): c(*a), lo + co, big)
+            g = lambda q, qd, qdd, f=f, model=model: f(model, q, qd, qdd)  # noqa: E731  (the model compiled in)
+            c, lo, co = H.compile_apart(g, Q[0], QD[0], QDD[0])
+            calls[("jaxmb", quantity, name, "single")] = (lambda c=c, a=(Q[0], QD[0], QDD[0]): c(*a), lo + co, 1)
+            c, lo, co = H.compile_apart(jax.vmap(g), Q, QD, QDD)
+            calls[("jaxmb", quantity, name, big)] = (lambda c=c, a=(Q, QD, QDD): c(*a), lo + co, big)
         if opensim_python:
             seconds, first = opensim_dynamics(opensim_python, path, model, Q, QD, QDD)
             opensim_rows += [("opensim", quantity, name, "single", H.us(s)) for quantity, s in seconds.items()]
@@ -163,12 +166,13 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
         ref = {k: np.asarray(f(model, q, qd, tau)) for k, f in _jaxmb_fns(model).items()}
         if "jaxmb" in libs:
             for quantity, f in _jaxmb_fns(model).items():
-                c, lo, co = H.compile_apart(f, model, q, qd, tau)
-                calls[("jaxmb", quantity, n, "single")] = (lambda c=c, a=(model, q, qd, tau): c(*a), lo + co, 1)
+                g = lambda q, qd, tau, f=f, model=model: f(model, q, qd, tau)  # noqa: E731  (the model compiled in)
+                c, lo, co = H.compile_apart(g, q, qd, tau)
+                calls[("jaxmb", quantity, n, "single")] = (lambda c=c, a=(q, qd, tau): c(*a), lo + co, 1)
                 for b in batch_sizes:
                     args = (Q[:b], QD[:b], TAU[:b])
-                    c, lo, co = H.compile_apart(jax.vmap(f, in_axes=(None, 0, 0, 0)), model, *args)
-                    calls[("jaxmb", quantity, n, b)] = (lambda c=c, a=(model, *args): c(*a), lo + co, b)
+                    c, lo, co = H.compile_apart(jax.vmap(g), *args)
+                    calls[("jaxmb", quantity, n, b)] = (lambda c=c, a=args: c(*a), lo + co, b)
         mujoco, mjx, pin = found.get("mujoco"), found.get("mjx"), found.get("pinocchio")
         if mujoco is not None:
             m = mujoco.MjModel.from_xml_string(mujoco_xml(n))
@@ -195,16 +199,16 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
                 mx = mjx.put_model(m)
                 dx = mjx.make_data(mx)
 
-                def mjx_fd(mx, q, qd, tau):
+                def mjx_fd(q, qd, tau, mx=mx, dx=dx):  # the model compiled in, as jaxmb's
                     return mjx.forward(mx, dx.replace(qpos=q, qvel=qd, qfrc_applied=tau)).qacc
-                agreement.append(("mjx", "forward_dynamics", n, np.asarray(jax.jit(mjx_fd)(mx, q, qd, tau)),
+                agreement.append(("mjx", "forward_dynamics", n, np.asarray(jax.jit(mjx_fd)(q, qd, tau)),
                                   ref["forward_dynamics"]))
-                c, lo, co = H.compile_apart(mjx_fd, mx, q, qd, tau)
-                calls[("mjx", "forward_dynamics", n, "single")] = (lambda c=c, a=(mx, q, qd, tau): c(*a), lo + co, 1)
+                c, lo, co = H.compile_apart(mjx_fd, q, qd, tau)
+                calls[("mjx", "forward_dynamics", n, "single")] = (lambda c=c, a=(q, qd, tau): c(*a), lo + co, 1)
                 for b in batch_sizes:
                     args = (Q[:b], QD[:b], TAU[:b])
-                    c, lo, co = H.compile_apart(jax.vmap(mjx_fd, in_axes=(None, 0, 0, 0)), mx, *args)
-                    calls[("mjx", "forward_dynamics", n, b)] = (lambda c=c, a=(mx, *args): c(*a), lo + co, b)
+                    c, lo, co = H.compile_apart(jax.vmap(mjx_fd), *args)
+                    calls[("mjx", "forward_dynamics", n, b)] = (lambda c=c, a=args: c(*a), lo + co, b)
         if pin is not None:
             pm = pinocchio_chain(pin, n)
             pd = pm.createData()
