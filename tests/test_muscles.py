@@ -305,7 +305,19 @@ def test_path_status_flags_implausible_lengths_under_vmap():
     assert float(jnp.max(jnp.where(engaged, lengths[:, 1], 0.0))) > 1.0  # metres: the case it catches
 
 
-def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks():
+class _Lowered:
+    """Stands for one of the sweep's jitted programs (`_moment_arms._SWEEP_CHUNK`) and
+    counts the programs lowered through it."""
+
+    def __init__(self, jitted):
+        self.jitted, self.count = jitted, 0
+
+    def lower(self, *args):
+        self.count += 1
+        return self.jitted.lower(*args)
+
+
+def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks(monkeypatch):
     """`moment_arm_sweep`: in chunks of 4 (the last one padded), the autodiff route's single
     forward-mode direction and the closed form give row k of `moment_arms` at every
     sweep state, and `progress` sees every chunk. A short sweep takes the program compiled
@@ -315,14 +327,15 @@ def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks():
     program's figures are the command line's, docs/dev/performance.md.)"""
     model = _arm(WRAPS["sphere"])
     seen = []
-    quick, full = _moment_arms._SWEEP_CHUNK[False], _moment_arms._SWEEP_CHUNK[True]
-    before = quick._cache_size(), full._cache_size()
+    quick, full = _Lowered(_moment_arms._SWEEP_CHUNK[False]), _Lowered(_moment_arms._SWEEP_CHUNK[True])
+    monkeypatch.setitem(_moment_arms._SWEEP_CHUNK, False, quick)
+    monkeypatch.setitem(_moment_arms._SWEEP_CHUNK, True, full)
     x, r_ad = mb.moment_arm_sweep(model, "elbow", n=11, method="autodiff", chunk=4,
                                   progress=lambda i, n: seen.append((i, n)))
-    assert (quick._cache_size(), full._cache_size()) == (before[0] + 1, before[1])
+    assert (quick.count, full.count) == (1, 0)
     _, r_cf = mb.moment_arm_sweep(model, "elbow", n=11, chunk=4)
     _, r_opt = mb.moment_arm_sweep(model, "elbow", n=11, method="autodiff", chunk=4, optimize=True)
-    assert full._cache_size() == before[1] + 1
+    assert (quick.count, full.count) == (2, 1)
     assert x.shape == (11,) and r_ad.shape == (11, 1)
     assert seen == [(4, 11), (8, 11), (11, 11)]
     k = model.coordinate_index("elbow")
@@ -334,6 +347,32 @@ def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks():
     np.testing.assert_allclose(r_opt, full, rtol=1e-10, atol=1e-14)
     with pytest.raises(ValueError, match="method must be 'closed_form' or 'autodiff'"):
         mb.moment_arm_sweep(model, "elbow", method="finite_differences")
+
+
+def test_sweep_compiles_a_program_per_group_of_muscles_and_each_column_is_its_moment_arm(monkeypatch):
+    """The sweep's muscles in groups of their own programs: the muscles with several wraps
+    together, then those with one wrap by its class, the muscles without wraps in the last
+    group. One program is lowered per group, and every column, whichever group computed
+    it, is row k of the whole model's R; `progress` rises to n."""
+    from jaxmb._muscles._moment_arms import _sweep_groups
+
+    model = _arm({"two": WRAPS_MULTI["sphere_cylinder"], "sph": WRAPS["sphere"], "cyl": WRAPS["cylinder"],
+                  "none": None, "cyl2": WRAPS["cylinder"]})
+    assert _sweep_groups(model.muscles) == [[0], [2, 4], [1, 3]]
+    assert _sweep_groups(model.muscles[1:4]) == [[1], [0, 2]]  # no multi-wrap muscle
+    assert _sweep_groups(model.muscles[3:4]) == [[0]]  # no wraps at all
+    quick = _Lowered(_moment_arms._SWEEP_CHUNK[False])
+    monkeypatch.setitem(_moment_arms._SWEEP_CHUNK, False, quick)
+    seen = []
+    x, rows = mb.moment_arm_sweep(model, "elbow", n=7, method="autodiff", chunk=4,
+                                  progress=lambda i, n: seen.append(i))
+    assert quick.count == 3
+    assert seen == sorted(seen) and seen[-1] == 7 and len(seen) == 6  # 2 chunks x 3 groups
+    k = model.coordinate_index("elbow")
+    qs = jnp.tile(model.q_default, (7, 1)).at[:, k].set(x)
+    full = jax.vmap(lambda q: mb.moment_arms(model, q, method="autodiff")[k])(qs)
+    assert np.all(np.max(np.abs(np.asarray(full)), axis=0) > 1e-3)
+    np.testing.assert_allclose(rows, full, rtol=1e-10, atol=1e-14)
 
 
 def _one_sided_muscles_model():

@@ -11,8 +11,11 @@ check that the two agree to round-off.
 Reference: Ehsani (2016), Empirically-based multibody dynamics.
 """
 
+import concurrent.futures
+
 import equinox as eqx
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -334,28 +337,58 @@ def _sweep_row(model: Model, q, k: int, method: str):
     return moment_arms(model, q, method=method)[k]
 
 
-def _sweep_chunk(static, params, qs, k: int, method: str):
+def _sweep_chunk(static, flat, qs, k: int, method: str, unravel):
     # One state at a time (`lax.map`): the compiled program is one state's, whatever the
-    # chunk; a vmap of the wrap iterations compiles to a program many times larger.
-    model = eqx.combine(params, static)
+    # chunk; a vmap of the wrap iterations compiles to a program many times larger. The
+    # model's arrays come in raveled into one vector (`unravel` rebuilds them): a program
+    # compiled ahead of time takes its arguments through JAX's Python path, one array at a
+    # time, and an OpenSim model has thousands.
+    model = eqx.combine(unravel(flat), static)
     return jax.lax.map(lambda q: _sweep_row(model, q, k, method), qs)
 
 
 # The sweep's programs, by whether XLA optimizes them fully (see `moment_arm_sweep`).
-_SWEEP_CHUNK = {True: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4)),
-                False: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4),
+_SWEEP_CHUNK = {True: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4, 5)),
+                False: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4, 5),
                                compiler_options={"xla_backend_optimization_level": 0})}
 # Sweeps of at most this many wrap computations (states x PathWraps of the muscles
 # computed) compile with XLA's backend optimization off (see `moment_arm_sweep`).
 _SWEEP_QUICK_COMPILE = 4096
+# Programs of a sweep compiled at once (each holds its own compile's memory).
+_SWEEP_THREADS = 2
+
+
+def _sweep_groups(muscles) -> list[list[int]]:
+    """The muscles of a sweep in groups that compile to programs of their own, so that
+    one program compiles while the next is traced and two compile at once. A program
+    holds each wrap algorithm once, whatever the number of muscles that run it
+    (`Layout.kinds`), and the multi-wrap passes hold every algorithm of the muscles in
+    them: the muscles with several wraps stay together (split, each part would hold the
+    passes and most algorithms again), and those with one wrap group by its class (that
+    algorithm alone, no passes); muscles without wraps join the last group. The group
+    with several wraps comes first: it is the largest program."""
+    multi = [i for i, muscle in enumerate(muscles) if len(muscle.wraps) > 1]
+    by_class: dict = {}
+    for i, muscle in enumerate(muscles):
+        if len(muscle.wraps) == 1:
+            by_class.setdefault(type(muscle.wraps[0]).__name__, []).append(i)
+    plain = [i for i, muscle in enumerate(muscles) if not muscle.wraps]
+    groups = ([multi] if multi else []) + [by_class[name] for name in sorted(by_class)]
+    if not groups:
+        return [plain]
+    groups[-1] = sorted(groups[-1] + plain)
+    return groups
 
 
 def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, method: str = "closed_form",
                      chunk: int = 16, progress=None, optimize: bool | None = None):
     """Moment arms about one coordinate while it sweeps its range (others at `q0`).
 
-    The states are computed `chunk` at a time by one compiled program (the first call
-    compiles it), so that `progress` can report between chunks.
+    The muscles are computed in a few groups, each by a program of its own compiled for
+    this sweep (`_sweep_groups`: the muscles with several wraps, then those with one wrap
+    of each class), two programs compiling at a time on threads while the next is
+    traced; the states go `chunk` at a time through each program, so that `progress` can
+    report between chunks.
 
     **Arguments:**
 
@@ -367,11 +400,12 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
       `"autodiff"` (``-dL/dq_k``, one forward-mode direction: the smaller program to
       compile when only this row is wanted).
     - `chunk`: states per call of the compiled program, >= 1.
-    - `progress`: called as ``progress(done, n)`` after each chunk, or None.
-    - `optimize`: whether XLA's backend optimizes the compiled program (True), or
-      compiles it at optimization level 0 (False), which compiles in about half the time
+    - `progress`: called as ``progress(done, n)`` after each chunk of each group (`done`:
+      the share of the work done, in states, rising to `n`), or None.
+    - `optimize`: whether XLA's backend optimizes the compiled programs (True), or
+      compiles them at optimization level 0 (False), which compiles in about half the time
       and runs a few times slower per state. None (default): False where the sweep's
-      cost is mostly the compilation (the program is compiled per coordinate, each
+      cost is mostly the compilation (the programs are compiled per coordinate, each
       keeping only the muscles that can depend on it): at most 4096 wrap computations,
       states times the PathWraps of those muscles (arm26's elbow, a model without wraps);
       True for more (MoBL-ARMS's elbow: 22 muscles, 49 PathWraps).
@@ -404,19 +438,35 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
         if progress is not None:
             progress(n, n)
         return values, out
-    model = eqx.tree_at(lambda m: m.muscles, model, tuple(model.muscles[i] for i in keep))
     chunk = min(chunk, n)
     m = -(-n // chunk)
     # The last chunk is padded with the final state (its rows are dropped).
     qs = jnp.concatenate([qs, jnp.tile(qs[-1:], (m * chunk - n, 1))])
     if optimize is None:
-        optimize = n * sum(len(muscle.wraps) for muscle in model.muscles) > _SWEEP_QUICK_COMPILE
+        optimize = n * sum(len(model.muscles[i].wraps) for i in keep) > _SWEEP_QUICK_COMPILE
     run = _SWEEP_CHUNK[bool(optimize)]
-    params, static = eqx.partition(model, eqx.is_array)
-    rows = []
-    for i in range(m):
-        rows.append(run(static, params, qs[i * chunk:(i + 1) * chunk], k, method))
-        if progress is not None:
-            rows[-1].block_until_ready()
-            progress(min((i + 1) * chunk, n), n)
-    return values, out.at[:, np.asarray(keep)].set(jnp.concatenate(rows)[:n])
+    # One program per group of muscles (`_sweep_groups`), traced here one after the other
+    # and compiled on threads (XLA's compiler releases the GIL): one group's compile
+    # overlaps the next one's tracing and another's compile; each group's states run as
+    # soon as its program is ready.
+    groups = [[keep[j] for j in g] for g in _sweep_groups([model.muscles[i] for i in keep])]
+    work, done = m * len(groups), 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(groups), _SWEEP_THREADS)) as pool:
+        programs = {}
+        for g in groups:
+            sub = eqx.tree_at(lambda md: md.muscles, model, tuple(model.muscles[i] for i in g))
+            params, static = eqx.partition(sub, eqx.is_array)
+            flat, unravel = jax.flatten_util.ravel_pytree(params)
+            lowered = run.lower(static, flat, qs[:chunk], k, method, unravel)
+            programs[pool.submit(lowered.compile)] = (g, flat)
+        for ready in concurrent.futures.as_completed(programs):
+            (g, flat), compiled = programs[ready], ready.result()
+            rows = []
+            for i in range(m):
+                rows.append(compiled(flat, qs[i * chunk:(i + 1) * chunk]))
+                done += 1
+                if progress is not None:
+                    rows[-1].block_until_ready()
+                    progress(min(n, -(-done * n // work)), n)
+            out = out.at[:, np.asarray(g)].set(jnp.concatenate(rows)[:n])
+    return values, out
