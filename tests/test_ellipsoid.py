@@ -76,3 +76,34 @@ def test_closest_point_rule_is_the_newton_iterates_derivative():
     hess = jax.jit(jax.hessian(lambda q: E._ellipsoid_lagrange(a, q)))(p)
     ref2 = jax.jit(jax.jacfwd(jax.jacfwd(lambda q: E._ellipsoid_newton_plain(a, q))))(p)
     np.testing.assert_allclose(hess, ref2, rtol=0, atol=1e-9 * float(jnp.max(jnp.abs(ref2))))
+
+
+def test_a_skipped_wrap_makes_no_iteration_and_stays_finite():
+    """`skip` (the caller will not use the result: a muscle whose ellipsoid is not engaged,
+    or whose passes are done) makes the closest-point Newton and the tangent Gauss-Newton
+    stop before their first step, and the wrap's values and Jacobian stay finite, on a
+    segment that crosses the ellipsoid and on one that misses it; without `skip` the
+    crossing segment's wrap is the one OpenSim computes (its Newton makes steps)."""
+    dims = jnp.array([0.03, 0.02, 0.025])
+    a = dims * (3.0 / float(jnp.sum(dims)))
+    p = jnp.array([1.5, 0.9, -0.7])
+    t0 = E._ellipsoid_t0(a, p)
+    assert float(E._ellipsoid_lagrange(a, p, True)) == float(t0)
+    assert abs(float(E._ellipsoid_lagrange(a, p)) - float(t0)) > 1e-3  # unskipped: Newton moves t
+    x = jnp.concatenate([jnp.array([0.3, 0.7, -0.2]), jnp.array([2.0, 1.0, -0.1]), jnp.array([0.0, 0.0, 1.0]),
+                         jnp.array([0.05])])
+    np.testing.assert_array_equal(E._ell_tangent_iterate(x, a, True), x[0:3])
+    crossing = (jnp.array([0.05, 0.004, 0.001]), jnp.array([-0.05, 0.006, 0.002]))
+    missing = (jnp.array([0.05, 0.08, 0.001]), jnp.array([-0.05, 0.09, 0.002]))
+
+    @jax.jit
+    def wrap(p1, p2, skip):
+        f = lambda y: jnp.concatenate(E._ellipsoid_wrap(y[:3], y[3:], dims, 0, 0, skip)[1:3])  # noqa: E731
+        y = jnp.concatenate([p1, p2])
+        return E._ellipsoid_wrap(p1, p2, dims, 0, 0, skip), jax.jacfwd(f)(y)
+
+    (code, r1, r2, wl), _ = wrap(*crossing, False)
+    assert int(code) == 2 and float(wl) > 0.0  # a mandatory wrap
+    for p1, p2 in (crossing, missing):
+        out, jac = wrap(p1, p2, True)
+        assert all(np.all(np.isfinite(np.asarray(v))) for v in (*out, jac))

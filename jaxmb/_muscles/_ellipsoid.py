@@ -188,13 +188,14 @@ def _ellipsoid_newton_plain(a, p):
 _ellipsoid_lagrange = _newton_derivative(_ellipsoid_f_fp, _ellipsoid_t0)
 
 
-def _ellipsoid_closest(a, p, section=-1):
+def _ellipsoid_closest(a, p, section=-1, skip=False):
     """Closest point of the ellipsoid with semi-axes a to p (OpenSim's findClosestPoint);
     with `section` 0, 1 or 2 (may be traced) the closest point of the section through p
     normal to that axis instead (OpenSim's reduction to a plane, forced), so that one
-    batched call serves both kinds of query."""
+    batched call serves both kinds of query. `skip` (may be traced): the caller does not
+    use the point; no Newton step is made (a finite point from the starting value)."""
     a2 = a * a
-    t = _ellipsoid_lagrange(a, p)
+    t = _ellipsoid_lagrange(a, p, skip)
     general = a2 * p / jnp.where(t + a2 != 0.0, t + a2, 1.0)
     # Points within round-off of a coordinate plane: the 2-D problem in that plane
     # (the section with the smallest sum of radii when several planes qualify).
@@ -205,7 +206,7 @@ def _ellipsoid_closest(a, p, section=-1):
     # Off the planes (almost always) the section's Newton iteration is skipped: under vmap
     # (the fan's 299 points) it would otherwise run for every lane.
     on_plane = jnp.any(near) | forced
-    return jnp.where(on_plane, _ellipsoid_closest_on_plane(a, p, axis, ~on_plane), general)
+    return jnp.where(on_plane, _ellipsoid_closest_on_plane(a, p, axis, ~on_plane | skip), general)
 
 
 def _ell_residual(r, d1, p, a, vs, vs4):
@@ -264,28 +265,29 @@ def _ell_tangent_outer(carry, args):
     return (r, d1, ssq, ssq, alpha), ~(ssq > 1e-8)
 
 
-def _ell_tangent_lm(r, p, a, vs, vs4):
+def _ell_tangent_lm(r, p, a, vs, vs4, skip=False):
     """OpenSim's damped Gauss-Newton for the tangent point from p in the plane (vs, vs4),
     started at r: 50 outer iterations at most, stops at ssq <= 1e-8; each lane on its own
-    (`iterate_lanes`: the two tangent points of every wrap of a batch stop apart)."""
+    (`iterate_lanes`: the two tangent points of every wrap of a batch stop apart); none
+    where `skip`."""
     d1 = -(2.0 * r / (a * a)) @ r
     ee = _ell_residual(r, d1, p, a, vs, vs4)
     ssq = ee @ ee
     init = (r, d1, ssq, ssq, jnp.asarray(0.01, r.dtype))
-    return iterate_lanes(_ell_tangent_outer, 50, init, (p, a, vs, vs4), ~(ssq > 1e-8))[0]
+    return iterate_lanes(_ell_tangent_outer, 50, init, (p, a, vs, vs4), ~(ssq > 1e-8) | skip)[0]
 
 
 @iterate_derivative(n_in=2)
-def _ell_tangent_iterate(x, a):
-    return _ell_tangent_lm(x[0:3], x[3:6], a, x[6:9], x[9])
+def _ell_tangent_iterate(x, a, skip=False):
+    return _ell_tangent_lm(x[0:3], x[3:6], a, x[6:9], x[9], skip)
 
 
-def _ell_tangent(pe, r0, p, a, vs, vs4):
+def _ell_tangent(pe, r0, p, a, vs, vs4, skip):
     """Tangent point from p (OpenSim's calcTangentPoint from r0), differentiable as
     OpenSim's stopped Gauss-Newton iterate (`iterate_derivative`): OpenSim's
     length follows that iterate, up to 1e-4 off the exact tangent point, and the
     exact point's derivative differs from the iterate's by up to ~1e-3 per unit."""
-    r = _ell_tangent_iterate(jnp.concatenate([r0, p, vs, jnp.reshape(vs4, (1,))]), a)
+    r = _ell_tangent_iterate(jnp.concatenate([r0, p, vs, jnp.reshape(vs4, (1,))]), a, skip)
     return jnp.where(jnp.abs(pe) < 1e-4, p, r)
 
 
@@ -384,9 +386,10 @@ def _ellipsoid_code(p1, p2, dims):
     return jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))
 
 
-def _ellipsoid_wrap(p1, p2, dims, axis, sign):
+def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False):
     """OpenSim's WrapEllipsoid. `dims` is (3,) or (4,) = semi-axes and the PathWrap method
-    (0 hybrid, 1 midpoint, 2 axial; hybrid when absent)."""
+    (0 hybrid, 1 midpoint, 2 axial; hybrid when absent). `skip` (may be traced): the
+    caller does not use the result, so the iterations make no step (finite values)."""
     method = dims[3] if dims.shape[0] > 3 else jnp.asarray(0.0, p1.dtype)
     dims = dims[:3]
     hybrid, axial = method == 0, method == 2
@@ -394,6 +397,9 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     # Where the segment does not wrap, go on with a stand-in segment that crosses the
     # ellipsoid, so that every quantity below (and its derivative) stays finite.
     ok = hit & ~inside
+    # Nor do its iterations run (OpenSim returns before them): under `vmap` (the fan's
+    # points, the muscles of a pass) the lanes left to step are then those that wrap.
+    skip = skip | ~ok
     P1 = jnp.where(ok, P1, a * jnp.array([1.5, 0.3, 0.1], p1.dtype))
     P2 = jnp.where(ok, P2, a * jnp.array([-1.5, 0.3, 0.1], p1.dtype))
     p1e = jnp.where(ok, p1e, 1.34)
@@ -420,7 +426,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     mid = ri1 + 0.5 * r1r2
     queries = jnp.concatenate([svs, mid[None], t_sv])
     sections = jnp.concatenate([jnp.full(_N_FAN - 1, -1), jnp.arange(3)])
-    closest = jax.vmap(lambda x, i: _ellipsoid_closest(a, x, i))(queries, sections)
+    closest = jax.vmap(lambda x, i: _ellipsoid_closest(a, x, i, skip))(queries, sections)
     t_c1 = closest[_N_FAN - 1:]
     best = jnp.argmax(mu)
     mub, tb = mu[best], t[best]
@@ -451,7 +457,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
         c_fan, c_blend = carry
         query = jnp.where(i == 0, mid + unit(jnp.sum(blades, axis=0)),
                           jnp.where(i == 1, wt * c1_frans + (1.0 - wt) * c_fan, choose_c1(c_fan, c_blend)[2]))
-        c = _ellipsoid_closest(a, query)
+        c = _ellipsoid_closest(a, query, skip=skip)
         return (jnp.where(i == 0, c, c_fan), jnp.where(i == 1, c, c_blend)), c
 
     # c1_frans stands in until a point is known (a surface point: every step stays finite).
@@ -468,7 +474,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
     vs4 = -(vs @ c1)
     # Both tangent points in one batched solve (two Gauss-Newton loops compile to twice
     # the program).
-    r1, r2 = jax.vmap(lambda pe, r0, p: _ell_tangent(pe, r0, p, a, vs, vs4))(
+    r1, r2 = jax.vmap(lambda pe, r0, p: _ell_tangent(pe, r0, p, a, vs, vs4, skip))(
         jnp.stack([p1e, p2e]), jnp.stack([r1s, r2s]), jnp.stack([P1, P2]))
     # Surface path: a polyline of |r1 - r2| / 1 mm segments (at most 499).
     chord = norm(r1 - r2)
@@ -482,7 +488,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign):
 # An ellipsoid is either a mandatory wrap or none, so the segment GeometryPath picks
 # (the first mandatory one) follows from the cheap crossing test alone. The same
 # algorithm whatever the number of PathWraps.
-_ELLIPSOID = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _ellipsoid_wrap(p1, p2, prm, ax, sg)),
+_ELLIPSOID = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _ellipsoid_wrap(p1, p2, prm, ax, sg, skip)),
                            code=_ellipsoid_code, iterates=True)
 
 

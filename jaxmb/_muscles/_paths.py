@@ -101,7 +101,9 @@ def _one_wrap(algorithm, s, P, owner, with_jac, pos, active, key, wrap_len, rot,
         mand = cand & (code == MANDATORY_WRAP)
         j = jnp.argmax(mand)
         engaged = jnp.any(mand) & any_active
-        world = _world_wrap(algorithm, rot, org, prm, axis, sign, False)
+        # Not engaged (no mandatory segment, or a finished muscle's hidden points): the
+        # result is not used, and the wrap makes no iteration.
+        world = _world_wrap(algorithm, rot, org, prm, axis, sign, ~engaged)
         x = jnp.concatenate([a_[j], b_[j]])
         out, jac = _value_and_jacobian(world, x) if with_jac else (world(x), jnp.zeros((7, 6), x.dtype))
         r1g_j, r2g_j, wl_j = out[:3], out[3:6], out[6]
