@@ -11,6 +11,7 @@ check that the two agree to round-off.
 Reference: Ehsani (2016), Empirically-based multibody dynamics.
 """
 
+import collections
 import concurrent.futures
 
 import equinox as eqx
@@ -356,6 +357,10 @@ _SWEEP_CHUNK = {True: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4, 5)),
 _SWEEP_QUICK_COMPILE = 4096
 # Programs of a sweep compiled at once (each holds its own compile's memory).
 _SWEEP_THREADS = 2
+# The sweeps' compiled programs (compiled ahead of time, so outside `jax.jit`'s own cache),
+# by the structure of their model and what they compute; the most recent few are kept.
+_SWEEP_PROGRAMS: collections.OrderedDict = collections.OrderedDict()
+_SWEEP_PROGRAMS_KEPT = 16
 
 
 def _sweep_groups(muscles) -> list[list[int]]:
@@ -388,7 +393,8 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     this sweep (`_sweep_groups`: the muscles with several wraps, then those with one wrap
     of each class), two programs compiling at a time on threads while the next is
     traced; the states go `chunk` at a time through each program, so that `progress` can
-    report between chunks.
+    report between chunks. The programs are kept: a sweep of another model of the same
+    structure (other values), or the same sweep again, compiles nothing.
 
     **Arguments:**
 
@@ -457,10 +463,20 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
             sub = eqx.tree_at(lambda md: md.muscles, model, tuple(model.muscles[i] for i in g))
             params, static = eqx.partition(sub, eqx.is_array)
             flat, unravel = jax.flatten_util.ravel_pytree(params)
-            lowered = run.lower(static, flat, qs[:chunk], k, method, unravel)
-            programs[pool.submit(lowered.compile)] = (g, flat)
+            key = (static, jax.tree.structure(params), tuple((x.shape, x.dtype) for x in jax.tree.leaves(params)),
+                   qs.shape[1:], qs.dtype, k, method, chunk, bool(optimize))
+            if key in _SWEEP_PROGRAMS:
+                _SWEEP_PROGRAMS.move_to_end(key)
+                ready = concurrent.futures.Future()
+                ready.set_result(_SWEEP_PROGRAMS[key])
+            else:
+                ready = pool.submit(run.lower(static, flat, qs[:chunk], k, method, unravel).compile)
+            programs[ready] = (g, flat, key)
         for ready in concurrent.futures.as_completed(programs):
-            (g, flat), compiled = programs[ready], ready.result()
+            (g, flat, key), compiled = programs[ready], ready.result()
+            _SWEEP_PROGRAMS[key] = compiled
+            while len(_SWEEP_PROGRAMS) > _SWEEP_PROGRAMS_KEPT:
+                _SWEEP_PROGRAMS.popitem(last=False)
             rows = []
             for i in range(m):
                 rows.append(compiled(flat, qs[i * chunk:(i + 1) * chunk]))
