@@ -385,6 +385,23 @@ def _sweep_groups(muscles) -> list[list[int]]:
     return groups
 
 
+def _sweep_program(pool, run, model: Model, qs, k: int, method: str):
+    """The compiled program of `run` (a `_SWEEP_CHUNK` entry) for `model` and chunks like
+    `qs`: ``(future of the program, the model's arrays raveled, its key in
+    _SWEEP_PROGRAMS)``. A kept program is reused; otherwise the program is traced here
+    and compiled on `pool` (the caller keeps it once compiled)."""
+    params, static = eqx.partition(model, eqx.is_array)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    key = (run, static, jax.tree.structure(params), tuple((x.shape, x.dtype) for x in jax.tree.leaves(params)),
+           qs.shape, qs.dtype, k, method)
+    if key in _SWEEP_PROGRAMS:
+        _SWEEP_PROGRAMS.move_to_end(key)
+        ready = concurrent.futures.Future()
+        ready.set_result(_SWEEP_PROGRAMS[key])
+        return ready, flat, key
+    return pool.submit(run.lower(static, flat, qs, k, method, unravel).compile), flat, key
+
+
 def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, method: str = "closed_form",
                      chunk: int = 16, progress=None, optimize: bool | None = None):
     """Moment arms about one coordinate while it sweeps its range (others at `q0`).
@@ -450,7 +467,6 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     qs = jnp.concatenate([qs, jnp.tile(qs[-1:], (m * chunk - n, 1))])
     if optimize is None:
         optimize = n * sum(len(model.muscles[i].wraps) for i in keep) > _SWEEP_QUICK_COMPILE
-    run = _SWEEP_CHUNK[bool(optimize)]
     # One program per group of muscles (`_sweep_groups`), traced here one after the other
     # and compiled on threads (XLA's compiler releases the GIL): one group's compile
     # overlaps the next one's tracing and another's compile; each group's states run as
@@ -461,16 +477,7 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
         programs = {}
         for g in groups:
             sub = eqx.tree_at(lambda md: md.muscles, model, tuple(model.muscles[i] for i in g))
-            params, static = eqx.partition(sub, eqx.is_array)
-            flat, unravel = jax.flatten_util.ravel_pytree(params)
-            key = (static, jax.tree.structure(params), tuple((x.shape, x.dtype) for x in jax.tree.leaves(params)),
-                   qs.shape[1:], qs.dtype, k, method, chunk, bool(optimize))
-            if key in _SWEEP_PROGRAMS:
-                _SWEEP_PROGRAMS.move_to_end(key)
-                ready = concurrent.futures.Future()
-                ready.set_result(_SWEEP_PROGRAMS[key])
-            else:
-                ready = pool.submit(run.lower(static, flat, qs[:chunk], k, method, unravel).compile)
+            ready, flat, key = _sweep_program(pool, _SWEEP_CHUNK[bool(optimize)], sub, qs[:chunk], k, method)
             programs[ready] = (g, flat, key)
         for ready in concurrent.futures.as_completed(programs):
             (g, flat, key), compiled = programs[ready], ready.result()
