@@ -108,6 +108,15 @@ def opensim_dynamics(python, path, model, Q, QD, QDD):
     return seconds, first
 
 
+def _jitted_calls(calls, key, fn, single, batches):
+    """`fn` (of arrays only: the model closed over, compiled in) compiled at the `single`
+    state's arguments and under `jax.vmap` at each of `batches` (``{batch: arguments}``):
+    its timed calls ``calls[key + (batch,)]``, batch "single" for the first."""
+    for batch, args in (("single", single), *batches.items()):
+        c, lo, co = H.compile_apart(fn if batch == "single" else jax.vmap(fn), *args)
+        calls[(*key, batch)] = (lambda c=c, a=args: c(*a), lo + co, 1 if batch == "single" else batch)
+
+
 def osim_calls(paths, batch_sizes, rng, opensim_python=""):
     """jaxmb's timed calls on OpenSim models: ``{(library, quantity, name, batch): (call, compile s, states)}``,
     OpenSim's rows ``(library, quantity, name, batch, µs per state)`` and agreement checks."""
@@ -123,11 +132,8 @@ def osim_calls(paths, batch_sizes, rng, opensim_python=""):
                "inverse_dynamics": lambda m, q, qd, qdd: mb.inverse_dynamics(m, q, qd, qdd),
                "forward_dynamics": lambda m, q, qd, qdd: mb.forward_dynamics(m, q, qd, qdd)}
         for quantity, f in fns.items():
-            g = lambda q, qd, qdd, f=f, model=model: f(model, q, qd, qdd)  # noqa: E731  (the model compiled in)
-            c, lo, co = H.compile_apart(g, Q[0], QD[0], QDD[0])
-            calls[("jaxmb", quantity, name, "single")] = (lambda c=c, a=(Q[0], QD[0], QDD[0]): c(*a), lo + co, 1)
-            c, lo, co = H.compile_apart(jax.vmap(g), Q, QD, QDD)
-            calls[("jaxmb", quantity, name, big)] = (lambda c=c, a=(Q, QD, QDD): c(*a), lo + co, big)
+            _jitted_calls(calls, ("jaxmb", quantity, name), lambda q, qd, qdd, f=f, model=model: f(model, q, qd, qdd),
+                          (Q[0], QD[0], QDD[0]), {big: (Q, QD, QDD)})
         if opensim_python:
             seconds, first = opensim_dynamics(opensim_python, path, model, Q, QD, QDD)
             opensim_rows += [("opensim", quantity, name, "single", H.us(s)) for quantity, s in seconds.items()]
@@ -163,16 +169,12 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
         q, qd, tau = (jnp.asarray(rng.uniform(-a, a, n)) for a in (np.pi, 2.0, 5.0))
         big = max(batch_sizes)
         Q, QD, TAU = (jnp.asarray(rng.uniform(-a, a, (big, n))) for a in (np.pi, 2.0, 5.0))
+        batched = {b: (Q[:b], QD[:b], TAU[:b]) for b in batch_sizes}
         ref = {k: np.asarray(f(model, q, qd, tau)) for k, f in _jaxmb_fns(model).items()}
         if "jaxmb" in libs:
             for quantity, f in _jaxmb_fns(model).items():
-                g = lambda q, qd, tau, f=f, model=model: f(model, q, qd, tau)  # noqa: E731  (the model compiled in)
-                c, lo, co = H.compile_apart(g, q, qd, tau)
-                calls[("jaxmb", quantity, n, "single")] = (lambda c=c, a=(q, qd, tau): c(*a), lo + co, 1)
-                for b in batch_sizes:
-                    args = (Q[:b], QD[:b], TAU[:b])
-                    c, lo, co = H.compile_apart(jax.vmap(g), *args)
-                    calls[("jaxmb", quantity, n, b)] = (lambda c=c, a=args: c(*a), lo + co, b)
+                _jitted_calls(calls, ("jaxmb", quantity, n), lambda q, qd, tau, f=f, model=model: f(model, q, qd, tau),
+                              (q, qd, tau), batched)
         mujoco, mjx, pin = found.get("mujoco"), found.get("mjx"), found.get("pinocchio")
         if mujoco is not None:
             m = mujoco.MjModel.from_xml_string(mujoco_xml(n))
@@ -203,12 +205,7 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
                     return mjx.forward(mx, dx.replace(qpos=q, qvel=qd, qfrc_applied=tau)).qacc
                 agreement.append(("mjx", "forward_dynamics", n, np.asarray(jax.jit(mjx_fd)(q, qd, tau)),
                                   ref["forward_dynamics"]))
-                c, lo, co = H.compile_apart(mjx_fd, q, qd, tau)
-                calls[("mjx", "forward_dynamics", n, "single")] = (lambda c=c, a=(q, qd, tau): c(*a), lo + co, 1)
-                for b in batch_sizes:
-                    args = (Q[:b], QD[:b], TAU[:b])
-                    c, lo, co = H.compile_apart(jax.vmap(mjx_fd), *args)
-                    calls[("mjx", "forward_dynamics", n, b)] = (lambda c=c, a=args: c(*a), lo + co, b)
+                _jitted_calls(calls, ("mjx", "forward_dynamics", n), mjx_fd, (q, qd, tau), batched)
         if pin is not None:
             pm = pinocchio_chain(pin, n)
             pd = pm.createData()
