@@ -20,6 +20,10 @@ RajagopalLaiUhlrich2023 from the opensim-models repository
 
     python benchmarks/bench_muscles.py [--quick] [--models mobl_arms,gait2354,PATH.osim]
                                        [--batch-sizes 16,256] [--states 20] [--opensim-python PY]
+                                       [--wrap-geometry opensim,converged]
+
+``--wrap-geometry opensim,converged`` times both of `load_osim`'s wrap geometries in the
+same run (OpenSim's iterates, and the converged points: docs/opensim-parity.md).
 """
 
 from __future__ import annotations
@@ -89,28 +93,30 @@ def stored_opensim(name: str) -> dict | None:
             "source": f"stored in {ref.name} when it was generated, at its own states (no OpenSim given)"}
 
 
-def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python, notes):
-    """Rows of one model and its summary."""
+def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python, notes, geometries=("opensim",)):
+    """Rows of one model (for each wrap geometry of `load_osim`) and its summary."""
     name, path = model_path(model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m = mb.load_osim(str(path))
-    if muscles:  # a subset (a smaller program to compile)
-        m = eqx.tree_at(lambda x: x.muscles, m, tuple(x for x in m.muscles if x.name in muscles))
-        notes.append(f"{name}: only the muscles {list(muscles)}; OpenSim's figures are for all of the model's muscles")
-    states = random_states(m, n_states)
-    fn = lambda q: mb.muscle_lengths_and_moment_arms(m, q)  # noqa: E731
     calls, compile_s, per = {}, {}, {}
-    qs1 = jnp.asarray(states)
-    single, lo, co = H.compile_apart(fn, qs1[0])
-    calls[("jit", 1)] = lambda: [single(q) for q in qs1]
-    compile_s[("jit", 1)], per[("jit", 1)] = lo + co, len(states)
-    for b in batch_sizes:
-        qs = jnp.asarray(np.resize(states, (b, m.nq)))
-        for how, f in (("vmap", jax.vmap(fn)), ("lax.map", lambda x: jax.lax.map(fn, x))):
-            comp, lo, co = H.compile_apart(f, qs)
-            calls[(how, b)] = lambda comp=comp, qs=qs: comp(qs)
-            compile_s[(how, b)], per[(how, b)] = lo + co, b
+    for geometry in geometries:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = mb.load_osim(str(path), wrap_geometry=geometry)
+        if muscles:  # a subset (a smaller program to compile)
+            m = eqx.tree_at(lambda x: x.muscles, m, tuple(x for x in m.muscles if x.name in muscles))
+        states = random_states(m, n_states)
+        fn = lambda q, m=m: mb.muscle_lengths_and_moment_arms(m, q)  # noqa: E731
+        qs1 = jnp.asarray(states)
+        single, lo, co = H.compile_apart(fn, qs1[0])
+        calls[(geometry, "jit", 1)] = lambda single=single, qs1=qs1: [single(q) for q in qs1]
+        compile_s[(geometry, "jit", 1)], per[(geometry, "jit", 1)] = lo + co, len(states)
+        for b in batch_sizes:
+            qs = jnp.asarray(np.resize(states, (b, m.nq)))
+            for how, f in (("vmap", jax.vmap(fn)), ("lax.map", lambda x, fn=fn: jax.lax.map(fn, x))):
+                comp, lo, co = H.compile_apart(f, qs)
+                calls[(geometry, how, b)] = lambda comp=comp, qs=qs: comp(qs)
+                compile_s[(geometry, how, b)], per[(geometry, how, b)] = lo + co, b
+    if muscles:
+        notes.append(f"{name}: only the muscles {list(muscles)}; OpenSim's figures are for all of the model's muscles")
     timed = H.time_calls(calls, rounds=rounds, min_time=0.0)
     if opensim_python:
         osim = opensim_seconds(opensim_python, path, m, states, rounds)
@@ -125,15 +131,15 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
     rows = []
     for k in calls:
         seconds = timed[k]["best_s"] / per[k]
-        rows.append(dict(model=name, how=k[0], batch=k[1], compile_s=compile_s[k], ms_per_state=H.ms(seconds),
-                         **{f"{r}_over_this": s / seconds for r, s in osim_s.items()}))
+        rows.append(dict(model=name, wraps=k[0], how=k[1], batch=k[2], compile_s=compile_s[k],
+                         ms_per_state=H.ms(seconds), **{f"{r}_over_this": s / seconds for r, s in osim_s.items()}))
     summary = dict(model=name, file=path.name, n_muscles=len(m.muscles), nq=int(m.nq),
                    opensim_seconds_per_state=osim_s, opensim_source=osim["source"])
     return rows, summary
 
 
 def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python=None, rounds=None, n_states=None,
-        out_dir=H.RESULTS):
+        out_dir=H.RESULTS, geometries=("opensim",)):
     models = tuple(models) if models else (("arm26",) if quick else ("mobl_arms", "gait2354"))
     # Batches compile for minutes even on arm26 (every wrap's iterations under vmap): not in --quick.
     batch_sizes = batch_sizes if batch_sizes is not None else (() if quick else (16, 256))
@@ -142,13 +148,13 @@ def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python
     opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
     notes, rows, summaries = [], [], []
     for model in models:
-        r, s = one_model(model, batch_sizes, muscles, n_states, rounds, opensim_python, notes)
+        r, s = one_model(model, batch_sizes, muscles, n_states, rounds, opensim_python, notes, geometries)
         rows += r
         summaries.append(s)
     result = {"meta": H.meta("muscles", batch_sizes=list(batch_sizes), quick=quick, rounds=rounds, states=n_states,
-                             models=summaries),
+                             models=summaries, wrap_geometries=list(geometries)),
               "rows": rows, "notes": notes, "headline": headline(rows, summaries)}
-    table = H.markdown_table(rows, [("model", "model"), ("how", "how"), ("batch", "batch"), ("compile_s", "compile s"),
+    table = H.markdown_table(rows, [("model", "model"), ("wraps", "wrap geometry"), ("how", "how"), ("batch", "batch"), ("compile_s", "compile s"),
                                     ("ms_per_state", "ms/state"),
                                     ("compute_moment_arm_over_this", "OpenSim computeMomentArm / jaxmb"),
                                     ("central_differences_over_this", "OpenSim central differences / jaxmb")])
@@ -158,16 +164,18 @@ def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python
 def headline(rows, summaries):
     out = []
     for s in summaries:
-        mine = [r for r in rows if r["model"] == s["model"]]
-        best = min(mine, key=lambda r: r["ms_per_state"])
-        jit = next(r for r in mine if r["how"] == "jit")
-        alt = "; ".join(f"OpenSim 4.6 {r.replace('_', ' ')} {H.ms(t):.4g}"
-                        for r, t in s["opensim_seconds_per_state"].items())
-        out.append({"what": f"{s['file']}: {s['n_muscles']} muscle lengths and the {s['nq']} x {s['n_muscles']} "
-                            "moment arms, ms per state",
-                    "jaxmb": f"{jit['ms_per_state']:.4g} single (compile {jit['compile_s']:.0f} s); "
-                             f"best {best['ms_per_state']:.4g} ({best['how']}, batch {best['batch']})",
-                    "alternative": alt, "script": "bench_muscles.py"})
+        for geometry in dict.fromkeys(r["wraps"] for r in rows if r["model"] == s["model"]):
+            mine = [r for r in rows if r["model"] == s["model"] and r["wraps"] == geometry]
+            best = min(mine, key=lambda r: r["ms_per_state"])
+            jit = next(r for r in mine if r["how"] == "jit")
+            alt = "; ".join(f"OpenSim 4.6 {r.replace('_', ' ')} {H.ms(t):.4g}"
+                            for r, t in s["opensim_seconds_per_state"].items())
+            wraps = "" if geometry == "opensim" else f" ({geometry} wrap geometry)"
+            out.append({"what": f"{s['file']}: {s['n_muscles']} muscle lengths and the {s['nq']} x {s['n_muscles']} "
+                                f"moment arms{wraps}, ms per state",
+                        "jaxmb": f"{jit['ms_per_state']:.4g} single (compile {jit['compile_s']:.0f} s); "
+                                 f"best {best['ms_per_state']:.4g} ({best['how']}, batch {best['batch']})",
+                        "alternative": alt, "script": "bench_muscles.py"})
     return out
 
 
@@ -178,12 +186,15 @@ def main(argv=None):
     p.add_argument("--batch-sizes", help="comma-separated; empty for single states only")
     p.add_argument("--states", type=int, help="random in-range states timed singly (default 20, 8 with --quick)")
     p.add_argument("--opensim-python", help="a Python with `opensim` (default: $JAXMB_OPENSIM_PYTHON)")
+    p.add_argument("--wrap-geometry", default="opensim",
+                   help="comma-separated wrap geometries of load_osim to time side by side: opensim (default), "
+                        "converged")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
     batches = None if a.batch_sizes is None else tuple(int(x) for x in a.batch_sizes.split(",") if x.strip())
     models = None if a.models is None else tuple(x for x in a.models.split(",") if x.strip())
     run(quick=a.quick, models=models, batch_sizes=batches, n_states=a.states, opensim_python=a.opensim_python,
-        out_dir=a.out_dir)
+        out_dir=a.out_dir, geometries=tuple(x for x in a.wrap_geometry.split(",") if x.strip()))
 
 
 if __name__ == "__main__":

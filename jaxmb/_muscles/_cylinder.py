@@ -2,7 +2,9 @@
 
 On a muscle with several PathWraps OpenSim restarts the helix with slid tangent
 points (`_cyl_multi_slide`); that variant is its own algorithm, so that
-single-wrap cylinders compile (and differentiate) without the sliding loop.
+single-wrap cylinders compile (and differentiate) without the sliding loop. With
+``sliding="geodesic"`` the sliding is replaced by the point it aims at, in closed form
+(`_cyl_geodesic`): the tangent-continuous helix, the shortest path over the cylinder.
 """
 
 import equinox as eqx
@@ -12,6 +14,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._batching import iterate_lanes
+from .._errors import ModelError
 from .._safe import acos, dsign, norm, safe_div, sqrt0, unit
 from ._checks import positive, scalar
 from ._wrap_base import (INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, ROUNDOFF, WRAPPED, AbstractWrapObject,
@@ -122,10 +125,37 @@ def _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap, skip):
     return out[:3], out[3:]
 
 
-def cylinder_wrap(p1, p2, radius, length, axis, sign, single=True, skip=False):
+def _cyl_geodesic(p1, p2, r1, r2, radius, long_wrap):
+    """The tangent points' axial positions that OpenSim's sliding aims at, in closed form
+    (cylinder frame, axis z; r1, r2 keep their x and y).
+
+    Unrolled into the plane, the path p1 -> r1 -> helix -> r2 -> p2 is tangent-continuous
+    (the straight parts meet the axis at the helix's angle, `_cyl_adjust`'s test) exactly
+    when it is one straight line: its axial coordinate then rises in proportion to the
+    path's length across the axis, ``h1 = |p1 - r1|_xy``, the arc ``radius |theta|``,
+    ``h2 = |p2 - r2|_xy``, so that
+
+        z(r1) = z(p1) + (z(p2) - z(p1)) h1 / (h1 + radius |theta| + h2),
+        z(r2) = z(p2) - (z(p2) - z(p1)) h2 / (h1 + radius |theta| + h2),
+
+    and the whole path is ``sqrt((h1 + radius |theta| + h2)^2 + (z(p2) - z(p1))^2)``: the
+    geodesic over the cylinder between tangent lines, the shortest path with these
+    tangent points' x and y (do Carmo, Differential Geometry of Curves and Surfaces,
+    section 4-4: a cylinder is locally isometric to the plane)."""
+    h1 = sqrt0((p1[0] - r1[0]) ** 2 + (p1[1] - r1[1]) ** 2)
+    h2 = sqrt0((p2[0] - r2[0]) ** 2 + (p2[1] - r2[1]) ** 2)
+    theta, _, _ = _cyl_spiral(r1, r2, radius, long_wrap)
+    across = h1 + radius * jnp.abs(theta) + h2
+    rise = p2[2] - p1[2]
+    return r1.at[2].set(p1[2] + rise * safe_div(h1, across)), r2.at[2].set(p2[2] - rise * safe_div(h2, across))
+
+
+def cylinder_wrap(p1, p2, radius, length, axis, sign, single=True, skip=False, sliding="opensim"):
     """OpenSim's WrapCylinder; `single` is False when the muscle has several PathWraps
     (OpenSim then slides the tangent points, see `_cyl_multi_adjust`); it may be traced.
-    `skip` (may be traced): the caller does not use this segment's result, so no sliding."""
+    `skip` (may be traced): the caller does not use this segment's result, so no sliding.
+    `sliding` (static): ``"opensim"``, OpenSim's restarts; ``"geodesic"``, the point they
+    aim at (`_cyl_geodesic`)."""
     dn = jnp.array([0.0, 0.0, 1.0], p1.dtype)
     r2_ = radius * radius
     inside = (p1[0] ** 2 + p1[1] ** 2 < r2_) | (p2[0] ** 2 + p2[1] ** 2 < r2_)
@@ -201,7 +231,10 @@ def cylinder_wrap(p1, p2, radius, length, axis, sign, single=True, skip=False):
     code = jnp.where(beyond, NO_WRAP, code)
     # Helical path length (OpenSim's _make_spiral_path), after the multi-wrap sliding.
     if not (isinstance(single, bool) and single):
-        r1m, r2m = _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap, skip | inside | (code == NO_WRAP))
+        if sliding == "geodesic":
+            r1m, r2m = _cyl_geodesic(p1, p2, r1, r2, radius, long_wrap)
+        else:
+            r1m, r2m = _cyl_multi_adjust(p1, p2, r1, r2, radius, long_wrap, skip | inside | (code == NO_WRAP))
         r1, r2 = jnp.where(single, r1, r1m), jnp.where(single, r2, r2m)
     _, _, wl = _cyl_spiral(r1, r2, radius, long_wrap)
     code = jnp.where(inside, INSIDE_RADIUS, code)
@@ -215,6 +248,16 @@ _CYLINDER = WrapAlgorithm(jax.jit(
 _CYLINDER_MULTI = WrapAlgorithm(jax.jit(
     lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False, skip)),
     unrefined=_CYLINDER, iterates=True)
+# The same with the sliding's aim in closed form: no iteration, every segment computed.
+_CYLINDER_GEODESIC = WrapAlgorithm(jax.jit(
+    lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False, skip, "geodesic")))
+
+
+def checked_sliding(sliding, what: str) -> str:
+    """`sliding` if it names a multi-wrap cylinder sliding, else a ModelError naming `what`."""
+    if sliding not in ("opensim", "geodesic"):
+        raise ModelError(f"{what}: sliding {sliding!r} is not 'opensim' or 'geodesic'.")
+    return sliding
 
 
 class WrapCylinder(AbstractWrapObject):
@@ -222,15 +265,26 @@ class WrapCylinder(AbstractWrapObject):
 
     OpenSim's WrapCylinder: tangent lines from the segment ends and a helix on the surface.
 
+    On a muscle with several PathWraps OpenSim then slides the tangent points along the
+    axis until the straight parts meet it at the helix's angle, within 0.1 degree
+    (`sliding="opensim"`, the default: OpenSim's restarts, differentiated as the restarts
+    made). ``sliding="geodesic"`` takes the point that sliding aims at, in closed form:
+    the tangent-continuous helix, the shortest path over the cylinder (`_cyl_geodesic`).
+    It has no iteration, so it runs and compiles faster; it differs from OpenSim where
+    OpenSim stops short of it (docs/opensim-parity.md, "Converged wrap geometry").
+
     **Arguments:**
 
     - `radius`, `length`: m, positive.
     - `name`, `body`, `translation`, `xyz_body_rotation`, `quadrant`, `range`, `method`:
       as for every wrap object (`AbstractWrapObject`).
+    - `sliding`: ``"opensim"`` or ``"geodesic"`` (above); only muscles with several
+      PathWraps slide.
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an unknown quadrant or method.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an unknown quadrant, method or
+    sliding.
     """
 
     name: str = eqx.field(static=True)
@@ -242,10 +296,13 @@ class WrapCylinder(AbstractWrapObject):
     quadrant: str = eqx.field(static=True)
     range: tuple = eqx.field(static=True)
     method: str = eqx.field(static=True)
+    sliding: str = eqx.field(static=True)
 
     def __init__(self, name, body, radius, length, translation=(0.0, 0.0, 0.0),
-                 xyz_body_rotation=(0.0, 0.0, 0.0), quadrant="all", range=(-1, -1), method="hybrid"):
+                 xyz_body_rotation=(0.0, 0.0, 0.0), quadrant="all", range=(-1, -1), method="hybrid",
+                 sliding="opensim"):
         init_common(self, name, body, translation, xyz_body_rotation, quadrant, range, method)
+        self.sliding = checked_sliding(sliding, f"WrapCylinder {name!r}")
         self.radius = positive(scalar(radius, f"WrapCylinder {name!r} radius"), f"WrapCylinder {name!r} radius")
         self.length = positive(scalar(length, f"WrapCylinder {name!r} length"), f"WrapCylinder {name!r} length")
 
@@ -256,4 +313,6 @@ class WrapCylinder(AbstractWrapObject):
         return jnp.asarray(self.radius, dtype)
 
     def algorithm(self, n_wraps):
-        return _CYLINDER_MULTI if n_wraps > 1 else _CYLINDER
+        if n_wraps == 1:
+            return _CYLINDER
+        return _CYLINDER_GEODESIC if self.sliding == "geodesic" else _CYLINDER_MULTI

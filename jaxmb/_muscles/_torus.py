@@ -24,7 +24,7 @@ from jaxtyping import Array, Float
 from .._errors import ModelError
 from .._safe import dsign, safe_div, sqrt0, unit
 from ._checks import positive, scalar
-from ._cylinder import cylinder_wrap
+from ._cylinder import checked_sliding, cylinder_wrap
 from ._lm import lmdif_1d
 from ._wrap_base import NO_WRAP, WRAPPED, AbstractWrapObject, WrapAlgorithm, init_common, iterate_derivative
 
@@ -153,9 +153,9 @@ def _torus_closest_u_converged_jvp(primals, tangents):
     return u, -safe_div(df_dx, f_u)
 
 
-def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, converged=True):
-    """OpenSim's WrapTorus::wrapLine (the module docstring); `single`, `skip` as for
-    `cylinder_wrap`; `converged`: the search's converged point, else OpenSim's iterate."""
+def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, converged=True, sliding="opensim"):
+    """OpenSim's WrapTorus::wrapLine (the module docstring); `single`, `skip`, `sliding` as
+    for `cylinder_wrap`; `converged`: the search's converged point, else OpenSim's iterate."""
     # From both ends in one batched solve (two loops compile to twice the program).
     closest = _torus_closest_u_converged if converged else _torus_closest_u
     u1, u2 = jax.vmap(closest, in_axes=(0, 0, None))(jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)
@@ -183,7 +183,7 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, conve
         return rot @ (p - origin)
 
     code, r1, r2, wl = cylinder_wrap(to_cyl(p1), to_cyl(p2), inner, jnp.asarray(_TORUS_CYL_LENGTH, p1.dtype),
-                                      0, 1, single, skip)
+                                      0, 1, single, skip, sliding)
     # OpenSim's WrapTorus returns "wrapped" whatever the cylinder says; a cylinder that
     # did not wrap leaves no wrap points (r1 = NaN: never the best segment), so the
     # segment counts as wrapped exactly where the cylinder wrapped it.
@@ -192,17 +192,24 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, conve
     return code, back(r1), back(r2), wl
 
 
-def _algorithm(single, converged, unrefined=None):
+def _algorithm(single, converged, sliding="opensim", unrefined=None):
+    restarts = not single and sliding == "opensim"
     return WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _torus_wrap(
-        p1, p2, prm[0], prm[1], ax, sg, single, False if single else skip, converged)), unrefined=unrefined,
-        iterates=not (single and converged))
+        p1, p2, prm[0], prm[1], ax, sg, single, skip if restarts else False, converged, sliding)),
+        unrefined=unrefined, iterates=restarts or not converged)
 
 
-# On a muscle with several PathWraps the inner cylinder slides its tangent points (single=False);
-# without the sliding it is the single-wrap torus.
-_ALGORITHMS = {(True, search): _algorithm(True, search == "converged") for search in ("converged", "opensim")}
-_ALGORITHMS.update({(False, search): _algorithm(False, search == "converged", _ALGORITHMS[(True, search)])
-                    for search in ("converged", "opensim")})
+# On a muscle with several PathWraps the inner cylinder slides its tangent points (single=False):
+# OpenSim's restarts refine the single-wrap torus's tangent points (`unrefined`); the
+# geodesic sliding is in closed form and computed on every segment.
+_SEARCHES = ("converged", "opensim")
+_ALGORITHMS = {(True, search, sliding): _algorithm(True, search == "converged")
+               for search in _SEARCHES for sliding in ("opensim", "geodesic")}
+_ALGORITHMS.update({(False, search, "opensim"): _algorithm(False, search == "converged", "opensim",
+                                                            _ALGORITHMS[(True, search, "opensim")])
+                    for search in _SEARCHES})
+_ALGORITHMS.update({(False, search, "geodesic"): _algorithm(False, search == "converged", "geodesic")
+                    for search in _SEARCHES})
 
 
 class WrapTorus(AbstractWrapObject):
@@ -231,11 +238,13 @@ class WrapTorus(AbstractWrapObject):
     - `name`, `body`, `translation`, `xyz_body_rotation`, `quadrant`, `range`, `method`:
       as for every wrap object (`AbstractWrapObject`).
     - `search`: ``"opensim"`` or ``"converged"`` (above).
+    - `sliding`: the inner cylinder's sliding on a muscle with several PathWraps,
+      ``"opensim"`` or ``"geodesic"`` (`WrapCylinder`).
 
     **Raises:**
 
     [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an unknown quadrant,
-    method or search.
+    method, search or sliding.
     """
 
     name: str = eqx.field(static=True)
@@ -248,14 +257,16 @@ class WrapTorus(AbstractWrapObject):
     range: tuple = eqx.field(static=True)
     method: str = eqx.field(static=True)
     search: str = eqx.field(static=True)
+    sliding: str = eqx.field(static=True)
 
     def __init__(self, name, body, inner_radius, outer_radius, translation=(0.0, 0.0, 0.0),
                  xyz_body_rotation=(0.0, 0.0, 0.0), quadrant="all", range=(-1, -1), method="hybrid",
-                 search="opensim"):
+                 search="opensim", sliding="opensim"):
         init_common(self, name, body, translation, xyz_body_rotation, quadrant, range, method)
         if search not in ("converged", "opensim"):
             raise ModelError(f"WrapTorus {name!r}: search {search!r} is not 'converged' or 'opensim'.")
         self.search = search
+        self.sliding = checked_sliding(sliding, f"WrapTorus {name!r}")
         for label, value in (("inner_radius", inner_radius), ("outer_radius", outer_radius)):
             what = f"WrapTorus {name!r} {label}"
             setattr(self, label, positive(scalar(value, what), what))
@@ -267,4 +278,4 @@ class WrapTorus(AbstractWrapObject):
         return jnp.asarray(self.inner_radius, dtype)
 
     def algorithm(self, n_wraps):
-        return _ALGORITHMS[(n_wraps == 1, self.search)]
+        return _ALGORITHMS[(n_wraps == 1, self.search, self.sliding)]

@@ -14,6 +14,7 @@ def moment_arms(args) -> int:
     check_out_folder(args.out)
     stages = ["loading the model", "compiling and computing the moment arms", "writing"]
     with CacheCounter() as cache, Stages(stages, args.progress) as progress:
-        moment_arm_report(model, args.coordinate, args.out, n=args.n, stages=progress)
+        moment_arm_report(model, args.coordinate, args.out, n=args.n, stages=progress,
+                          wrap_geometry=args.wrap_geometry)
     print(f"compilation cache: {cache.describe(args.compile_cache)}")
     return 0

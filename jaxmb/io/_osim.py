@@ -54,6 +54,7 @@ from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from .._model import Model
 from .._muscles import Muscle
+from .._muscles._geometry import WRAP_GEOMETRIES, with_wrap_geometry
 from ._osim_actuators import parse_force_elements
 from ._osim_forces import parse_muscles, parse_paths
 from ._osim_frames import _VISUAL
@@ -129,7 +130,7 @@ class OsimImport:
         return jnp.stack([jnp.asarray(c.function(q), dtype=q.dtype) for c in self.coordinates])
 
 
-def load_osim(path: str | os.PathLike) -> Model:
+def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "opensim") -> Model:
     """A [`jaxmb.Model`][jaxmb.Model] from an OpenSim 4.x ``.osim`` file.
 
     ``model.coordinate_names`` are the independent, unlocked OpenSim coordinates in
@@ -148,6 +149,12 @@ def load_osim(path: str | os.PathLike) -> Model:
     **Arguments:**
 
     - `path`: the ``.osim`` file.
+    - `wrap_geometry`: ``"opensim"`` (default): the wrap objects reproduce OpenSim 4.6's
+      iterates, so lengths and moment arms match OpenSim's; ``"converged"``: on muscles
+      with several PathWraps the cylinders (and tori) slide their tangent points to the
+      point OpenSim's restarts converge to, in closed form (`WrapCylinder`'s
+      ``sliding="geodesic"``): faster; how far it is from OpenSim:
+      docs/opensim-parity.md, "Converged wrap geometry".
 
     **Returns:**
 
@@ -159,11 +166,11 @@ def load_osim(path: str | os.PathLike) -> Model:
     anything the importer does not support or a value that is not finite. See
     `read_osim` for the coordinate bookkeeping.
     """
-    return read_osim(path).model
+    return read_osim(path, wrap_geometry=wrap_geometry).model
 
 
 def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
-              locked: dict[str, float] | None = None) -> OsimImport:
+              locked: dict[str, float] | None = None, wrap_geometry: str = "opensim") -> OsimImport:
     """Like `load_osim`, also returning every coordinate's joint function and kind.
 
     **Arguments:**
@@ -176,6 +183,7 @@ def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
       values as if the file locked them with that ``default_value`` (OpenSim's
       ``Coordinate.setLocked``); they leave ``q`` and their couplers' dependents become
       constants. A name that is not an independent coordinate of the file raises.
+    - `wrap_geometry`: as for `load_osim`.
 
     **Returns:**
 
@@ -186,7 +194,11 @@ def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
 
     [`jaxmb.ModelError`][jaxmb.ModelError], as `load_osim`.
     """
-    return _Importer(os.fspath(path), muscles=muscles, locked=locked).run()
+    if wrap_geometry not in WRAP_GEOMETRIES:
+        raise ValueError(f"{os.fspath(path)}: wrap_geometry must be one of "
+                         f"{', '.join(map(repr, WRAP_GEOMETRIES))}, got {wrap_geometry!r}.")
+    imp = _Importer(os.fspath(path), muscles=muscles, locked=locked).run()
+    return dataclasses.replace(imp, model=with_wrap_geometry(imp.model, wrap_geometry))
 
 
 def read_ligaments(path: str | os.PathLike, tags=("Ligament",)) -> tuple[Muscle, ...]:

@@ -61,7 +61,8 @@ def plot_groups(axes, x, ys, names, groups, ylabel: str):
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 
 
-def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages=None) -> pathlib.Path:
+def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages=None,
+                      wrap_geometry: str = "opensim") -> pathlib.Path:
     """Sweep `coordinate` over its range (others at their defaults) and write
     ``moment_arms_<coordinate>.csv`` and ``moment_arms_<coordinate>.png`` into `out_dir`.
 
@@ -73,6 +74,7 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
     - `n`: the number of sweep points, >= 2.
     - `stages`: progress display of the command line (anything with ``start(name)``
       and ``detail(text)``), or None.
+    - `wrap_geometry`: as for `load_osim`.
 
     The moment arms are ``-dL/dq`` along the coordinate by one forward-mode direction
     (`moment_arm_sweep`'s ``method="autodiff"``), the smallest program to compile for
@@ -92,7 +94,7 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
         raise ValueError(f"moment_arm_report: n must be >= 2 sweep points, got {n}.")
     start = stages.start if stages is not None else (lambda name: None)
     start("loading the model")
-    model = load_osim(model_path)
+    model = load_osim(model_path, wrap_geometry=wrap_geometry)
     name = pathlib.Path(model_path).name
     if not model.muscles:
         raise ValueError(f"{model_path}: the model has no muscles, so there are no moment arms to report.")
