@@ -226,6 +226,24 @@ def test_moment_arms_of_gait2354_with_units_in_the_csv_header(tmp_path, capsys):
     assert (tmp_path / "moment_arms_knee_angle_r.png").exists()
 
 
+def test_moment_arms_load_the_wrap_geometry_asked_for(tmp_path, monkeypatch, capsys):
+    import jaxmb.io._osim as osim
+
+    seen = []
+
+    def load(path, *, wrap_geometry="opensim"):
+        seen.append(wrap_geometry)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(osim, "load_osim", load)
+    base = ["moment-arms", str(GAIT), "--coordinate", "knee_angle_r", "--out", str(tmp_path), "--compile-cache", "none"]
+    assert main(base) == 1 and main(base + ["--wrap-geometry", "converged"]) == 1
+    assert seen == ["opensim", "converged"]
+    capsys.readouterr()
+    assert main(base + ["--wrap-geometry", "helix"]) == 2
+    assert "--wrap-geometry: invalid choice: 'helix'" in capsys.readouterr().err
+
+
 def test_many_curves_go_to_panels_with_legends_outside_the_axes():
     import matplotlib.pyplot as plt
     import numpy as np

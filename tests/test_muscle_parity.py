@@ -92,15 +92,16 @@ def test_parity_arm26():
 def test_converged_geometry_of_arm26_differs_from_opensim_where_opensim_stops_sliding_early():
     """docs/opensim-parity.md, "Converged wrap geometry": with wrap_geometry="converged"
     only TRIlong (cylinder, ellipsoid, cylinder: the multi-wrap cylinders slide) moves,
-    by at most 1e-4 m in length and 2e-3 m in R (measured 7.6e-5 and 1.8e-3 m); the other
-    muscles keep OpenSim's lengths and moment arms."""
+    by at most 1e-4 m in length and 5e-3 m in R (measured over the whole sweep: 8.3e-5
+    and 3.3e-3 m, the latter where OpenSim's own R jumps); the other muscles keep
+    OpenSim's lengths and moment arms."""
     model, d = _load("arm26", "arm26.osim", wrap_geometry="converged")
     len_err, r_err = _parity(model, d, stride=8)
     tri = list(d["muscle_names"]).index("TRIlong")
     others = [k for k in range(len_err.shape[1]) if k != tri]
     assert len_err[:, others].max() < TOL_LENGTH and r_err[:, others].max() < TOL_R
     assert 1e-6 < len_err[:, tri].max() < 1e-4  # it does slide elsewhere than OpenSim stops
-    assert r_err[:, tri].max() < 2e-3
+    assert r_err[:, tri].max() < 5e-3
 
 
 def test_mobl_arms_loads_with_muscles_ligaments_and_limit_forces(shared_dir):
@@ -151,18 +152,24 @@ def test_parity_mobl_arms(shared_dir):
 @pytest.mark.slow  # the whole MoBL-ARMS path graph compiled once more (about a minute)
 def test_converged_geometry_of_mobl_arms_stays_within_its_documented_distance_of_opensim(shared_dir):
     """docs/opensim-parity.md, "Converged wrap geometry", MoBL-ARMS: with
-    wrap_geometry="converged" lengths stay within 5e-4 m of OpenSim's and R within 1e-3 m
-    (measured 2.7e-4 m, LAT1, and 5.6e-4 m, TRIlong) at every 5th sweep state, except ECRB,
-    whose converged torus search takes the residual's root where OpenSim's stalls (5 sweep
-    states, section WrapTorus); ECRB matches OpenSim elsewhere."""
+    wrap_geometry="converged" lengths stay within 5e-4 m of OpenSim's and R within 1e-2 m
+    (measured over the whole sweep: 2.7e-4 m, LAT1, and 4.5e-3 m, LAT1) at every 5th
+    sweep state, except where OpenSim's own length spikes (more than 1 cm from both its
+    sweep neighbours: INFSP's torus at sweep state 356, 0.387 m between neighbours of
+    0.0965 m); the muscles whose paths do not slide keep OpenSim's values."""
     model, d = _load("mobl_arms", "MOBL_ARMS_fixed_41.osim", shared_dir, wrap_geometry="converged")
     len_err, r_err = _parity(model, d, stride=5)
-    names = list(d["muscle_names"])
-    ecrb = names.index("ECRB")
-    rest = [k for k in range(len(names)) if k != ecrb]
-    assert len_err[:, rest].max() < 5e-4 and r_err[:, rest].max() < 1e-3
-    assert np.mean(len_err[:, ecrb] < TOL_LENGTH) > 0.99 and np.mean(r_err[:, ecrb] < TOL_R) > 0.99
-    assert len_err[:, rest].max() > 1e-5  # the converged points are not OpenSim's iterates
+    idx = np.arange(0, len(d["sweep_q_ind"]), 5)
+    ref = d["sweep_muscle_lengths"]
+    up, down = ref[np.minimum(idx + 1, len(ref) - 1)], ref[np.maximum(idx - 1, 0)]
+    spike = (np.abs(ref[idx] - up) > 1e-2) & (np.abs(ref[idx] - down) > 1e-2)
+    assert np.sum(spike) <= 2
+    assert np.where(spike, 0.0, len_err).max() < 5e-4 and r_err.max() < 1e-2
+    sliding = [k for k, m in enumerate(model.muscles)
+               if len(m.wraps) > 1 and any(isinstance(w, (mb.WrapCylinder, mb.WrapTorus)) for w in m.wraps)]
+    still = [k for k in range(len(model.muscles)) if k not in sliding]
+    assert len_err[:, still].max() < TOL_LENGTH and r_err[:, still].max() < TOL_R
+    assert np.where(spike, 0.0, len_err).max() > 1e-5  # the converged points are not OpenSim's iterates
 
 
 MOBL_CHAINED = ("TMIN", "ECRL")  # 3 and 2 wraps; the closed form used to be off by ~R here
