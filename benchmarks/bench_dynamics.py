@@ -202,7 +202,10 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
                 dx = mjx.make_data(mx)
 
                 def mjx_fd(q, qd, tau, mx=mx, dx=dx):  # the model compiled in, as jaxmb's
-                    return mjx.forward(mx, dx.replace(qpos=q, qvel=qd, qfrc_applied=tau)).qacc
+                    # MJX's own code broadcasts ranks and promotes dtypes implicitly, which
+                    # the test suite's strict settings (tests/conftest.py) would refuse.
+                    with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
+                        return mjx.forward(mx, dx.replace(qpos=q, qvel=qd, qfrc_applied=tau)).qacc
                 agreement.append(("mjx", "forward_dynamics", n, np.asarray(jax.jit(mjx_fd)(q, qd, tau)),
                                   ref["forward_dynamics"]))
                 _jitted_calls(calls, ("mjx", "forward_dynamics", n), mjx_fd, (q, qd, tau), batched)
