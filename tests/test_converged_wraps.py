@@ -107,3 +107,13 @@ def test_wrap_geometry_is_checked_by_name():
         mb.WrapCylinder("c", "upper", 0.02, 0.2, sliding="helix")
     with pytest.raises(mb.ModelError, match="WrapTorus 't'.*sliding"):
         mb.WrapTorus("t", "upper", 0.01, 0.04, sliding="converged")
+
+
+def test_only_a_multi_wrap_path_slides_so_a_single_wrap_keeps_one_algorithm():
+    makers = (lambda sliding: mb.WrapCylinder("c", "upper", 0.02, 0.2, sliding=sliding),
+              lambda sliding: mb.WrapTorus("t", "upper", 0.01, 0.04, search="converged", sliding=sliding))
+    for make in makers:
+        opensim, geodesic = make("opensim"), make("geodesic")
+        assert opensim.algorithm(1) is geodesic.algorithm(1)  # one program, one wrap group
+        assert opensim.algorithm(2).iterates and opensim.algorithm(2).refines
+        assert not geodesic.algorithm(2).iterates and not geodesic.algorithm(2).refines

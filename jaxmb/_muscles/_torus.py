@@ -199,17 +199,15 @@ def _algorithm(single, converged, sliding="opensim", unrefined=None):
         unrefined=unrefined, iterates=restarts or not converged)
 
 
-# On a muscle with several PathWraps the inner cylinder slides its tangent points (single=False):
-# OpenSim's restarts refine the single-wrap torus's tangent points (`unrefined`); the
-# geodesic sliding is in closed form and computed on every segment.
+# A single-wrap torus does not slide: one algorithm per search. On a muscle with several
+# PathWraps the inner cylinder slides its tangent points (single=False): OpenSim's
+# restarts refine the single-wrap torus's tangent points (`unrefined`); the geodesic
+# sliding is in closed form and computed on every segment.
 _SEARCHES = ("converged", "opensim")
-_ALGORITHMS = {(True, search, sliding): _algorithm(True, search == "converged")
-               for search in _SEARCHES for sliding in ("opensim", "geodesic")}
-_ALGORITHMS.update({(False, search, "opensim"): _algorithm(False, search == "converged", "opensim",
-                                                            _ALGORITHMS[(True, search, "opensim")])
-                    for search in _SEARCHES})
-_ALGORITHMS.update({(False, search, "geodesic"): _algorithm(False, search == "converged", "geodesic")
-                    for search in _SEARCHES})
+_SINGLE = {search: _algorithm(True, search == "converged") for search in _SEARCHES}
+_MULTI = {(search, sliding): _algorithm(False, search == "converged", sliding,
+                                        _SINGLE[search] if sliding == "opensim" else None)
+          for search in _SEARCHES for sliding in ("opensim", "geodesic")}
 
 
 class WrapTorus(AbstractWrapObject):
@@ -278,4 +276,4 @@ class WrapTorus(AbstractWrapObject):
         return jnp.asarray(self.inner_radius, dtype)
 
     def algorithm(self, n_wraps):
-        return _ALGORITHMS[(n_wraps == 1, self.search, self.sliding)]
+        return _SINGLE[self.search] if n_wraps == 1 else _MULTI[(self.search, self.sliding)]
