@@ -226,7 +226,7 @@ def test_moment_arms_of_gait2354_with_units_in_the_csv_header(tmp_path, capsys):
     assert (tmp_path / "moment_arms_knee_angle_r.png").exists()
 
 
-def test_moment_arms_load_the_wrap_geometry_asked_for(tmp_path, monkeypatch, capsys):
+def test_muscle_commands_load_the_wrap_geometry_asked_for(tmp_path, monkeypatch, capsys):
     import jaxmb.io._osim as osim
 
     seen = []
@@ -242,6 +242,17 @@ def test_moment_arms_load_the_wrap_geometry_asked_for(tmp_path, monkeypatch, cap
     capsys.readouterr()
     assert main(base + ["--wrap-geometry", "helix"]) == 2
     assert "--wrap-geometry: invalid choice: 'helix'" in capsys.readouterr().err
+    # Static optimization reads the model with the geometry asked for, too.
+    setup = pathlib.Path(__file__).parent / "data" / "opensim" / "motion" / "arm26_Setup_StaticOptimization.xml"
+
+    def read(path, *, wrap_geometry="opensim", **_):
+        seen.append(wrap_geometry)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(jaxmb.io, "read_osim", read)
+    assert main(["static-optimization", "--setup", str(setup), "--out", str(tmp_path / "so"),
+                 "--wrap-geometry", "converged"]) == 1
+    assert seen[-1] == "converged"
 
 
 def test_many_curves_go_to_panels_with_legends_outside_the_axes():

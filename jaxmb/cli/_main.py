@@ -117,10 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     ma.add_argument("--coordinate", required=True, help="coordinate to sweep (OpenSim name)")
     ma.add_argument("--out", default="results", help="output folder (default ./results)")
     ma.add_argument("--n", type=_int_at_least(2, 100_000), default=181, help="number of sweep points (default 181)")
-    ma.add_argument("--wrap-geometry", default="opensim", choices=["opensim", "converged"],
-                    help="opensim (default): OpenSim 4.6's wrap iterates, its moment arms to round-off; "
-                         "converged: the multi-wrap cylinders' sliding converged, in closed form "
-                         "(faster; docs/opensim-parity.md)")
+    from ._moment_arms import add_wrap_geometry_argument
+
+    add_wrap_geometry_argument(ma)
 
     from ._inverse_dynamics import add_parser as add_inverse_dynamics
 

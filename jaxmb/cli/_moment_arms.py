@@ -18,3 +18,11 @@ def moment_arms(args) -> int:
                           wrap_geometry=args.wrap_geometry)
     print(f"compilation cache: {cache.describe(args.compile_cache)}")
     return 0
+
+
+def add_wrap_geometry_argument(parser) -> None:
+    """``--wrap-geometry``, for the commands that compute muscle paths of an OpenSim model."""
+    parser.add_argument("--wrap-geometry", default="opensim", choices=["opensim", "converged"],
+                        help="opensim (default): OpenSim 4.6's wrap iterates, its lengths and moment arms to "
+                             "round-off; converged: the multi-wrap cylinders' sliding converged, in closed form "
+                             "(faster; docs/opensim-parity.md)")

@@ -13,6 +13,7 @@ import pathlib
 from ._cache import CacheCounter
 from ._errors import CommandError
 from ._inverse_dynamics import add_motion_arguments, check_motion_arguments
+from ._moment_arms import add_wrap_geometry_argument
 from ._paths import check_model_file, check_out_folder
 from ._progress import Stages
 
@@ -39,6 +40,7 @@ def add_parser(sub, parents, non_negative_float) -> None:
     p.add_argument("--residual-weight", type=float, default=None, metavar="C",
                    help="penalise the constraint's residual with weight C instead of imposing it (frames the "
                         "muscles cannot balance get the closest activations)")
+    add_wrap_geometry_argument(p)
 
 
 def _inputs(args):
@@ -74,7 +76,7 @@ def static_optimization(args) -> int:
     lowpass = inp["lowpass"] or None
     with CacheCounter() as cache, Stages(_STAGES, args.progress) as progress:
         progress.start(_STAGES[0])
-        imported = mb.io.read_osim(inp["model"])
+        imported = mb.io.read_osim(inp["model"], wrap_geometry=args.wrap_geometry)
         model = imported.model
         motion = mb.io.read_storage(inp["motion"])
         q = mb.io.coordinates_from_motion(model, motion, ignore=imported.all_coordinate_names)
