@@ -9,6 +9,7 @@ OpenSim 4.6 is in test_muscle_parity.py.
 """
 
 import dataclasses
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -117,3 +118,13 @@ def test_only_a_multi_wrap_path_slides_so_a_single_wrap_keeps_one_algorithm():
         assert opensim.algorithm(1) is geodesic.algorithm(1)  # one program, one wrap group
         assert opensim.algorithm(2).iterates and opensim.algorithm(2).refines
         assert not geodesic.algorithm(2).iterates and not geodesic.algorithm(2).refines
+
+
+def test_load_osim_sets_the_wrap_geometry_on_every_cylinder():
+    path = pathlib.Path(mb.__file__).parent / "data" / "arm26.osim"
+    for geometry, sliding in (("opensim", "opensim"), ("converged", "geodesic")):
+        model = mb.load_osim(path, wrap_geometry=geometry)
+        cylinders = [w for m in model.muscles for w in m.wraps if isinstance(w, mb.WrapCylinder)]
+        assert len(cylinders) == 5 and {w.sliding for w in cylinders} == {sliding}
+    with pytest.raises(ValueError, match="arm26.osim: wrap_geometry must be one of 'opensim', 'converged'"):
+        mb.load_osim(path, wrap_geometry="geodesic")

@@ -198,6 +198,8 @@ def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
         raise ValueError(f"{os.fspath(path)}: wrap_geometry must be one of "
                          f"{', '.join(map(repr, WRAP_GEOMETRIES))}, got {wrap_geometry!r}.")
     imp = _Importer(os.fspath(path), muscles=muscles, locked=locked).run()
+    if wrap_geometry == "opensim":  # what the importer builds
+        return imp
     return dataclasses.replace(imp, model=with_wrap_geometry(imp.model, wrap_geometry))
 
 
