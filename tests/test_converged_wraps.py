@@ -1,6 +1,7 @@
-"""Converged wrap geometry (`load_osim(..., wrap_geometry="converged")`): the multi-wrap
-cylinder's sliding replaced by the point it aims at (the tangent-continuous helix, in
-closed form) and the torus's converged search.
+"""Converged wrap geometry (`load_osim(..., wrap_geometry="converged")`): on a muscle with
+several PathWraps, the cylinder's sliding (its own, or a torus's inner cylinder's)
+replaced by the point it aims at, the tangent-continuous helix, in closed form. With the
+torus's converged search (an option of its own) such a path has no stopped iteration.
 
 Oracles: the cylinder unrolled into the plane (the geodesic is one straight line there),
 the helix's own tangent, OpenSim's restart test, perturbations (it is the shortest such
