@@ -154,8 +154,8 @@ def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python
     result = {"meta": H.meta("muscles", batch_sizes=list(batch_sizes), quick=quick, rounds=rounds, states=n_states,
                              models=summaries, wrap_geometries=list(geometries)),
               "rows": rows, "notes": notes, "headline": headline(rows, summaries)}
-    table = H.markdown_table(rows, [("model", "model"), ("wraps", "wrap geometry"), ("how", "how"), ("batch", "batch"), ("compile_s", "compile s"),
-                                    ("ms_per_state", "ms/state"),
+    table = H.markdown_table(rows, [("model", "model"), ("wraps", "wrap geometry"), ("how", "how"), ("batch", "batch"),
+                                    ("compile_s", "compile s"), ("ms_per_state", "ms/state"),
                                     ("compute_moment_arm_over_this", "OpenSim computeMomentArm / jaxmb"),
                                     ("central_differences_over_this", "OpenSim central differences / jaxmb")])
     return H.write(result, out_dir, table)
@@ -164,12 +164,12 @@ def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python
 def headline(rows, summaries):
     out = []
     for s in summaries:
+        alt = "; ".join(f"OpenSim 4.6 {r.replace('_', ' ')} {H.ms(t):.4g}"
+                        for r, t in s["opensim_seconds_per_state"].items())
         for geometry in dict.fromkeys(r["wraps"] for r in rows if r["model"] == s["model"]):
             mine = [r for r in rows if r["model"] == s["model"] and r["wraps"] == geometry]
             best = min(mine, key=lambda r: r["ms_per_state"])
             jit = next(r for r in mine if r["how"] == "jit")
-            alt = "; ".join(f"OpenSim 4.6 {r.replace('_', ' ')} {H.ms(t):.4g}"
-                            for r, t in s["opensim_seconds_per_state"].items())
             wraps = "" if geometry == "opensim" else f" ({geometry} wrap geometry)"
             out.append({"what": f"{s['file']}: {s['n_muscles']} muscle lengths and the {s['nq']} x {s['n_muscles']} "
                                 f"moment arms{wraps}, ms per state",

@@ -84,7 +84,8 @@ def test_converged_geometry_has_no_stopped_iteration_and_its_closed_form_R_is_mi
     shifts = jnp.concatenate([jnp.zeros((1, 2)), h * jnp.eye(2), -h * jnp.eye(2)])
     f = jax.jit(lambda qs: (
         jax.lax.map(lambda q: mb.moment_arms(model, q, method="autodiff"), qs),
-        jax.lax.map(lambda q: mb.muscle_lengths_and_moment_arms(model, q), (qs[None] + shifts[:, None]).reshape(-1, 2))))
+        jax.lax.map(lambda q: mb.muscle_lengths_and_moment_arms(model, q),
+                    (qs[None] + shifts[:, None]).reshape(-1, 2))))
     ra, (lengths, rc) = f(STATES)
     rc = np.asarray(rc)[:len(STATES)]
     lengths = np.asarray(lengths).reshape(5, len(STATES), -1)

@@ -304,9 +304,11 @@ def test_gait2354_gradients_are_finite_at_10000_states_with_range_ends():
 
 
 @pytest.mark.slow  # arm26's ellipsoid and cylinders: about 10 minutes on the 2-core VM
-def test_arm26_gradients_are_finite_at_10000_states_with_range_ends():
+@pytest.mark.parametrize("wrap_geometry", ["opensim", "converged"])
+def test_arm26_gradients_are_finite_at_10000_states_with_range_ends(wrap_geometry):
     """The same through arm26's wrap iterations (one ellipsoid, cylinders, the multi-pass
-    loop); 2000 such states take about 3 minutes."""
-    model = mb.load_osim(pathlib.Path(mb.__file__).parent / "data" / "arm26.osim")
+    loop; with the converged geometry, the closed-form sliding instead of the restarts);
+    2000 such states take about 3 minutes (1 with the converged geometry)."""
+    model = mb.load_osim(pathlib.Path(mb.__file__).parent / "data" / "arm26.osim", wrap_geometry=wrap_geometry)
     bad = _nonfinite_states(model, _random_states_with_range_ends(model, 10_000, seed=1))
     assert bad.shape[0] == 0, f"non-finite at q = {bad[:5].tolist()}"
