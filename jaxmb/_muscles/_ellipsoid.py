@@ -489,7 +489,7 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False):
 # (the first mandatory one) follows from the cheap crossing test alone. The same
 # algorithm whatever the number of PathWraps.
 _ELLIPSOID = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _ellipsoid_wrap(p1, p2, prm, ax, sg, skip)),
-                           code=_ellipsoid_code, iterates=True)
+                           code=_ellipsoid_code, iterates=True, gathers_live=True)
 
 
 class WrapEllipsoid(AbstractWrapObject):

@@ -211,7 +211,7 @@ def _empty_records(K, W, dt):
             jnp.zeros((K, W, 3), dt), jnp.zeros((K, W, 7, 6), dt))
 
 
-def _wrap_pass(lay, groups, state, with_jac=False):
+def _wrap_pass(lay, groups, state, with_jac=False, live=None):
     """One pass of every wrap slot in order (OpenSim's inner loop over the PathWrapSet).
 
     Slot by slot, each wrap algorithm present at the slot is applied (vmapped) to the
@@ -221,7 +221,7 @@ def _wrap_pass(lay, groups, state, with_jac=False):
     """
     rec = _empty_records(lay.K, lay.W, state[0].dtype)
     if lay.scan_slots:
-        return _scanned_pass(lay, groups, state, rec, with_jac)
+        return _scanned_pass(lay, groups, state, rec, with_jac, live)
     for s, slot in enumerate(groups):
         for algorithm, ks, rot, org, prm, axis, sign in slot:
             new, made = _apply_slot(algorithm, s, lay, with_jac, tuple(x[ks] for x in state), rot, org, prm,
@@ -232,7 +232,10 @@ def _wrap_pass(lay, groups, state, with_jac=False):
     return state, rec
 
 
-def _scanned_pass(lay, kinds, state, rec, with_jac):
+_NARROW = 4  # a `gathers_live` algorithm runs on chunks of a quarter of its lanes
+
+
+def _scanned_pass(lay, kinds, state, rec, with_jac, live=None):
     """`_wrap_pass` as a scan over the slots: at slot s, each algorithm present there runs
     once, vmapped over its padded lanes (`Layout.kinds`, `wrap_kinds`); the padded lanes'
     results are dropped. Per lane the same arithmetic as the unrolled pass.
@@ -242,13 +245,36 @@ def _scanned_pass(lay, kinds, state, rec, with_jac):
     `jax.vmap` the multi-pass loop's `lax.cond` batches every array it closes over, and a
     batched flag would turn the presence `lax.cond` into a select that runs every
     algorithm at every slot."""
-    def run(s, kind, carry):
-        (algorithm, src, dst, rot, org, prm, axis, sign, start, end), (state, rec) = kind, carry
-        new, made = _apply_slot(algorithm, s, lay, with_jac, tuple(x[src] for x in state), rot, org, prm, axis,
-                                sign, start, end)
+    def apply(s, algorithm, src, dst, lanes, carry):
+        state, rec = carry
+        new, made = _apply_slot(algorithm, s, lay, with_jac, tuple(x[src] for x in state), *lanes)
         state = tuple(x.at[dst].set(y, mode="drop") for x, y in zip(state, new))
         rec = tuple(x.at[dst, s].set(y, mode="drop") for x, y in zip(rec, made))
         return state, rec
+
+    def run(s, kind, carry):
+        algorithm, src, dst, *lanes = kind
+        G = src.shape[0]
+        if not algorithm.gathers_live or G < 2 * _NARROW:
+            return apply(s, algorithm, src, dst, lanes, carry)
+        # The lanes of muscles still live (padding and done muscles dropped) go through
+        # the algorithm a chunk of G/_NARROW at a time, as many chunks as they fill: one
+        # narrow copy of the algorithm in the program, and a later pass where one slow
+        # muscle is left costs one chunk, not the whole batch (docs/dev/performance.md).
+        alive = jnp.ones(lay.K, bool) if live is None else live
+        on = alive[jnp.minimum(src, lay.K - 1)] & (dst < lay.K)
+        g = -(-G // _NARROW)
+        order = jnp.concatenate([jnp.argsort(~on, stable=True), jnp.zeros(g * _NARROW - G, jnp.int32)])
+        count = jnp.sum(on)
+
+        def chunk(c):
+            i, cc = c
+            pick = jax.lax.dynamic_slice_in_dim(order, i * g, g)
+            ok = (i * g + jnp.arange(g)) < count
+            cc = apply(s, algorithm, src[pick], jnp.where(ok, dst[pick], lay.K), [x[pick] for x in lanes], cc)
+            return i + 1, cc
+
+        return jax.lax.while_loop(lambda c: c[0] * g < _batch_max(count), chunk, (0, carry))[1]
 
     def slot(carry, per_kind):
         s, sr = carry
@@ -322,7 +348,7 @@ def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
             # Finished muscles' points are hidden from the pass, so that their wraps find
             # no segment and skip their iterations; their state is kept below.
             hidden = (st[0], st[1] & ~done[:, None], *st[2:])
-            new, rec = _wrap_pass(lay, groups, hidden, jacobians)
+            new, rec = _wrap_pass(lay, groups, hidden, jacobians, ~done)
             new = where_lanes(done, st, new)
             fresh = jnp.repeat(new[1][:, P::2] & ~seen & ~done[:, None], 2, axis=1)
             fpos = jnp.where(fresh[..., None], new[0][:, P:], fpos)

@@ -65,6 +65,10 @@ class WrapAlgorithm:
     # Whether `wrap` runs loops whose trip count depends on the segment (OpenSim's stopped
     # iterations), so that a batch costs its slowest lanes (`_paths.paths_iterate`).
     iterates: bool = False
+    # Whether a pass runs `wrap` on the lanes of the muscles still live only, gathered in
+    # chunks (`_paths._scanned_pass`): for algorithms whose lane is costly (the ellipsoid's
+    # 300-point closest-point fan), so that done muscles cost nothing.
+    gathers_live: bool = False
 
     @property
     def refines(self) -> bool:
