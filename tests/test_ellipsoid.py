@@ -107,3 +107,37 @@ def test_a_skipped_wrap_makes_no_iteration_and_stays_finite():
     for p1, p2 in (crossing, missing):
         out, jac = wrap(p1, p2, True)
         assert all(np.all(np.isfinite(np.asarray(v))) for v in (*out, jac))
+
+
+def test_passes_run_the_ellipsoid_on_the_live_muscles_in_chunks(monkeypatch):
+    """With 8 ellipsoid lanes at a slot of the scanned multi-wrap pass (8 muscles wrap an
+    ellipsoid first, a ninth second), the ellipsoid runs on the
+    lanes of the muscles still live, a chunk of 2 at a time (`_paths._NARROW`): the paths
+    and every record of every pass (what the closed-form moment arms read) equal those of
+    one chunk of all lanes (`_NARROW = 1`) to round-off."""
+    import jaxmb as mb
+    from jaxmb._muscles import _paths
+    from jaxmb._muscles._layout import layout
+    from test_muscles import STATES, _arm
+
+    def ell(i):
+        return mb.WrapEllipsoid(f"e{i}", "upper", (0.03, 0.02, 0.025), translation=(0.002 * i, -0.3, 0.0),
+                                xyz_body_rotation=(0.1, 0.2, 0.3))
+
+    sph = mb.WrapSphere("s", "ground", 0.02, translation=(0.0, 0.02, 0.0))
+    model = _arm({f"m{i}": [sph, ell(i)] if i == 8 else [ell(i), sph] for i in range(9)})
+    lay = layout(model)
+    assert lay.scan_slots and any(k[0].gathers_live and k[1].shape == (2, 8) for k in lay.kinds)
+
+    def paths(narrow):
+        monkeypatch.setattr(_paths, "_NARROW", narrow)
+
+        def one(q):
+            r = _paths.resolve_all(lay, q, mb.body_transforms(model, q), jacobians=True)
+            return (r.pos, r.active, r.wrap_len, r.converged) + tuple(r.history)
+        return jax.jit(lambda qs: jax.lax.map(one, qs))(STATES)
+
+    chunked, whole = paths(4), paths(1)
+    assert np.asarray(chunked[5]).any()  # the ellipsoids engage
+    for a, b in zip(whole, chunked):
+        np.testing.assert_allclose(np.asarray(b, float), np.asarray(a, float), rtol=1e-12, atol=1e-15)

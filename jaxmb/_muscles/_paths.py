@@ -264,7 +264,8 @@ def _scanned_pass(lay, kinds, state, rec, with_jac, live=None):
         alive = jnp.ones(lay.K, bool) if live is None else live
         on = alive[jnp.minimum(src, lay.K - 1)] & (dst < lay.K)
         g = -(-G // _NARROW)
-        order = jnp.concatenate([jnp.argsort(~on, stable=True), jnp.zeros(g * _NARROW - G, jnp.int32)])
+        order = jnp.argsort(~on, stable=True)
+        order = jnp.concatenate([order, jnp.zeros(g * _NARROW - G, order.dtype)])
         count = jnp.sum(on)
 
         def chunk(c):
