@@ -141,3 +141,9 @@ def test_passes_run_the_ellipsoid_on_the_live_muscles_in_chunks(monkeypatch):
     assert np.asarray(chunked[5]).any()  # the ellipsoids engage
     for a, b in zip(whole, chunked):
         np.testing.assert_allclose(np.asarray(b, float), np.asarray(a, float), rtol=1e-12, atol=1e-15)
+    # Reverse mode goes through the chunks (a scan of branches): the gradient of the total
+    # length is -R summed over the muscles.
+    monkeypatch.setattr(_paths, "_NARROW", 4)
+    grad, r = jax.jit(lambda q: (jax.grad(lambda x: jnp.sum(mb.muscle_lengths(model, x)))(q),
+                                 mb.moment_arms(model, q)))(STATES[1])
+    np.testing.assert_allclose(np.asarray(grad), -np.asarray(r).sum(axis=1), rtol=1e-10, atol=1e-12)

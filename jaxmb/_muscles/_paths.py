@@ -268,14 +268,16 @@ def _scanned_pass(lay, kinds, state, rec, with_jac, live=None):
         order = jnp.concatenate([order, jnp.zeros(g * _NARROW - G, order.dtype)])
         count = jnp.sum(on)
 
-        def chunk(c):
-            i, cc = c
-            pick = jax.lax.dynamic_slice_in_dim(order, i * g, g)
-            ok = (i * g + jnp.arange(g)) < count
-            cc = apply(s, algorithm, src[pick], jnp.where(ok, dst[pick], lay.K), [x[pick] for x in lanes], cc)
-            return i + 1, cc
+        def chunk(cc, i):
+            def run_chunk(cc):
+                pick = jax.lax.dynamic_slice_in_dim(order, i * g, g)
+                ok = (i * g + jnp.arange(g)) < count
+                return apply(s, algorithm, src[pick], jnp.where(ok, dst[pick], lay.K), [x[pick] for x in lanes], cc)
 
-        return jax.lax.while_loop(lambda c: c[0] * g < _batch_max(count), chunk, (0, carry))[1]
+            # A scan of branches, not a while loop: reverse mode goes through it.
+            return jax.lax.cond(i * g < _batch_max(count), run_chunk, lambda cc: cc, cc), None
+
+        return jax.lax.scan(chunk, carry, jnp.arange(_NARROW))[0]
 
     def slot(carry, per_kind):
         s, sr = carry
