@@ -28,10 +28,8 @@ def with_wrap_geometry(tree, geometry: str):
     option of its own: at a few wrist angles of MoBL-ARMS its root is a path 0.24 m
     longer than OpenSim's).
 
-    **Raises:** `ValueError` for another `geometry`.
+    `geometry` is one of `WRAP_GEOMETRIES`, checked by the caller (`read_osim` names the file).
     """
-    if geometry not in WRAP_GEOMETRIES:
-        raise ValueError(f"wrap geometry {geometry!r} is not one of {', '.join(map(repr, WRAP_GEOMETRIES))}.")
     sliding = "geodesic" if geometry == "converged" else "opensim"
 
     def one(x):
