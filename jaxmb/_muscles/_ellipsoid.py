@@ -195,13 +195,14 @@ def _ellipsoid_closest(a, p, section=-1, skip=False):
     batched call serves both kinds of query. `skip` (may be traced): the caller does not
     use the point; no Newton step is made (a finite point from the starting value)."""
     a2 = a * a
-    t = _ellipsoid_lagrange(a, p, skip)
+    forced = section >= 0
+    # A forced section does not read the general solve: its lanes make no step there.
+    t = _ellipsoid_lagrange(a, p, skip | forced)
     general = a2 * p / jnp.where(t + a2 != 0.0, t + a2, 1.0)
     # Points within round-off of a coordinate plane: the 2-D problem in that plane
     # (the section with the smallest sum of radii when several planes qualify).
     near = jnp.abs(p) <= ROUNDOFF
     radsum = jnp.sum(a) - a
-    forced = section >= 0
     axis = jnp.where(forced, section, jnp.argmin(jnp.where(near, radsum, jnp.inf)))
     # Off the planes (almost always) the section's Newton iteration is skipped: under vmap
     # (the fan's 299 points) it would otherwise run for every lane.
@@ -418,27 +419,32 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False):
     mu = jnp.abs(unit(p1p2))
     t = safe_div(-ri1, r1r2)
     t_sv = ri1[None, :] + t[:, None] * r1r2[None, :]
-    # (2) "fan": the mean direction from the segment's inner points to their closest points.
-    # The fan's points, the midpoint (method 1) and the three sections of (1) in one
-    # batched closest-point solve (each call site of a solve is a program of its own).
-    tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
-    svs = ri1[None] + tt[:, None] * r1r2[None]
-    mid = ri1 + 0.5 * r1r2
-    queries = jnp.concatenate([svs, mid[None], t_sv])
-    sections = jnp.concatenate([jnp.full(_N_FAN - 1, -1), jnp.arange(3)])
-    closest = jax.vmap(lambda x, i: _ellipsoid_closest(a, x, i, skip))(queries, sections)
-    t_c1 = closest[_N_FAN - 1:]
     best = jnp.argmax(mu)
     mub, tb = mu[best], t[best]
     s = jnp.where((tb < 0.0) | (tb > 1.0), 0.0,
                   jnp.where(tb < _SV_BOUNDARY_BLEND, tb / _SV_BOUNDARY_BLEND,
                             jnp.where(tb > 1.0 - _SV_BOUNDARY_BLEND, (1.0 - tb) / _SV_BOUNDARY_BLEND, 1.0)))
     mub = jnp.where(hybrid & (mub > _MU_BLEND_MIN) & (s < 1.0), _MU_BLEND_MIN + s * (mub - _MU_BLEND_MIN), mub)
+    wt = (mub - _MU_BLEND_MIN) / (_MU_BLEND_MAX - _MU_BLEND_MIN)
+    use_fan = hybrid & (mub < _MU_BLEND_MAX)
+    # (2) "fan": the mean direction from the segment's inner points to their closest points.
+    # The fan's points, the midpoint (method 1) and the three sections of (1) in one
+    # batched closest-point solve (each call site of a solve is a program of its own).
+    # A query whose point the choice below does not read makes no Newton step: the fan
+    # where it is not used (a segment within 26 degrees of a semi-axis, most of
+    # MoBL-ARMS's ellipsoid wraps), the midpoint but for method 1, the sections but `best`.
+    tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
+    svs = ri1[None] + tt[:, None] * r1r2[None]
+    mid = ri1 + 0.5 * r1r2
+    queries = jnp.concatenate([svs, mid[None], t_sv])
+    sections = jnp.concatenate([jnp.full(_N_FAN - 1, -1), jnp.arange(3)])
+    unread = jnp.concatenate([jnp.broadcast_to(~use_fan, (_N_FAN - 2,)), jnp.reshape(method != 1, (1,)),
+                              jnp.arange(3) != best])
+    closest = jax.vmap(lambda x, i, u: _ellipsoid_closest(a, x, i, skip | u))(queries, sections, unread)
+    t_c1 = closest[_N_FAN - 1:]
     c1_frans = t_c1[best]
     blades = unit(closest[:_N_FAN - 2] - svs)
     c1_mid = closest[_N_FAN - 2]
-    wt = (mub - _MU_BLEND_MIN) / (_MU_BLEND_MAX - _MU_BLEND_MIN)
-    use_fan = hybrid & (mub < _MU_BLEND_MAX)
     fan_weight = jnp.where(use_fan, jnp.where(mub <= _MU_BLEND_MIN, 1.0, 1.0 - wt), -jnp.inf)
     fw = jnp.minimum(jnp.where(jnp.isinf(fan_weight), 1.0 - wt, fan_weight), 1.0)
 
@@ -457,7 +463,8 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False):
         c_fan, c_blend = carry
         query = jnp.where(i == 0, mid + unit(jnp.sum(blades, axis=0)),
                           jnp.where(i == 1, wt * c1_frans + (1.0 - wt) * c_fan, choose_c1(c_fan, c_blend)[2]))
-        c = _ellipsoid_closest(a, query, skip=skip)
+        # The fan's direction and the blend are read only where the fan is used.
+        c = _ellipsoid_closest(a, query, skip=skip | ((i < 2) & ~use_fan))
         return (jnp.where(i == 0, c, c_fan), jnp.where(i == 1, c, c_blend)), c
 
     # c1_frans stands in until a point is known (a surface point: every step stays finite).
