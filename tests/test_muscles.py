@@ -654,7 +654,7 @@ def test_torus_levenberg_marquardt_matches_minpack():
     p1s, p2s = _torus_segments()
     r = 0.04
     def solve(**options):
-        return np.asarray(jax.jit(jax.vmap(lambda a, b: lmdif_1d(_torus_resid_fn(a, b, r), **options)))(
+        return np.asarray(jax.jit(jax.vmap(lambda a, b: lmdif_1d(lambda args, u: _torus_resid_fn(*args)(u), (a, b, jnp.asarray(r)), **options)))(
             jnp.asarray(p1s), jnp.asarray(p2s)))
 
     ref, converged = [], []
@@ -671,6 +671,20 @@ def test_torus_levenberg_marquardt_matches_minpack():
     assert np.max(np.abs(ref - np.asarray(converged))) > 1e-3
     for options in ({"xtol": 1e-8}, {"ftol": 1e-8}, {"factor": 100.0}):
         assert np.max(np.abs(solve(**options) - ref)) > 1e-10, options
+
+
+def test_torus_levenberg_marquardt_skipped_lanes_make_no_iteration():
+    """Under `vmap`, a lane whose result is not read (`skip`) stays at the start x = 0, and
+    the lanes that are read reach the same iterate as without skipped neighbours."""
+    p1s, p2s = _torus_segments()
+    r = jnp.asarray(0.04)
+    skip = jnp.arange(len(p1s)) % 2 == 0
+    resid = lambda args, u: _torus_resid_fn(*args)(u)  # noqa: E731
+    solve = jax.jit(jax.vmap(lambda a, b, s: lmdif_1d(resid, (a, b, r), s)))
+    every = np.asarray(solve(jnp.asarray(p1s), jnp.asarray(p2s), jnp.zeros_like(skip)))
+    some = np.asarray(solve(jnp.asarray(p1s), jnp.asarray(p2s), skip))
+    assert np.all(some[np.asarray(skip)] == 0.0) and np.all(every[np.asarray(skip)] != 0.0)
+    np.testing.assert_array_equal(some[~np.asarray(skip)], every[~np.asarray(skip)])
 
 
 def test_ellipsoid_span_gradient_matches_central_differences():

@@ -7,6 +7,8 @@ with ftol = xtol = 1e-4 and at most 500 evaluations. Reference: Moré, Garbow an
 Hillstrom, User Guide for MINPACK-1, Argonne National Laboratory ANL-80-74 (1980).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -66,12 +68,34 @@ def _lmpar_1d(r, d, qtb, delta, par):
     return jnp.where(gauss_newton, x_gn, x), jnp.where(gauss_newton, 0.0, par)
 
 
-def lmdif_1d(fun, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
-    """The root (or least-squares point) of the scalar `fun` from x = 0 by OpenSim's lmdif_C
-    for one residual and one unknown (MINPACK's decisions, OpenSim's modifications);
-    differentiable in forward mode (the derivative of the iterate it stops at)."""
-    zero = jnp.zeros(())
-    f0 = fun(zero)
+def lmdif_1d(resid, args, skip=False, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
+    """The root (or least-squares point) of the scalar ``x -> resid(args, x)`` from x = 0
+    by OpenSim's lmdif_C for one residual and one unknown (MINPACK's decisions, OpenSim's
+    modifications); differentiable in forward mode (the derivative of the iterate it
+    stops at).
+
+    `skip` (may be traced): the caller does not read the result, and the lane makes no
+    iteration (x = 0): under `vmap` (the segments of a path, the muscles of a pass) the
+    loop runs while a lane that is read iterates, and the slowest lanes were often
+    segments that no wrap could take. `resid(args, x)` is the residual, `args` a pytree
+    of arrays."""
+    zero = jnp.zeros((), jnp.result_type(*jax.tree.leaves(args)))
+    f0 = resid(args, zero)
+    state = (zero, f0, jnp.abs(f0), zero, zero, zero + 1.0, zero, jnp.int32(1), jnp.int32(1), jnp.int32(0), zero,
+             zero)
+    step = functools.partial(_lm_step, resid, ftol, xtol, maxfev, factor, args)
+    # Gathering the iterating lanes (`iterate_lanes`) made no difference once the unread
+    # ones skip, and its second loop compiles longer (docs/dev/performance.md).
+    carry, _ = jax.lax.while_loop(lambda c: ~c[1], lambda c: step(c[0]),
+                                  ((state, jnp.asarray(True)), jnp.asarray(skip, bool)))
+    return carry[0][0]
+
+
+def _lm_step(resid, ftol, xtol, maxfev, factor, args, carry):
+    """One step of `lmdif_1d` for one lane: a new Jacobian where the last step succeeded
+    (MINPACK's outer loop), then one trial step (its inner loop); done once `info` is set."""
+    def fun(x):
+        return resid(args, x)
 
     def outer(c):
         # New Jacobian at x: MINPACK's qrfac of a 1x1 matrix gives R = -J, Q^T f = -f.
@@ -128,14 +152,9 @@ def lmdif_1d(fun, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
                          jnp.where(tiny, 6, jnp.where(delta <= _LM_MACHEP * xnorm, 7, 0)))
         return (x, fvec, fnorm, par, delta, diag, xnorm, it, nfev, info.astype(jnp.int32), r, qtf), success
 
-    def step(c):
-        c, need_jac = c
-        c = jax.lax.cond(need_jac, outer, lambda c: c, c)
-        c2, success = inner(c)
-        # gnorm == 0 (info 4) stops before the inner step.
-        c = jax.tree_util.tree_map(lambda a, b: jnp.where(c[9] == 4, a, b), c, c2)
-        return c, success
-
-    state = (zero, f0, jnp.abs(f0), zero, zero, zero + 1.0, zero, jnp.int32(1), jnp.int32(1), jnp.int32(0), zero, zero)
-    (c, _) = jax.lax.while_loop(lambda c: c[0][9] == 0, step, (state, jnp.asarray(True)))
-    return c[0]  # x
+    c, need_jac = carry
+    c = jax.lax.cond(need_jac, outer, lambda c: c, c)
+    c2, success = inner(c)
+    # gnorm == 0 (info 4) stops before the inner step.
+    c = jax.tree_util.tree_map(lambda a, b: jnp.where(c[9] == 4, a, b), c, c2)
+    return (c, success), c[9] != 0

@@ -168,7 +168,7 @@ def _refined_wraps(algorithm, s, P, owner, pos, active, key, rot, org, prm, axis
     def wraps(alg):  # over (G, S) segments
         return jax.vmap(lambda a, b, c, *w: _segment_wraps(alg, *w)(a, b, c))
 
-    code, r1, r2, wl = wraps(algorithm.unrefined)(a_, b_, jnp.ones_like(cand), rot, org, prm, axis, sign)
+    code, r1, r2, wl = wraps(algorithm.unrefined)(a_, b_, ~cand, rot, org, prm, axis, sign)
     S = a_.shape[1]
     M = min(_REFINED_LANES, S)
     rounds = -(-S // M)

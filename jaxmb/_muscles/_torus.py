@@ -57,15 +57,20 @@ def _torus_resid_fn(p1, p2, outer):
     return resid
 
 
+def _torus_resid_at(args, u):
+    return _torus_resid_fn(*args)(u)
+
+
 @iterate_derivative
-def _torus_closest_u_flat(x):
-    return lmdif_1d(_torus_resid_fn(x[0:3], x[3:6], x[6]))
+def _torus_closest_u_flat(x, skip):
+    return lmdif_1d(_torus_resid_at, (x[0:3], x[3:6], x[6]), skip)
 
 
-def _torus_closest_u(p1, p2, outer):
+def _torus_closest_u(p1, p2, outer, skip=False):
     """OpenSim's Levenberg-Marquardt result u (distance from p1 towards p2), differentiable
-    as that iterate (`iterate_derivative`; OpenSim stops at ftol = xtol = 1e-4)."""
-    return _torus_closest_u_flat(jnp.concatenate([p1, p2, jnp.reshape(outer, (1,))]))
+    as that iterate (`iterate_derivative`; OpenSim stops at ftol = xtol = 1e-4). `skip`
+    (may be traced): the result is not read; no iteration (u = 0)."""
+    return _torus_closest_u_flat(jnp.concatenate([p1, p2, jnp.reshape(outer, (1,))]), jnp.asarray(skip, bool))
 
 
 _NEWTON_STEPS = 12  # safeguarded Newton steps of the converged search (machine precision)
@@ -157,8 +162,12 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, conve
     """OpenSim's WrapTorus::wrapLine (the module docstring); `single`, `skip`, `sliding` as
     for `cylinder_wrap`; `converged`: the search's converged point, else OpenSim's iterate."""
     # From both ends in one batched solve (two loops compile to twice the program).
-    closest = _torus_closest_u_converged if converged else _torus_closest_u
-    u1, u2 = jax.vmap(closest, in_axes=(0, 0, None))(jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)
+    if converged:
+        u1, u2 = jax.vmap(_torus_closest_u_converged, in_axes=(0, 0, None))(
+            jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)
+    else:
+        u1, u2 = jax.vmap(_torus_closest_u, in_axes=(0, 0, None, None))(
+            jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer, skip)
     a1, a2 = p1 + u1 * unit(p2 - p1), p2 + u2 * unit(p1 - p2)
 
     def dist2(x):  # squared distance to the circle (OpenSim compares the square roots)
@@ -195,7 +204,7 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, conve
 def _algorithm(single, converged, sliding="opensim", unrefined=None):
     restarts = not single and sliding == "opensim"
     return WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _torus_wrap(
-        p1, p2, prm[0], prm[1], ax, sg, single, skip if restarts else False, converged, sliding)),
+        p1, p2, prm[0], prm[1], ax, sg, single, skip, converged, sliding)),
         unrefined=unrefined, iterates=restarts or not converged)
 
 
