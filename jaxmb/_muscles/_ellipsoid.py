@@ -461,10 +461,15 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False):
     # One solve in a loop of three compiles to a third of the program of three call sites.
     def step(carry, i):
         c_fan, c_blend = carry
+        c1, _, pulled = choose_c1(c_fan, c_blend)
         query = jnp.where(i == 0, mid + unit(jnp.sum(blades, axis=0)),
-                          jnp.where(i == 1, wt * c1_frans + (1.0 - wt) * c_fan, choose_c1(c_fan, c_blend)[2]))
-        # The fan's direction and the blend are read only where the fan is used.
-        c = _ellipsoid_closest(a, query, skip=skip | ((i < 2) & ~use_fan))
+                          jnp.where(i == 1, wt * c1_frans + (1.0 - wt) * c_fan, pulled))
+        # Each point is read only where the choice below takes it: the fan's direction
+        # where the fan is used, the blend where it is used above its lower bound, the
+        # pulled point where c1 lies off the quadrant and the fan's weight is positive.
+        unread = jnp.where(i == 0, ~use_fan, jnp.where(i == 1, ~use_fan | (mub <= _MU_BLEND_MIN),
+                                                        ~((sign != 0) & (dsign(c1[axis]) != sign) & (fw > 0.0))))
+        c = _ellipsoid_closest(a, query, skip=skip | unread)
         return (jnp.where(i == 0, c, c_fan), jnp.where(i == 1, c, c_blend)), c
 
     # c1_frans stands in until a point is known (a surface point: every step stays finite).
