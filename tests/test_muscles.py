@@ -24,7 +24,7 @@ from jaxmb._muscles._layout import layout
 from jaxmb._muscles._lm import lmdif_1d
 from jaxmb._muscles._path_points import ClampedCoordinate
 from jaxmb._muscles._paths import paths_iterate, resolve_all
-from jaxmb._muscles._torus import _torus_resid, _torus_resid_fn
+from jaxmb._muscles._torus import _torus_resid
 from jaxmb._muscles._wrap_base import AbstractWrapObject
 from jaxmb._safe import norm
 
@@ -640,7 +640,7 @@ def test_torus_residual_is_opensims():
             return x @ x - 2.0 * k * r * jnp.sqrt(x[0] ** 2 + x[1] ** 2)
 
         for u in (-0.03, 0.0, 0.02, 0.07):
-            g = _torus_resid(jnp.asarray(u), p1, p2, r)
+            g = _torus_resid((p1, p2, r), jnp.asarray(u))
             np.testing.assert_allclose(g, jax.grad(phi)(jnp.asarray(u), 2.0), rtol=1e-12, atol=1e-15)
             assert abs(float(g - jax.grad(phi)(jnp.asarray(u), 1.0))) > 1e-6
 
@@ -654,12 +654,12 @@ def test_torus_levenberg_marquardt_matches_minpack():
     p1s, p2s = _torus_segments()
     r = 0.04
     def solve(**options):
-        return np.asarray(jax.jit(jax.vmap(lambda a, b: lmdif_1d(lambda args, u: _torus_resid_fn(*args)(u), (a, b, jnp.asarray(r)), **options)))(
-            jnp.asarray(p1s), jnp.asarray(p2s)))
+        run = jax.vmap(lambda a, b: lmdif_1d(_torus_resid, (a, b, jnp.asarray(r)), **options))
+        return np.asarray(jax.jit(run)(jnp.asarray(p1s), jnp.asarray(p2s)))
 
     ref, converged = [], []
     for p1, p2 in zip(p1s, p2s):
-        fun = lambda x, a=jnp.asarray(p1), b=jnp.asarray(p2): [float(_torus_resid(x[0], a, b, r))]  # noqa: E731
+        fun = lambda x, a=jnp.asarray(p1), b=jnp.asarray(p2): [float(_torus_resid((a, b, r), x[0]))]  # noqa: E731
         jac = lambda x, fun=fun: [[(fun([x[0] + 1e-5])[0] - fun(x)[0]) / 1e-5]]  # noqa: E731
         x, *_ = leastsq(fun, [0.0], Dfun=jac, ftol=1e-4, xtol=1e-4, gtol=0.0, factor=0.2)
         ref.append(x[0])
@@ -679,8 +679,7 @@ def test_torus_levenberg_marquardt_skipped_lanes_make_no_iteration():
     p1s, p2s = _torus_segments()
     r = jnp.asarray(0.04)
     skip = jnp.arange(len(p1s)) % 2 == 0
-    resid = lambda args, u: _torus_resid_fn(*args)(u)  # noqa: E731
-    solve = jax.jit(jax.vmap(lambda a, b, s: lmdif_1d(resid, (a, b, r), s)))
+    solve = jax.jit(jax.vmap(lambda a, b, s: lmdif_1d(_torus_resid, (a, b, r), s)))
     every = np.asarray(solve(jnp.asarray(p1s), jnp.asarray(p2s), jnp.zeros_like(skip)))
     some = np.asarray(solve(jnp.asarray(p1s), jnp.asarray(p2s), skip))
     assert np.all(some[np.asarray(skip)] == 0.0) and np.all(every[np.asarray(skip)] != 0.0)

@@ -431,8 +431,8 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False):
     # The fan's points, the midpoint (method 1) and the three sections of (1) in one
     # batched closest-point solve (each call site of a solve is a program of its own).
     # A query whose point the choice below does not read makes no Newton step: the fan
-    # where it is not used (a segment within 26 degrees of a semi-axis, most of
-    # MoBL-ARMS's ellipsoid wraps), the midpoint but for method 1, the sections but `best`.
+    # where the hybrid method takes the axis point instead (more than half of MoBL-ARMS's
+    # wrapping ellipsoids), the midpoint but for method 1, the sections but `best`.
     tt = jnp.arange(1, _N_FAN - 1, dtype=p1.dtype) / _N_FAN
     svs = ri1[None] + tt[:, None] * r1r2[None]
     mid = ri1 + 0.5 * r1r2

@@ -31,9 +31,10 @@ from ._wrap_base import NO_WRAP, WRAPPED, AbstractWrapObject, WrapAlgorithm, ini
 _TORUS_CYL_LENGTH = 10000.0
 
 
-def _torus_resid(u, p1, p2, outer):
-    """WrapTorus::calcCircleResids at distance u from p1 along p1 -> p2 (as OpenSim writes it)."""
-    return _torus_resid_fn(p1, p2, outer)(u)
+def _torus_resid(args, u):
+    """WrapTorus::calcCircleResids at distance u from p1 along p1 -> p2 (as OpenSim writes
+    it); ``args = (p1, p2, outer)``, the form `lmdif_1d` takes."""
+    return _torus_resid_fn(*args)(u)
 
 
 def _segment(p1, p2):
@@ -57,13 +58,9 @@ def _torus_resid_fn(p1, p2, outer):
     return resid
 
 
-def _torus_resid_at(args, u):
-    return _torus_resid_fn(*args)(u)
-
-
 @iterate_derivative
 def _torus_closest_u_flat(x, skip):
-    return lmdif_1d(_torus_resid_at, (x[0:3], x[3:6], x[6]), skip)
+    return lmdif_1d(_torus_resid, (x[0:3], x[3:6], x[6]), skip)
 
 
 def _torus_closest_u(p1, p2, outer, skip=False):
