@@ -273,3 +273,34 @@ def _lanes_batch(step, max_steps):
         return out, jax.tree.map(lambda _: True, out)
 
     return batched
+
+
+@custom_vmap
+def batch_max(n):
+    """`n`, and under `jax.vmap` its maximum over the batch, unbatched: a `lax.cond` on it
+    stays a branch (on a batched predicate it would run both branches). For predicates that
+    only choose how a result is computed, not what it is."""
+    return n
+
+
+@batch_max.def_vmap
+def _batch_max_rule(axis_size, in_batched, n):
+    return (jnp.max(n, axis=0) if in_batched[0] else n), False
+
+
+def live_first(live, length, fill):
+    """Lane indices along the last axis, the `live` ones first (in order), padded with
+    `fill` to `length`."""
+    order = jnp.argsort(~live, axis=-1, stable=True)
+    pad = jnp.full((*live.shape[:-1], length - live.shape[-1]), fill, order.dtype)
+    return jnp.concatenate([order, pad], axis=-1)
+
+
+def in_rounds(body, carry, rounds: int, width: int, count):
+    """``carry = body(carry, r)`` for the rounds r < `rounds` that hold some of `count`
+    live lanes, `width` per round (under `vmap` the batch's most): a scan of `lax.cond`,
+    which both modes of differentiation go through (a while loop has no reverse mode)."""
+    def one(c, r):
+        return jax.lax.cond(r * width < batch_max(count), lambda c: body(c, r), lambda c: c, c), None
+
+    return jax.lax.scan(one, carry, jnp.arange(rounds))[0]

@@ -18,10 +18,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.custom_batching import custom_vmap
 from jaxtyping import Array, Bool, Float
 
-from .._batching import batches_in_chunks, where_lanes
+from .._batching import batch_max, batches_in_chunks, in_rounds, live_first, where_lanes
 from .._checks import finite_coordinate_vector
 from .._kinematics import body_transforms
 from .._model import Model
@@ -134,19 +133,6 @@ def _one_wrap(algorithm, s, P, owner, with_jac, pos, active, key, wrap_len, rot,
     return (pos, active, key, wrap_len), record
 
 
-@custom_vmap
-def _batch_max(n):
-    """`n`, and under `jax.vmap` its maximum over the batch, unbatched: a `lax.cond` on it
-    stays a branch (on a batched predicate it would run both branches). For predicates that
-    only choose how a result is computed, not what it is."""
-    return n
-
-
-@_batch_max.def_vmap
-def _batch_max_rule(axis_size, in_batched, n):
-    return (jnp.max(n, axis=0) if in_batched[0] else n), False
-
-
 _REFINED_LANES = 2  # segments per muscle in one round of `_refined_wraps`
 
 
@@ -177,22 +163,18 @@ def _refined_wraps(algorithm, s, P, owner, pos, active, key, rot, org, prm, axis
                      cand & (code == WRAPPED))
     count = jnp.sum(need, axis=1)
     # Per muscle, the needed segments first, then padding (S: out of range, never written).
-    first = jnp.argsort(~need, axis=1, stable=True)
-    order = jnp.concatenate([first, jnp.full((a_.shape[0], rounds * M - S), S, first.dtype)], axis=1)
+    order = live_first(need, rounds * M, S)
 
     def one_round(out, r):
-        def run(out):
-            lanes = jax.lax.dynamic_slice_in_dim(order, r * M, M, axis=1)
-            live = (r * M + jnp.arange(M))[None] < count[:, None]
-            take = lambda x: jnp.take_along_axis(x, jnp.minimum(lanes, S - 1)[..., None], axis=1)  # noqa: E731
-            _, n1, n2, nw = wraps(algorithm)(take(a_), take(b_), ~live, rot, org, prm, axis, sign)
-            drop = jnp.where(live, lanes, S)
-            put = jax.vmap(lambda u, i, v: u.at[i].set(v, mode="drop"))
-            return tuple(put(u, drop, v) for u, v in zip(out, (n1, n2, nw)))
+        lanes = jax.lax.dynamic_slice_in_dim(order, r * M, M, axis=1)
+        live = (r * M + jnp.arange(M))[None] < count[:, None]
+        take = lambda x: jnp.take_along_axis(x, jnp.minimum(lanes, S - 1)[..., None], axis=1)  # noqa: E731
+        _, n1, n2, nw = wraps(algorithm)(take(a_), take(b_), ~live, rot, org, prm, axis, sign)
+        drop = jnp.where(live, lanes, S)
+        put = jax.vmap(lambda u, i, v: u.at[i].set(v, mode="drop"))
+        return tuple(put(u, drop, v) for u, v in zip(out, (n1, n2, nw)))
 
-        return jax.lax.cond(r * M < _batch_max(jnp.max(count)), run, lambda out: out, out), None
-
-    return (code,) + jax.lax.scan(one_round, (r1, r2, wl), jnp.arange(rounds))[0]
+    return (code,) + in_rounds(one_round, (r1, r2, wl), rounds, M, jnp.max(count))
 
 
 def _apply_slot(algorithm, s, lay, with_jac, state, rot, org, prm, axis, sign, start, end):
@@ -264,20 +246,15 @@ def _scanned_pass(lay, kinds, state, rec, with_jac, live=None):
         alive = jnp.ones(lay.K, bool) if live is None else live
         on = alive[jnp.minimum(src, lay.K - 1)] & (dst < lay.K)
         g = -(-G // _NARROW)
-        order = jnp.argsort(~on, stable=True)
-        order = jnp.concatenate([order, jnp.zeros(g * _NARROW - G, order.dtype)])
+        order = live_first(on, g * _NARROW, 0)
         count = jnp.sum(on)
 
         def chunk(cc, i):
-            def run_chunk(cc):
-                pick = jax.lax.dynamic_slice_in_dim(order, i * g, g)
-                ok = (i * g + jnp.arange(g)) < count
-                return apply(s, algorithm, src[pick], jnp.where(ok, dst[pick], lay.K), [x[pick] for x in lanes], cc)
+            pick = jax.lax.dynamic_slice_in_dim(order, i * g, g)
+            ok = (i * g + jnp.arange(g)) < count
+            return apply(s, algorithm, src[pick], jnp.where(ok, dst[pick], lay.K), [x[pick] for x in lanes], cc)
 
-            # A scan of branches, not a while loop: reverse mode goes through it.
-            return jax.lax.cond(i * g < _batch_max(count), run_chunk, lambda cc: cc, cc), None
-
-        return jax.lax.scan(chunk, carry, jnp.arange(_NARROW))[0]
+        return in_rounds(chunk, carry, _NARROW, g, count)
 
     def slot(carry, per_kind):
         s, sr = carry
@@ -368,7 +345,7 @@ def resolve_all(lay: Layout, q, poses, jacobians: bool = False) -> Resolved:
             # Under `vmap` the passes run while some state of the batch has a muscle left
             # (`step` keeps finished muscles as they are); on a batched predicate the
             # `lax.cond` would run all 8 passes for every state.
-            return jax.lax.cond(_batch_max(jnp.sum(~carry[2])) == 0, skip, step, carry)
+            return jax.lax.cond(batch_max(jnp.sum(~carry[2])) == 0, skip, step, carry)
 
         init = (state, jnp.full(K, jnp.inf, dt), jnp.zeros(K, bool), jnp.zeros((K, W), bool),
                 jnp.zeros((K, 2 * W, 3), dt))

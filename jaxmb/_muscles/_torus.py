@@ -16,6 +16,8 @@ radius 2 * outer (see the errata page). jaxmb solves OpenSim's residual, so that
 its lengths are OpenSim's.
 """
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -159,12 +161,8 @@ def _torus_wrap(p1, p2, inner, outer, axis, sign, single=True, skip=False, conve
     """OpenSim's WrapTorus::wrapLine (the module docstring); `single`, `skip`, `sliding` as
     for `cylinder_wrap`; `converged`: the search's converged point, else OpenSim's iterate."""
     # From both ends in one batched solve (two loops compile to twice the program).
-    if converged:
-        u1, u2 = jax.vmap(_torus_closest_u_converged, in_axes=(0, 0, None))(
-            jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)
-    else:
-        u1, u2 = jax.vmap(_torus_closest_u, in_axes=(0, 0, None, None))(
-            jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer, skip)
+    closest = _torus_closest_u_converged if converged else functools.partial(_torus_closest_u, skip=skip)
+    u1, u2 = jax.vmap(closest, in_axes=(0, 0, None))(jnp.stack([p1, p2]), jnp.stack([p2, p1]), outer)
     a1, a2 = p1 + u1 * unit(p2 - p1), p2 + u2 * unit(p1 - p2)
 
     def dist2(x):  # squared distance to the circle (OpenSim compares the square roots)
