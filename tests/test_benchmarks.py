@@ -52,6 +52,7 @@ def test_harness_times_compile_and_run_apart(bench):
     assert set(timed) == {"a", "b"}
     for t in timed.values():
         assert 0.0 < t["best_s"] <= t["median_s"] and t["rounds"] == 2 and t["clock"] == bench.clock()
+        assert 0.0 < t["best_wall_s"]
     meta = bench.meta("x", batch_sizes=(1, 8))
     assert meta["batch_sizes"] == [1, 8] and meta["backend"] == jax.default_backend()
     table = bench.markdown_table([{"a": 1.23456, "b": None}], [("a", "A"), ("b", "B")])
