@@ -53,6 +53,9 @@ def test_harness_times_compile_and_run_apart(bench):
     for t in timed.values():
         assert 0.0 < t["best_s"] <= t["median_s"] and t["rounds"] == 2 and t["clock"] == bench.clock()
         assert 0.0 < t["best_wall_s"]
+    # On the wall clock both figures time the same loops by the same clock.
+    walled = bench.time_calls({"a": lambda: comp(jnp.ones(3))}, rounds=3, min_time=0.001, how="wall")["a"]
+    assert walled["clock"] == "wall" and walled["best_wall_s"] == pytest.approx(walled["best_s"], rel=0.05)
     meta = bench.meta("x", batch_sizes=(1, 8))
     assert meta["batch_sizes"] == [1, 8] and meta["backend"] == jax.default_backend()
     table = bench.markdown_table([{"a": 1.23456, "b": None}], [("a", "A"), ("b", "B")])
