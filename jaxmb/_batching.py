@@ -300,7 +300,9 @@ def in_rounds(body, carry, rounds: int, width: int, count):
     """``carry = body(carry, r)`` for the rounds r < `rounds` that hold some of `count`
     live lanes, `width` per round (under `vmap` the batch's most): a scan of `lax.cond`,
     which both modes of differentiation go through (a while loop has no reverse mode)."""
+    most = batch_max(count)
+
     def one(c, r):
-        return jax.lax.cond(r * width < batch_max(count), lambda c: body(c, r), lambda c: c, c), None
+        return jax.lax.cond(r * width < most, lambda c: body(c, r), lambda c: c, c), None
 
     return jax.lax.scan(one, carry, jnp.arange(rounds))[0]

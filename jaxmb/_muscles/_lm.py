@@ -86,14 +86,15 @@ def lmdif_1d(resid, args, skip=False, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0
     step = functools.partial(_lm_step, resid, ftol, xtol, maxfev, factor, args)
     # Gathering the iterating lanes (`iterate_lanes`) made no difference once the unread
     # ones skip, and its second loop compiles longer (docs/dev/performance.md).
-    carry, _ = jax.lax.while_loop(lambda c: ~c[1], lambda c: step(c[0]),
-                                  ((state, jnp.asarray(True)), jnp.asarray(skip, bool)))
-    return carry[0][0]
+    skip = jnp.asarray(skip, bool)
+    c, _ = jax.lax.while_loop(lambda c: (c[0][9] == 0) & ~skip, step, (state, jnp.asarray(True)))
+    return c[0]
 
 
 def _lm_step(resid, ftol, xtol, maxfev, factor, args, carry):
     """One step of `lmdif_1d` for one lane: a new Jacobian where the last step succeeded
-    (MINPACK's outer loop), then one trial step (its inner loop); done once `info` is set."""
+    (MINPACK's outer loop), then one trial step (its inner loop); `lmdif_1d` stops once
+    `info` (``carry[0][9]``) is set."""
     def fun(x):
         return resid(args, x)
 
@@ -157,4 +158,4 @@ def _lm_step(resid, ftol, xtol, maxfev, factor, args, carry):
     c2, success = inner(c)
     # gnorm == 0 (info 4) stops before the inner step.
     c = jax.tree_util.tree_map(lambda a, b: jnp.where(c[9] == 4, a, b), c, c2)
-    return (c, success), c[9] != 0
+    return c, success
