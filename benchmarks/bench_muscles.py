@@ -20,10 +20,11 @@ RajagopalLaiUhlrich2023 from the opensim-models repository
 
     python benchmarks/bench_muscles.py [--quick] [--models mobl_arms,gait2354,PATH.osim]
                                        [--batch-sizes 16,256] [--states 20] [--opensim-python PY]
-                                       [--wrap-geometry opensim,converged]
+                                       [--wrap-geometry converged,opensim]
 
-``--wrap-geometry opensim,converged`` times both of `load_osim`'s wrap geometries in the
-same run (OpenSim's iterates, and the converged points: docs/opensim-parity.md).
+``--wrap-geometry converged,opensim`` times both of `load_osim`'s wrap geometries in the
+same run (the converged points, `load_osim`'s default, and OpenSim's iterates:
+docs/opensim-parity.md).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def stored_opensim(name: str) -> dict | None:
             "source": f"stored in {ref.name} when it was generated, at its own states (no OpenSim given)"}
 
 
-def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python, notes, geometries=("opensim",)):
+def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python, notes, geometries=("converged",)):
     """Rows of one model (for each wrap geometry of `load_osim`) and its summary."""
     name, path = model_path(model)
     calls, compile_s, per = {}, {}, {}
@@ -141,7 +142,7 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
 
 
 def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python=None, rounds=None, n_states=None,
-        out_dir=H.RESULTS, geometries=("opensim",)):
+        out_dir=H.RESULTS, geometries=("converged",)):
     models = tuple(models) if models else (("arm26",) if quick else ("mobl_arms", "gait2354"))
     # Batches compile for minutes even on arm26 (every wrap's iterations under vmap): not in --quick.
     batch_sizes = batch_sizes if batch_sizes is not None else (() if quick else (16, 256))
@@ -174,7 +175,7 @@ def headline(rows, summaries):
             mine = [r for r in rows if r["model"] == s["model"] and r["wraps"] == geometry]
             best = min(mine, key=lambda r: r["ms_per_state"])
             jit = next(r for r in mine if r["how"] == "jit")
-            wraps = "" if geometry == "opensim" else f" ({geometry} wrap geometry)"
+            wraps = "" if geometry == "converged" else f" ({geometry} wrap geometry)"
             out.append({"what": f"{s['file']}: {s['n_muscles']} muscle lengths and the {s['nq']} x {s['n_muscles']} "
                                 f"moment arms{wraps}, ms per state",
                         "jaxmb": f"{jit['ms_per_state']:.4g} single, {jit['ms_per_state_wall']:.4g} wall-clock "
@@ -191,9 +192,9 @@ def main(argv=None):
     p.add_argument("--batch-sizes", help="comma-separated; empty for single states only")
     p.add_argument("--states", type=int, help="random in-range states timed singly (default 20, 8 with --quick)")
     p.add_argument("--opensim-python", help="a Python with `opensim` (default: $JAXMB_OPENSIM_PYTHON)")
-    p.add_argument("--wrap-geometry", default="opensim",
-                   help="comma-separated wrap geometries of load_osim to time side by side: opensim (default), "
-                        "converged")
+    p.add_argument("--wrap-geometry", default="converged",
+                   help="comma-separated wrap geometries of load_osim to time side by side: converged (default), "
+                        "opensim")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
     batches = None if a.batch_sizes is None else tuple(int(x) for x in a.batch_sizes.split(",") if x.strip())

@@ -124,9 +124,9 @@ def test_only_a_multi_wrap_path_slides_so_a_single_wrap_keeps_one_algorithm():
 
 def test_load_osim_sets_the_wrap_geometry_on_every_cylinder():
     path = pathlib.Path(mb.__file__).parent / "data" / "arm26.osim"
-    for geometry, sliding in (("opensim", "opensim"), ("converged", "geodesic")):
-        model = mb.load_osim(path, wrap_geometry=geometry)
+    for geometry, sliding in ((None, "geodesic"), ("converged", "geodesic"), ("opensim", "opensim")):
+        model = mb.load_osim(path) if geometry is None else mb.load_osim(path, wrap_geometry=geometry)
         cylinders = [w for m in model.muscles for w in m.wraps if isinstance(w, mb.WrapCylinder)]
         assert len(cylinders) == 5 and {w.sliding for w in cylinders} == {sliding}
-    with pytest.raises(ValueError, match="arm26.osim: wrap_geometry must be one of 'opensim', 'converged'"):
+    with pytest.raises(ValueError, match="arm26.osim: wrap_geometry must be one of 'converged', 'opensim'"):
         mb.load_osim(path, wrap_geometry="geodesic")

@@ -7,21 +7,21 @@ import jax
 from ._cylinder import WrapCylinder
 from ._torus import WrapTorus
 
-WRAP_GEOMETRIES = ("opensim", "converged")
+WRAP_GEOMETRIES = ("converged", "opensim")
 
 
 def with_wrap_geometry(tree, geometry: str):
     """`tree` (a model, a muscle, any pytree of them) with every wrap object set to compute
     `geometry`.
 
+    - ``"converged"`` (`load_osim`'s default): the point OpenSim's restarts converge to,
+      in closed form (``sliding="geodesic"``, `WrapCylinder`): no per-lane loop, faster to
+      run and to compile; it differs from OpenSim where OpenSim stops short
+      (docs/opensim-parity.md, "Converged wrap geometry").
     - ``"opensim"``: OpenSim 4.6's iterates: on a muscle with several PathWraps the
       cylinders (and the cylinder inside each torus) slide their tangent points by
       OpenSim's restarts, stopped at 0.1 degree (``sliding="opensim"``). Lengths and
       moment arms match OpenSim's to round-off (docs/opensim-parity.md).
-    - ``"converged"``: the point those restarts converge to, in closed form
-      (``sliding="geodesic"``, `WrapCylinder`): no per-lane loop, faster to run and to
-      compile; it differs from OpenSim where OpenSim stops short (docs/opensim-parity.md,
-      "Converged wrap geometry").
 
     Spheres and single-wrap cylinders have no iteration; ellipsoids keep OpenSim's
     algorithm in both; each torus keeps its own `search` (its converged search is an

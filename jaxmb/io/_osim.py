@@ -130,7 +130,7 @@ class OsimImport:
         return jnp.stack([jnp.asarray(c.function(q), dtype=q.dtype) for c in self.coordinates])
 
 
-def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "opensim") -> Model:
+def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged") -> Model:
     """A [`jaxmb.Model`][jaxmb.Model] from an OpenSim 4.x ``.osim`` file.
 
     ``model.coordinate_names`` are the independent, unlocked OpenSim coordinates in
@@ -149,12 +149,14 @@ def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "opensim") -> Mod
     **Arguments:**
 
     - `path`: the ``.osim`` file.
-    - `wrap_geometry`: ``"opensim"`` (default): the wrap objects reproduce OpenSim 4.6's
-      iterates, so lengths and moment arms match OpenSim's; ``"converged"``: on muscles
-      with several PathWraps the cylinders (and tori) slide their tangent points to the
-      point OpenSim's restarts converge to, in closed form (`WrapCylinder`'s
-      ``sliding="geodesic"``): faster; how far it is from OpenSim:
-      docs/opensim-parity.md, "Converged wrap geometry".
+    - `wrap_geometry`: ``"converged"`` (default): on muscles with several PathWraps the
+      cylinders (and tori) slide their tangent points to the point OpenSim's restarts
+      converge to, in closed form (`WrapCylinder`'s ``sliding="geodesic"``): about twice
+      as fast to evaluate, shorter to compile, and within tenths of a millimetre of
+      OpenSim where OpenSim's restarts stop short (docs/opensim-parity.md, "Converged
+      wrap geometry", per wrap kind). ``"opensim"``: the wrap objects reproduce OpenSim
+      4.6's iterates, so lengths and moment arms match OpenSim's to round-off (use it to
+      compare with OpenSim's own output).
 
     **Returns:**
 
@@ -170,7 +172,7 @@ def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "opensim") -> Mod
 
 
 def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
-              locked: dict[str, float] | None = None, wrap_geometry: str = "opensim") -> OsimImport:
+              locked: dict[str, float] | None = None, wrap_geometry: str = "converged") -> OsimImport:
     """Like `load_osim`, also returning every coordinate's joint function and kind.
 
     **Arguments:**

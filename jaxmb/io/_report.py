@@ -62,7 +62,7 @@ def plot_groups(axes, x, ys, names, groups, ylabel: str):
 
 
 def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages=None,
-                      wrap_geometry: str = "opensim") -> pathlib.Path:
+                      wrap_geometry: str = "converged") -> pathlib.Path:
     """Sweep `coordinate` over its range (others at their defaults) and write
     ``moment_arms_<coordinate>.csv`` and ``moment_arms_<coordinate>.png`` into `out_dir`.
 
