@@ -16,6 +16,9 @@ compile time must be a compilation, not a load from a cache).
   second thread, whose time the CPU clock adds to the caller's, so on a machine of
   several cores a program of many small kernels takes less wall time than CPU time,
   and a single-threaded competitor (OpenSim) is compared on both.
+- Both report as they go, one line each on standard error (`progress`): every program
+  compiled, with its argument shapes and seconds, and every call timed, so that a long
+  run shows where it is and a run stopped at a time limit leaves its log.
 - `meta(...)` records device, dtype, batch sizes, versions (jax, jaxlib, jaxmb and the
   competitors found) and the XLA flags; `write(...)` writes a result as JSON and as a
   markdown table under ``benchmarks/results/`` (an output folder, not tracked by git).
@@ -72,6 +75,15 @@ def clock() -> str:
     return "cpu" if jax.default_backend() == "cpu" else "wall"
 
 
+def progress(text: str) -> None:
+    """One line of progress on standard error, with the time of day."""
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def _shapes(args) -> str:
+    return ", ".join("x".join(map(str, x.shape)) or "scalar" for x in jax.tree.leaves(args) if hasattr(x, "shape"))
+
+
 def compile_apart(fn, *args):
     """``(compiled, lower_s, compile_s)`` of ``jax.jit(fn)`` at `args` (arrays are
     arguments; close over anything that is to be compiled in)."""
@@ -80,7 +92,10 @@ def compile_apart(fn, *args):
     lower_s = time.perf_counter() - t
     t = time.perf_counter()
     compiled = lowered.compile()
-    return compiled, lower_s, time.perf_counter() - t
+    compile_s = time.perf_counter() - t
+    progress(f"compiled {getattr(fn, '__name__', 'a function')} at ({_shapes(args)}): "
+             f"lower {lower_s:.2f} s, compile {compile_s:.2f} s")
+    return compiled, lower_s, compile_s
 
 
 def time_calls(calls: dict, rounds: int = 5, min_time: float = 0.05, how: str | None = None) -> dict:
@@ -112,6 +127,7 @@ def time_calls(calls: dict, rounds: int = 5, min_time: float = 0.05, how: str | 
         times = sorted(times)
         out[name] = {"best_s": times[0], "median_s": times[len(times) // 2], "best_wall_s": min(wall[name]),
                      "number": number[name], "rounds": rounds, "clock": how}
+        progress(f"timed {name}: best {times[0] * 1e6:.4g} µs per call ({how} time)")
     return out
 
 

@@ -41,15 +41,22 @@ def _check(result, name):
     return result["rows"]
 
 
-def test_harness_times_compile_and_run_apart(bench):
+def test_harness_times_compile_and_run_apart(bench, capsys):
     import jax.numpy as jnp
 
-    comp, lower_s, compile_s = bench.compile_apart(lambda x: jnp.sin(x) * 2.0, jnp.ones(3))
+    def doubled_sine(x):
+        return jnp.sin(x) * 2.0
+
+    comp, lower_s, compile_s = bench.compile_apart(doubled_sine, jnp.ones(3))
     assert lower_s > 0.0 and compile_s > 0.0
     np.testing.assert_allclose(comp(jnp.zeros(3)), 0.0)
     timed = bench.time_calls({"a": lambda: comp(jnp.ones(3)), "b": lambda: comp(jnp.zeros(3))}, rounds=2,
                              min_time=0.001)
     assert set(timed) == {"a", "b"}
+    # Progress as it goes, on standard error: the program compiled, then each call timed.
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and "compiled doubled_sine at (3): lower" in err[0]
+    assert "timed a: best" in err[1] and "timed b: best" in err[2]
     for t in timed.values():
         assert 0.0 < t["best_s"] <= t["median_s"] and t["rounds"] == 2 and t["clock"] == bench.clock()
         assert 0.0 < t["best_wall_s"]
