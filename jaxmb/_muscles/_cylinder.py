@@ -267,11 +267,12 @@ class WrapCylinder(AbstractWrapObject):
 
     On a muscle with several PathWraps OpenSim then slides the tangent points along the
     axis until the straight parts meet it at the helix's angle, within 0.1 degree
-    (`sliding="opensim"`, the default: OpenSim's restarts, differentiated as the restarts
-    made). ``sliding="geodesic"`` takes the point that sliding aims at, in closed form:
+    (`sliding="opensim"`, the constructor's default: OpenSim's restarts, differentiated as
+    the restarts made). ``sliding="geodesic"`` takes the point that sliding aims at, in closed form:
     the tangent-continuous helix, the shortest path over the cylinder (`_cyl_geodesic`).
     It has no iteration, so it runs and compiles faster; it differs from OpenSim where
     OpenSim stops short of it (docs/opensim-parity.md, "Converged wrap geometry").
+    `load_osim` sets it on every cylinder unless given ``wrap_geometry="opensim"``.
 
     **Arguments:**
 
