@@ -131,8 +131,9 @@ def _ground_terms(model: Model, f):
     rir = jnp.sum(_per_body_rotate(r, inertia)[:, :, None] * r[:, None], axis=3)  # R I_c Rᵀ
     eye = _trailing(jnp.eye(3, dtype=dtype), b)
     ib = rir + mass[:, None, None] * (jnp.sum(c * c, axis=1)[:, None, None] * eye[None] - c[:, :, None] * c[:, None])
-    # The mass stays unbroadcast (unit batch axes): broadcast, its subtree sums in `_crba`
-    # were a product of two constants that XLA folded at compile time, seconds at 10^5 states.
+    # The mass stays unbroadcast (unit batch axes): broadcast over the batch, its subtree
+    # sums in `_crba` were a product of two constants, which XLA folds at compile time into
+    # a batch-sized literal (a compile that grew with the batch).
     return s, (mass[:, None], mass[:, None] * c, ib), back, jnp.asarray(d, dtype)
 
 

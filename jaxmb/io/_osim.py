@@ -151,9 +151,9 @@ def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged") -> M
     - `path`: the ``.osim`` file.
     - `wrap_geometry`: ``"converged"`` (default): on muscles with several PathWraps the
       cylinders (and tori) slide their tangent points to the point OpenSim's restarts
-      converge to, in closed form (`WrapCylinder`'s ``sliding="geodesic"``): about twice
-      as fast to evaluate, shorter to compile, and within tenths of a millimetre of
-      OpenSim where OpenSim's restarts stop short (docs/opensim-parity.md, "Converged
+      converge to, in closed form (`WrapCylinder`'s ``sliding="geodesic"``): no loop, so
+      faster to evaluate and to compile, and within tenths of a millimetre of OpenSim
+      where OpenSim's restarts stop short (docs/opensim-parity.md, "Converged
       wrap geometry", per wrap kind). ``"opensim"``: the wrap objects reproduce OpenSim
       4.6's iterates, so lengths and moment arms match OpenSim's to round-off (use it to
       compare with OpenSim's own output).
