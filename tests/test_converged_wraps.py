@@ -10,6 +10,7 @@ OpenSim 4.6 is in test_muscle_parity.py.
 """
 
 import dataclasses
+import inspect
 import pathlib
 
 import jax
@@ -128,5 +129,12 @@ def test_load_osim_sets_the_wrap_geometry_on_every_cylinder():
         model = mb.load_osim(path) if geometry is None else mb.load_osim(path, wrap_geometry=geometry)
         cylinders = [w for m in model.muscles for w in m.wraps if isinstance(w, mb.WrapCylinder)]
         assert len(cylinders) == 5 and {w.sliding for w in cylinders} == {sliding}
+    # One default everywhere a user reaches the geometry from: the loaders, the report, the command line.
+    from jaxmb.cli import build_parser
+
+    defaults = {inspect.signature(fn).parameters["wrap_geometry"].default
+                for fn in (mb.load_osim, mb.io.read_osim, mb.io.moment_arm_report)}
+    cli = build_parser().parse_args(["moment-arms", "m.osim", "--coordinate", "c", "--out", "o"]).wrap_geometry
+    assert defaults == {cli} == {"converged"}
     with pytest.raises(ValueError, match="arm26.osim: wrap_geometry must be one of 'converged', 'opensim'"):
         mb.load_osim(path, wrap_geometry="geodesic")

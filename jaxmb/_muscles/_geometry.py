@@ -7,7 +7,8 @@ import jax
 from ._cylinder import WrapCylinder
 from ._torus import WrapTorus
 
-WRAP_GEOMETRIES = ("converged", "opensim")
+DEFAULT_WRAP_GEOMETRY = "converged"  # load_osim's, read_osim's and the command line's
+WRAP_GEOMETRIES = (DEFAULT_WRAP_GEOMETRY, "opensim")
 
 
 def with_wrap_geometry(tree, geometry: str):

@@ -68,6 +68,9 @@ def _lmpar_1d(r, d, qtb, delta, par):
     return jnp.where(gauss_newton, x_gn, x), jnp.where(gauss_newton, 0.0, par)
 
 
+_INFO = 9  # where MINPACK's info code sits in the state (0 while it iterates)
+
+
 def lmdif_1d(resid, args, skip=False, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
     """The root (or least-squares point) of the scalar ``x -> resid(args, x)`` from x = 0
     by OpenSim's lmdif_C for one residual and one unknown (MINPACK's decisions, OpenSim's
@@ -87,14 +90,14 @@ def lmdif_1d(resid, args, skip=False, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0
     # Gathering the iterating lanes (`iterate_lanes`) made no difference once the unread
     # ones skip, and its second loop compiles longer (docs/dev/performance.md).
     skip = jnp.asarray(skip, bool)
-    c, _ = jax.lax.while_loop(lambda c: (c[0][9] == 0) & ~skip, step, (state, jnp.asarray(True)))
+    c, _ = jax.lax.while_loop(lambda c: (c[0][_INFO] == 0) & ~skip, step, (state, jnp.asarray(True)))
     return c[0]
 
 
 def _lm_step(resid, ftol, xtol, maxfev, factor, args, carry):
     """One step of `lmdif_1d` for one lane: a new Jacobian where the last step succeeded
     (MINPACK's outer loop), then one trial step (its inner loop); `lmdif_1d` stops once
-    `info` (``carry[0][9]``) is set."""
+    `info` (``carry[0][_INFO]``) is set."""
     def fun(x):
         return resid(args, x)
 
@@ -157,5 +160,5 @@ def _lm_step(resid, ftol, xtol, maxfev, factor, args, carry):
     c = jax.lax.cond(need_jac, outer, lambda c: c, c)
     c2, success = inner(c)
     # gnorm == 0 (info 4) stops before the inner step.
-    c = jax.tree_util.tree_map(lambda a, b: jnp.where(c[9] == 4, a, b), c, c2)
+    c = jax.tree_util.tree_map(lambda a, b: jnp.where(c[_INFO] == 4, a, b), c, c2)
     return c, success

@@ -22,7 +22,9 @@ def moment_arms(args) -> int:
 
 def add_wrap_geometry_argument(parser) -> None:
     """``--wrap-geometry``, for the commands that compute muscle paths of an OpenSim model."""
-    parser.add_argument("--wrap-geometry", default="converged", choices=["converged", "opensim"],
+    from .._muscles._geometry import DEFAULT_WRAP_GEOMETRY, WRAP_GEOMETRIES
+
+    parser.add_argument("--wrap-geometry", default=DEFAULT_WRAP_GEOMETRY, choices=WRAP_GEOMETRIES,
                         help="converged (default): the multi-wrap cylinders' sliding converged, in closed form "
                              "(faster; within tenths of a millimetre of OpenSim, docs/opensim-parity.md); "
                              "opensim: OpenSim 4.6's wrap iterates, its lengths and moment arms to round-off")
