@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -25,6 +24,7 @@ from ._typing import RealLike
 from ._errors import ModelError
 from ._functions import AbstractJointFunction
 from ._loop_closure import ImplicitJointFunction
+from ._model_checks import _check_ranges, _check_regular, _concrete, _round_off, _validate_inertial
 from ._spatial import homogeneous, rotation_about_axis, skew
 
 GROUND = "ground"
@@ -37,21 +37,6 @@ def _f(x, shape=None) -> Array:
     if shape is not None and x.shape != shape:
         raise ModelError(f"expected an array of shape {shape}, got {x.shape}")
     return x
-
-
-def _round_off(values: np.ndarray, floor: float) -> float:
-    """A relative tolerance for a build-time check on `values`: `floor`, or what their
-    dtype resolves where that is coarser (a float32 model's rotations are orthonormal
-    only to float32 round-off)."""
-    return max(floor, 100.0 * float(np.finfo(values.dtype).eps))
-
-
-def _concrete(*arrays) -> list[np.ndarray] | None:
-    """NumPy copies of the arrays, or None when any is a tracer (checks then skip)."""
-    try:
-        return [np.asarray(a) for a in arrays]
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
 
 
 class Body(eqx.Module):
@@ -96,38 +81,6 @@ class Body(eqx.Module):
     def virtual(cls, name: str) -> "Body":
         """A massless, inertia-less body (the links of a multi-DOF joint chain)."""
         return cls(name, 0.0, massless=True)
-
-
-def _validate_inertial(name, mass, com, inertia, *, massless):
-    if not np.all(np.isfinite(mass)) or not np.all(np.isfinite(com)) or not np.all(np.isfinite(inertia)):
-        raise ModelError(f"Body {name!r}: mass, com and inertia must be finite.")
-    if massless:
-        if mass != 0.0 or np.any(inertia != 0.0):
-            raise ModelError(
-                f"Body {name!r} is declared massless but has mass {float(mass)} or non-zero "
-                "inertia; drop `massless=True` or zero them."
-            )
-        return
-    if not mass > 0.0:
-        raise ModelError(
-            f"Body {name!r} has non-positive mass {float(mass)} kg; give it a positive mass, "
-            "or build it with Body.virtual(name) if it is a massless link of a multi-DOF joint."
-        )
-    scale = max(float(np.max(np.abs(inertia))), 1e-300)
-    if np.max(np.abs(inertia - inertia.T)) > _round_off(inertia, 1e-10) * scale:
-        raise ModelError(f"Body {name!r}: inertia tensor is not symmetric:\n{inertia}")
-    moments = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
-    tol = _round_off(inertia, 1e-9) * scale
-    if moments[0] < -tol:
-        raise ModelError(
-            f"Body {name!r}: inertia tensor is not positive semi-definite (principal moments "
-            f"{moments}); check signs of the products of inertia."
-        )
-    if moments[0] + moments[1] < moments[2] - tol:
-        raise ModelError(
-            f"Body {name!r}: principal moments {moments} violate the triangle inequality "
-            "I1 + I2 >= I3, so no mass distribution has this inertia."
-        )
 
 
 JointKind = Literal["revolute", "prismatic"]
@@ -502,125 +455,3 @@ def _no_duplicates(kind: str, names: Sequence[str]):
         if n in seen:
             raise ModelError(f"Duplicate {kind} name {n!r}; {kind} names must be unique.")
         seen.add(n)
-
-
-def _check_ranges(model: "Model"):
-    values = _concrete(model.q_default, model.q_lower, model.q_upper)
-    if values is None:
-        return
-    default, lower, upper = values
-    for k, name in enumerate(model.coordinate_names):
-        if np.isnan(lower[k]) or np.isnan(upper[k]) or not lower[k] <= upper[k]:
-            raise ModelError(
-                f"Model {model.name!r}: coordinate {name!r} has range ({lower[k]}, {upper[k]}); "
-                "give (lower, upper) with lower <= upper."
-            )
-        if not np.isfinite(default[k]):
-            raise ModelError(f"Model {model.name!r}: coordinate {name!r} has non-finite default {default[k]}.")
-
-
-def _np_rotation(axis, angle):
-    k = np.array([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]])
-    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
-
-
-def _check_regular(model: "Model"):
-    """Structural causes of a singular mass matrix, found with NumPy at build time (no
-    compilation): a coordinate that no joint function reads, a moving subtree without
-    mass, and a revolute joint whose moving subtree has no inertia about its axis at the
-    default pose. Skipped when the model's parameters are traced."""
-    reads = [set(j.function.coordinate_indices()) for j in model.joints]
-    for k, name in enumerate(model.coordinate_names):
-        if not any(k in r for r in reads):
-            raise ModelError(
-                f"Model {model.name!r}: no joint function reads coordinate {name!r} (index {k}), so "
-                "it has no inertia and the mass matrix is singular; remove the coordinate or drive "
-                "a joint with it (e.g. Coordinate(index))."
-            )
-    inertial = _concrete(*(x for b in model.bodies for x in (b.mass, b.com, b.inertia)))
-    if inertial is None:
-        return
-    mass = inertial[0::3]
-    com = inertial[1::3]
-    inertia = inertial[2::3]
-    n = len(model.joints)
-    children = [[] for _ in range(n)]
-    for i, p in enumerate(model.parents):
-        if p >= 0:
-            children[p].append(i)
-
-    def subtree(i):
-        out, stack = [], [i]
-        while stack:
-            k = stack.pop()
-            out.append(k)
-            stack.extend(children[k])
-        return out
-
-    frames = None  # joints' local frames at the default pose, computed on demand
-    for i, joint in enumerate(model.joints):
-        if not reads[i]:
-            continue
-        coords = [model.coordinate_names[k] for k in sorted(reads[i])]
-        tree = subtree(i)
-        total = sum(float(mass[k]) for k in tree)
-        if not total > 0.0:
-            raise ModelError(
-                f"Model {model.name!r}: body {joint.child!r} and the bodies it carries have no mass, "
-                f"but joint {joint.name!r} moves them with coordinate(s) {coords}; the mass matrix is "
-                "singular. Give the end body mass and inertia, or make the joint a weld (Constant)."
-            )
-        if joint.kind != "revolute":
-            continue
-        scale = max(float(np.max(np.abs(inertia[k]))) for k in tree)
-        if any(float(np.linalg.eigvalsh(inertia[k])[0]) > 1e-9 * scale for k in tree if mass[k] > 0):
-            continue  # a body with inertia about every axis
-        if frames is None:
-            frames = _default_frames(model)
-            if frames is None:
-                return
-        rot, trans = frames
-        # Composite rotational inertia of the subtree about the joint's child origin, in
-        # child axes, with the bodies' poses relative to that frame.
-        poses = {i: (np.eye(3), np.zeros(3))}
-        total_inertia = np.zeros((3, 3))
-        for k in tree:  # parents come before children in `subtree`'s order
-            if k != i:
-                r, p = poses[model.parents[k]]
-                poses[k] = (r @ rot[k], r @ trans[k] + p)
-            r, p = poses[k]
-            c = r @ com[k] + p
-            total_inertia += r @ inertia[k] @ r.T + mass[k] * (c @ c * np.eye(3) - np.outer(c, c))
-        rc, tc = np.asarray(joint.child_rotation), np.asarray(joint.child_translation)
-        a = np.asarray(joint.axis)
-        w, v = rc.T @ a, rc.T @ np.cross(a, tc)
-        # S = (ω, v) with v = -ω × o for the axis through o: the inertia about the axis line.
-        first = sum(mass[k] * (poses[k][0] @ com[k] + poses[k][1]) for k in tree)
-        moment = w @ total_inertia @ w + 2.0 * w @ np.cross(first, v) + total * v @ v
-        if not moment > 1e-12 * max(total, float(np.trace(total_inertia))):
-            raise ModelError(
-                f"Model {model.name!r}: the bodies moved by revolute joint {joint.name!r} (body "
-                f"{joint.child!r} and its descendants) have no inertia about its axis at the default "
-                f"pose, so coordinate(s) {coords} have no inertia and the mass matrix is singular. "
-                "Give the bodies inertia about that axis, or make the joint a weld (Constant)."
-            )
-
-
-def _default_frames(model: "Model"):
-    """The joints' local frames ``(R, p)`` at ``model.q_default``, in NumPy; None when a
-    joint function cannot be evaluated eagerly there."""
-    try:
-        q = jnp.asarray(model.q_default)
-        rot, trans = [], []
-        for j in model.joints:
-            f = float(np.asarray(j.function(q)))
-            rp, tp = np.asarray(j.parent_rotation), np.asarray(j.parent_translation)
-            rc, tc = np.asarray(j.child_rotation), np.asarray(j.child_translation)
-            a = np.asarray(j.axis)
-            x, d = (_np_rotation(a, f), np.zeros(3)) if j.kind == "revolute" else (np.eye(3), f * a)
-            rot.append(rp @ x @ rc)
-            trans.append(rp @ (x @ tc + d) + tp)
-        return rot, trans
-    except Exception:  # noqa: BLE001 - a check, not a requirement: skip it
-        return None
-
