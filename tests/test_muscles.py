@@ -97,6 +97,25 @@ def test_closed_form_equals_autodiff_hand_models():
         np.testing.assert_allclose(fd, np.asarray(rc)[:, i], atol=1e-6)
 
 
+def test_frozen_path_moment_arms_are_minus_dl_dq_where_the_wrap_is_a_geodesic():
+    """`method="frozen_path"` (OpenSim's computeMomentArm: the path frozen at q, a
+    MovingPathPoint's own motion included) is -dL/dq where the length is stationary in the
+    tangent points: no wrap, and the sphere's great circle (the path here has a
+    MovingPathPoint and a ConditionalPathPoint). OpenSim's cylinder, ellipsoid and torus
+    place their tangent points by rules whose length is not stationary in them, so there the
+    two differ (tests/test_frozen_path.py holds this route to OpenSim's computeMomentArm)."""
+    model = _arm(WRAPS)
+    f = jax.jit(jax.vmap(lambda q: (mb.moment_arms(model, q, method="frozen_path"),
+                                     mb.moment_arms(model, q, method="autodiff"))))
+    frozen, autodiff = (np.asarray(x) for x in f(STATES))
+    names = model.muscle_names
+    exact = [names.index("none"), names.index("sphere")]
+    np.testing.assert_allclose(frozen[:, :, exact], autodiff[:, :, exact], rtol=0, atol=TOL_CLOSED_VS_AUTODIFF)
+    assert np.min(np.abs(autodiff[-1, :, exact])) > 0.005  # both coordinates move both paths
+    for name in ("cylinder", "ellipsoid", "torus"):
+        assert np.max(np.abs(frozen[:, :, names.index(name)] - autodiff[:, :, names.index(name)])) > 5e-5, name
+
+
 def test_a_batch_maps_its_states_one_at_a_time_where_paths_iterate():
     """On CPU a batched loop runs every state to the slowest one's trip count, so `jax.vmap` of
     the path functions maps the states one at a time (a scan over the batch) for a model whose
@@ -345,7 +364,7 @@ def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks(monkeypatch
     np.testing.assert_allclose(r_ad, full, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(r_cf, full, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(r_opt, full, rtol=1e-10, atol=1e-14)
-    with pytest.raises(ValueError, match="method must be 'closed_form' or 'autodiff'"):
+    with pytest.raises(ValueError, match="method must be 'closed_form', 'autodiff' or 'frozen_path'"):
         mb.moment_arm_sweep(model, "elbow", method="finite_differences")
 
 

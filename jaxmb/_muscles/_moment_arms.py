@@ -26,7 +26,7 @@ from .._kinematics import _twist_rows, body_transforms, joint_gradients
 from .._functions import AbstractJointFunction
 from .._model import GROUND, Model
 from .._safe import unit
-from ._layout import layout, merge_parts, moving_locals, partitions, path_lengths, unwrapped_segments
+from ._layout import ext_poses, layout, merge_parts, moving_locals, partitions, path_lengths, unwrapped_segments
 from ._paths import muscle_lengths, resolve_all, state_by_state
 
 
@@ -243,6 +243,37 @@ def _closed_form(model: Model, q, with_lengths=False):
     return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
 
 
+def _frozen_layout_moment_arms(model: Model, lay, q, poses):
+    """``-∂L/∂q`` with every node of the resolved path fixed in its body's frame (points,
+    MovingPathPoints, the wraps' tangent points in the wrap object's body) and the wraps'
+    surface lengths held: the path's wrap iterations run on values only."""
+    r = resolve_all(lay, q, poses)
+    rot, org = r.rot, r.org
+    b = lay.node_body
+    local = jnp.einsum("knji,knj->kni", rot[b], r.pos - org[b])  # Rᵀ (p - o): body coordinates
+
+    def length(x):
+        rot_x, org_x = ext_poses(body_transforms(model, x).astype(q.dtype))
+        loc = local
+        if lay.moving:  # OpenSim applies a MovingPathPoint's own motion (its location's dependence on q)
+            k, j = np.array(lay.moving).T
+            loc = loc.at[k, j].set(moving_locals(lay, x))
+        pos = jnp.einsum("knij,knj->kni", rot_x[b], loc) + org_x[b]
+        return path_lengths(lay, (pos, r.active, r.key, r.wrap_len))
+
+    return -jax.jacfwd(length)(q).T
+
+
+@eqx.filter_jit
+@state_by_state
+def _frozen_path(model: Model, q):
+    # The path is resolved at q held constant, so that forward mode reaches no wrap iteration.
+    q = jax.lax.stop_gradient(q)
+    poses = body_transforms(model, q)
+    parts = partitions(model)
+    return merge_parts(parts, [_frozen_layout_moment_arms(model, lay, q, poses) for lay, _ in parts], axis=1)
+
+
 def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
     """Moment-arm matrix ``R = -dL/dq`` (nq, n_muscles).
 
@@ -255,11 +286,22 @@ def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form
     wrap's tangent points are exact) and loads the wrap object's body with the
     reactions. `method="autodiff"` is ``-jax.jacfwd(muscle_lengths)``.
 
+    `method="frozen_path"` is OpenSim's ``Muscle.computeMomentArm``: the generalized
+    force of a unit tension along the path frozen at `q`, ``R_kj = -Σ_s u_s · ∂(p_s,end -
+    p_s,start)/∂q_k`` over the straight segments s (unit vectors u_s), every path node
+    moving with its body: a MovingPathPoint's own motion, and the sliding of a wrap's
+    tangent points over the wrap object, do no work (Delp et al. 2007, the muscle's
+    virtual power). It equals ``-dL/dq`` where the path is a chain of fixed points and
+    exact tangent wraps, and differs from it where a MovingPathPoint moves or a wrap's
+    tangent points are not stationary (OpenSim's ellipsoid and torus; concepts page
+    "Muscles"). The wraps are evaluated for their values only, with no derivative
+    through their iterations.
+
     **Arguments:**
 
     - `model`: a model with muscles.
     - `q`: `(nq,)` coordinates (rad or m).
-    - `method`: `"closed_form"` or `"autodiff"`.
+    - `method`: `"closed_form"`, `"autodiff"` or `"frozen_path"`.
 
     **Returns:**
 
@@ -267,13 +309,13 @@ def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form
     a translational one), so that the generalized force of tensions `F` is `R @ F`.
     """
     q = finite_coordinate_vector(model, q, "moment_arms", "q")
+    if method not in ("closed_form", "autodiff", "frozen_path"):
+        raise ValueError(f"method must be 'closed_form', 'autodiff' or 'frozen_path', got {method!r}.")
     if method == "autodiff":
         return -jax.jacfwd(lambda x: muscle_lengths(model, x))(q).T
-    if method != "closed_form":
-        raise ValueError(f"method must be 'closed_form' or 'autodiff', got {method!r}.")
     if not model.muscles:
         return jnp.zeros((model.nq, 0), q.dtype)
-    return _closed_form(model, q)
+    return _frozen_path(model, q) if method == "frozen_path" else _closed_form(model, q)
 
 
 def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
@@ -421,7 +463,8 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     - `q0`: `(nq,)` the other coordinates, rad or m (default `model.q_default`).
     - `method`: `"closed_form"` (row k of `moment_arms`, Ehsani 2016, Eq. 195) or
       `"autodiff"` (``-dL/dq_k``, one forward-mode direction: the smaller program to
-      compile when only this row is wanted).
+      compile when only this row is wanted), or `"frozen_path"` (OpenSim's
+      computeMomentArm, row k of ``moment_arms(..., method="frozen_path")``).
     - `chunk`: states per call of the compiled program, >= 1.
     - `progress`: called as ``progress(done, n)`` after each chunk of each group (`done`:
       the share of the work done, in states, rising to `n`), or None.
@@ -439,8 +482,9 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     zeros for the muscles whose length cannot depend on it (no joint between their bodies,
     no joint function in their points reads it), which are not computed.
     """
-    if method not in ("closed_form", "autodiff"):
-        raise ValueError(f"moment_arm_sweep: method must be 'closed_form' or 'autodiff', got {method!r}.")
+    if method not in ("closed_form", "autodiff", "frozen_path"):
+        raise ValueError(f"moment_arm_sweep: method must be 'closed_form', 'autodiff' or 'frozen_path', "
+                         f"got {method!r}.")
     if n < 1 or chunk < 1:
         raise ValueError(f"moment_arm_sweep: n and chunk must be >= 1, got n={n}, chunk={chunk}.")
     k = model.coordinate_index(coordinate_name)

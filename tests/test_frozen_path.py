@@ -1,0 +1,100 @@
+"""`moment_arms(..., method="frozen_path")`: OpenSim's `Muscle.computeMomentArm`, the
+generalized force of a unit tension along the path frozen at q (a MovingPathPoint's own
+motion included). Checked against OpenSim 4.6's computeMomentArm
+(tests/data/opensim/*.npz, `random_moment_arms_opensim`) and against ``-dL/dq`` where the
+path's tangent points are exact."""
+
+import pathlib
+import warnings
+
+import equinox as eqx
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb as mb
+
+DATA = pathlib.Path(__file__).parent / "data" / "opensim"
+TOL = 1e-10  # m: the same path, so round-off
+
+
+def _model(path, wrap_geometry="opensim", keep=None):
+    if not pathlib.Path(path).exists():
+        pytest.skip(f"{path} is absent")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MoBL-ARMS's skipped elements
+        model = mb.load_osim(path, wrap_geometry=wrap_geometry)
+    if keep is not None:
+        model = eqx.tree_at(lambda m: m.muscles, model, tuple(m for m in model.muscles if keep(m)))
+    return model
+
+
+def _frozen(model, qs):
+    return np.asarray(jax.jit(jax.vmap(lambda q: mb.moment_arms(model, q, method="frozen_path")))(jnp.asarray(qs)))
+
+
+def _columns(model, ref):
+    names = list(ref["muscle_names"])
+    return [names.index(n) for n in model.muscle_names]
+
+
+def test_frozen_path_is_opensims_compute_moment_arm_on_gait2354():
+    """All 54 muscles, 4 of them with a MovingPathPoint on the knee (whose motion OpenSim
+    applies as a generalized force), at OpenSim's 20 random states."""
+    model = _model(mb.__file__.replace("__init__.py", "data/gait2354_simbody.osim"))
+    ref = np.load(DATA / "gait2354.npz")
+    assert sum(any(p.moves for p in m.points) for m in model.muscles) == 4
+    got = _frozen(model, ref["random_q_ind"])
+    np.testing.assert_allclose(got, ref["random_moment_arms_opensim"], rtol=0, atol=TOL)
+
+
+def _one_wrap_fixed_points(m):
+    return len(m.wraps) <= 1 and not any(p.moves for p in m.points)
+
+
+@pytest.mark.parametrize("name, file", [("arm26", None), ("mobl_arms", "MOBL_ARMS_fixed_41.osim")])
+def test_frozen_path_is_opensims_compute_moment_arm_over_every_wrap_kind(name, file, shared_dir):
+    """Every muscle with at most one PathWrap and no MovingPathPoint (arm26: 5 of 6;
+    MoBL-ARMS: 12 of 50, over cylinders, ellipsoids and tori, whose tangent points are
+    not stationary, so that computeMomentArm differs from -dL/dq): equal at OpenSim's 20
+    random states. The other muscles are not compared: OpenSim's multi-wrap paths carry
+    tangent points from earlier passes, and on MoBL-ARMS computeMomentArm leaves out the
+    motion of MovingPathPoints on coupled coordinates (docs/opensim-parity.md)."""
+    path = mb.__file__.replace("__init__.py", "data/arm26.osim") if file is None else pathlib.Path(shared_dir) / "models" / file
+    model = _model(path, keep=_one_wrap_fixed_points)
+    kinds = {type(w).__name__ for m in model.muscles for w in m.wraps}
+    assert kinds == ({"WrapCylinder", "WrapEllipsoid"} if file is None else {"WrapCylinder", "WrapEllipsoid", "WrapTorus"})
+    ref = np.load(DATA / f"{name}.npz")
+    got = _frozen(model, ref["random_q_ind"])
+    want = ref["random_moment_arms_opensim"][:, :, _columns(model, ref)]
+    np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
+    # where OpenSim's own derivative differs from computeMomentArm, so does this route
+    fd = ref["random_moment_arms_fd"][:, :, _columns(model, ref)]
+    smooth = ref["random_fd_smooth"][:, :, _columns(model, ref)]
+    assert np.max(np.where(smooth, np.abs(got - fd), 0.0)) > 1e-4
+
+
+def test_frozen_path_runs_no_derivative_through_the_wrap_iterations():
+    """The path is resolved on values only: forward mode reaches no `while` loop (the
+    ellipsoid's Newton and Gauss-Newton iterations), so the program's loops are the
+    resolution's alone (those of `muscle_lengths`)."""
+    model = _model(mb.__file__.replace("__init__.py", "data/arm26.osim"), keep=lambda m: m.name == "BIClong")
+    q = model.q_default
+
+    def loop_work(fn):
+        """The equations inside every `while` body of fn's program (nested programs included)."""
+        def walk(jaxpr, in_loop):
+            total = 0
+            for eqn in jaxpr.eqns:
+                total += in_loop
+                for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                    total += walk(sub, in_loop or eqn.primitive.name == "while")
+            return total
+        return walk(jax.make_jaxpr(fn)(q).jaxpr, False)
+
+    lengths = loop_work(lambda x: mb.muscle_lengths(model, x))
+    assert lengths > 0  # the ellipsoid iterates
+    assert loop_work(lambda x: mb.moment_arms(model, x, method="frozen_path")) == lengths
+    assert loop_work(lambda x: mb.moment_arms(model, x)) > lengths  # forward mode through the loops
