@@ -24,7 +24,10 @@ RajagopalLaiUhlrich2023 from the opensim-models repository
 
 ``--wrap-geometry converged,opensim`` times both of `load_osim`'s wrap geometries in the
 same run (the converged points, `load_osim`'s default, and OpenSim's iterates:
-docs/opensim-parity.md).
+docs/opensim-parity.md). ``--moment-arms closed_form,frozen_path`` times both of
+`muscle_lengths_and_moment_arms`'s definitions of R: ``-dL/dq`` (the default, the quantity
+of OpenSim's central differences) and the frozen path (the quantity of OpenSim's
+computeMomentArm).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ import jaxmb as mb  # noqa: E402
 DATA = H.ROOT / "tests" / "data" / "opensim"
 # The headline names the other geometries; this one is what a user gets.
 DEFAULT_GEOMETRY = inspect.signature(mb.load_osim).parameters["wrap_geometry"].default
+DEFAULT_METHOD = inspect.signature(mb.muscle_lengths_and_moment_arms).parameters["method"].default
 MODELS = {"mobl_arms": H.ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim",
           "gait2354": H.ROOT / "jaxmb" / "data" / "gait2354_simbody.osim",
           "arm26": H.ROOT / "jaxmb" / "data" / "arm26.osim"}
@@ -97,8 +101,9 @@ def stored_opensim(name: str) -> dict | None:
             "source": f"stored in {ref.name} when it was generated, at its own states (no OpenSim given)"}
 
 
-def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python, notes, geometries=(DEFAULT_GEOMETRY,)):
-    """Rows of one model (for each wrap geometry of `load_osim`) and its summary."""
+def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python, notes, geometries=(DEFAULT_GEOMETRY,),
+              methods=(DEFAULT_METHOD,)):
+    """Rows of one model (for each wrap geometry of `load_osim` and each definition of R) and its summary."""
     name, path = model_path(model)
     calls, compile_s, per = {}, {}, {}
     for geometry in geometries:
@@ -108,17 +113,18 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
         if muscles:  # a subset (a smaller program to compile)
             m = eqx.tree_at(lambda x: x.muscles, m, tuple(x for x in m.muscles if x.name in muscles))
         states = random_states(m, n_states)
-        fn = lambda q, m=m: mb.muscle_lengths_and_moment_arms(m, q)  # noqa: E731
-        qs1 = jnp.asarray(states)
-        single, lo, co = H.compile_apart(fn, qs1[0])
-        calls[(geometry, "jit", 1)] = lambda single=single, qs1=qs1: [single(q) for q in qs1]
-        compile_s[(geometry, "jit", 1)], per[(geometry, "jit", 1)] = lo + co, len(states)
-        for b in batch_sizes:
-            qs = jnp.asarray(np.resize(states, (b, m.nq)))
-            for how, f in (("vmap", jax.vmap(fn)), ("lax.map", lambda x, fn=fn: jax.lax.map(fn, x))):
-                comp, lo, co = H.compile_apart(f, qs)
-                calls[(geometry, how, b)] = lambda comp=comp, qs=qs: comp(qs)
-                compile_s[(geometry, how, b)], per[(geometry, how, b)] = lo + co, b
+        for method in methods:
+            fn = lambda q, m=m, method=method: mb.muscle_lengths_and_moment_arms(m, q, method=method)  # noqa: E731
+            qs1 = jnp.asarray(states)
+            single, lo, co = H.compile_apart(fn, qs1[0])
+            calls[(geometry, method, "jit", 1)] = lambda single=single, qs1=qs1: [single(q) for q in qs1]
+            compile_s[(geometry, method, "jit", 1)], per[(geometry, method, "jit", 1)] = lo + co, len(states)
+            for b in batch_sizes:
+                qs = jnp.asarray(np.resize(states, (b, m.nq)))
+                for how, f in (("vmap", jax.vmap(fn)), ("lax.map", lambda x, fn=fn: jax.lax.map(fn, x))):
+                    comp, lo, co = H.compile_apart(f, qs)
+                    calls[(geometry, method, how, b)] = lambda comp=comp, qs=qs: comp(qs)
+                    compile_s[(geometry, method, how, b)], per[(geometry, method, how, b)] = lo + co, b
     if muscles:
         notes.append(f"{name}: only the muscles {list(muscles)}; OpenSim's figures are for all of the model's muscles")
     timed = H.time_calls(calls, rounds=rounds, min_time=0.0)
@@ -135,7 +141,7 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
     rows = []
     for k in calls:
         seconds, wall = timed[k]["best_s"] / per[k], timed[k]["best_wall_s"] / per[k]
-        rows.append(dict(model=name, wraps=k[0], how=k[1], batch=k[2], compile_s=compile_s[k],
+        rows.append(dict(model=name, wraps=k[0], moment_arms=k[1], how=k[2], batch=k[3], compile_s=compile_s[k],
                          ms_per_state=H.ms(seconds), ms_per_state_wall=H.ms(wall),
                          **{f"{r}_over_this": s / seconds for r, s in osim_s.items()},
                          **{f"{r}_over_this_wall": osim[r]["wall_s_per_state"] / wall for r in osim_s}))
@@ -145,7 +151,7 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
 
 
 def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python=None, rounds=None, n_states=None,
-        out_dir=H.RESULTS, geometries=(DEFAULT_GEOMETRY,)):
+        out_dir=H.RESULTS, geometries=(DEFAULT_GEOMETRY,), methods=(DEFAULT_METHOD,)):
     models = tuple(models) if models else (("arm26",) if quick else ("mobl_arms", "gait2354"))
     # Batches compile for minutes even on arm26 (every wrap's iterations under vmap): not in --quick.
     batch_sizes = batch_sizes if batch_sizes is not None else (() if quick else (16, 256))
@@ -154,13 +160,14 @@ def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python
     opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
     notes, rows, summaries = [], [], []
     for model in models:
-        r, s = one_model(model, batch_sizes, muscles, n_states, rounds, opensim_python, notes, geometries)
+        r, s = one_model(model, batch_sizes, muscles, n_states, rounds, opensim_python, notes, geometries, methods)
         rows += r
         summaries.append(s)
     result = {"meta": H.meta("muscles", batch_sizes=list(batch_sizes), quick=quick, rounds=rounds, states=n_states,
-                             models=summaries, wrap_geometries=list(geometries)),
+                             models=summaries, wrap_geometries=list(geometries), moment_arms=list(methods)),
               "rows": rows, "notes": notes, "headline": headline(rows, summaries)}
-    table = H.markdown_table(rows, [("model", "model"), ("wraps", "wrap geometry"), ("how", "how"), ("batch", "batch"),
+    table = H.markdown_table(rows, [("model", "model"), ("wraps", "wrap geometry"), ("moment_arms", "R"),
+                                    ("how", "how"), ("batch", "batch"),
                                     ("compile_s", "compile s"), ("ms_per_state", "ms/state"),
                                     ("ms_per_state_wall", "ms/state wall"),
                                     ("compute_moment_arm_over_this", "OpenSim computeMomentArm / jaxmb"),
@@ -174,13 +181,14 @@ def headline(rows, summaries):
     for s in summaries:
         alt = "; ".join(f"OpenSim 4.6 {r.replace('_', ' ')} {H.ms(t):.4g}"
                         for r, t in s["opensim_seconds_per_state"].items())
-        for geometry in dict.fromkeys(r["wraps"] for r in rows if r["model"] == s["model"]):
-            mine = [r for r in rows if r["model"] == s["model"] and r["wraps"] == geometry]
+        for geometry, method in dict.fromkeys((r["wraps"], r["moment_arms"]) for r in rows if r["model"] == s["model"]):
+            mine = [r for r in rows if r["model"] == s["model"] and (r["wraps"], r["moment_arms"]) == (geometry, method)]
             best = min(mine, key=lambda r: r["ms_per_state"])
             jit = next(r for r in mine if r["how"] == "jit")
             wraps = "" if geometry == DEFAULT_GEOMETRY else f" ({geometry} wrap geometry)"
+            arms = "moment arms" if method == DEFAULT_METHOD else "frozen-path moment arms (OpenSim's computeMomentArm)"
             out.append({"what": f"{s['file']}: {s['n_muscles']} muscle lengths and the {s['nq']} x {s['n_muscles']} "
-                                f"moment arms{wraps}, ms per state",
+                                f"{arms}{wraps}, ms per state",
                         "jaxmb": f"{jit['ms_per_state']:.4g} single, {jit['ms_per_state_wall']:.4g} wall-clock "
                                  f"(compile {jit['compile_s']:.0f} s); best {best['ms_per_state']:.4g}, "
                                  f"{best['ms_per_state_wall']:.4g} wall-clock ({best['how']}, batch {best['batch']})",
@@ -198,12 +206,17 @@ def main(argv=None):
     p.add_argument("--wrap-geometry", default=DEFAULT_GEOMETRY,
                    help="comma-separated wrap geometries of load_osim to time side by side, for instance "
                         f"converged,opensim (default: load_osim's, {DEFAULT_GEOMETRY})")
+    p.add_argument("--moment-arms", default=DEFAULT_METHOD,
+                   help="comma-separated definitions of R to time side by side: closed_form (-dL/dq, the "
+                        "quantity of OpenSim's central differences) and frozen_path (OpenSim's computeMomentArm) "
+                        f"(default: {DEFAULT_METHOD})")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
     batches = None if a.batch_sizes is None else tuple(int(x) for x in a.batch_sizes.split(",") if x.strip())
     models = None if a.models is None else tuple(x for x in a.models.split(",") if x.strip())
     run(quick=a.quick, models=models, batch_sizes=batches, n_states=a.states, opensim_python=a.opensim_python,
-        out_dir=a.out_dir, geometries=tuple(x for x in a.wrap_geometry.split(",") if x.strip()))
+        out_dir=a.out_dir, geometries=tuple(x for x in a.wrap_geometry.split(",") if x.strip()),
+        methods=tuple(x for x in a.moment_arms.split(",") if x.strip()))
 
 
 if __name__ == "__main__":

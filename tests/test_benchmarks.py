@@ -136,13 +136,15 @@ def test_bench_muscles_tiny(bench):
     from benchmarks import bench_muscles
 
     result = bench_muscles.run(quick=True, batch_sizes=(), muscles=("BRA",), rounds=1, n_states=2, out_dir=None,
-                               geometries=("converged", "opensim"))
-    row, iterates = _check(result, "muscles")
+                               geometries=("converged", "opensim"), methods=("closed_form", "frozen_path"))
+    row, frozen, iterates, _ = _check(result, "muscles")
     assert row["model"] == "arm26" and row["how"] == "jit" and row["ms_per_state"] > 0.0
     assert (row["wraps"], iterates["wraps"]) == ("converged", "opensim") and iterates["ms_per_state"] > 0.0
-    # The default geometry's row is unmarked; the other names itself.
-    assert "wrap geometry" not in result["headline"][0]["what"]
-    assert len(result["headline"]) == 2 and "opensim wrap geometry" in result["headline"][1]["what"]
+    assert (row["moment_arms"], frozen["moment_arms"]) == ("closed_form", "frozen_path") and frozen["ms_per_state"] > 0.0
+    # The default geometry's and definition's row is unmarked; the others name themselves.
+    what = [h["what"] for h in result["headline"]]
+    assert len(what) == 4 and "wrap geometry" not in what[0] and "frozen-path" not in what[0]
+    assert "frozen-path" in what[1] and "opensim wrap geometry" in what[2]
     (summary,) = result["meta"]["models"]
     assert summary["n_muscles"] == 1 and summary["nq"] == 2
     if not os.environ.get("JAXMB_OPENSIM_PYTHON"):

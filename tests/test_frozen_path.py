@@ -98,3 +98,15 @@ def test_frozen_path_runs_no_derivative_through_the_wrap_iterations():
     assert lengths > 0  # the ellipsoid iterates
     assert loop_work(lambda x: mb.moment_arms(model, x, method="frozen_path")) == lengths
     assert loop_work(lambda x: mb.moment_arms(model, x)) > lengths  # forward mode through the loops
+
+
+def test_lengths_and_frozen_path_moment_arms_come_from_one_resolution():
+    """`muscle_lengths_and_moment_arms(..., method="frozen_path")` returns what
+    `muscle_lengths` and `moment_arms(..., method="frozen_path")` return apart."""
+    model = _model(mb.__file__.replace("__init__.py", "data/arm26.osim"), keep=lambda m: m.name in ("BIClong", "BRA"))
+    q = jnp.asarray([0.4, 1.1])
+    lengths, arms = mb.muscle_lengths_and_moment_arms(model, q, method="frozen_path")
+    np.testing.assert_allclose(lengths, mb.muscle_lengths(model, q), rtol=1e-14)
+    np.testing.assert_allclose(arms, mb.moment_arms(model, q, method="frozen_path"), rtol=1e-14, atol=1e-16)
+    with pytest.raises(ValueError, match="method must be 'closed_form' or 'frozen_path'"):
+        mb.muscle_lengths_and_moment_arms(model, q, method="autodiff")

@@ -248,6 +248,7 @@ def _frozen_layout_moment_arms(model: Model, lay, q, poses):
     MovingPathPoints, the wraps' tangent points in the wrap object's body) and the wraps'
     surface lengths held: the path's wrap iterations run on values only."""
     r = resolve_all(lay, q, poses)
+    state = (r.pos, r.active, r.key, r.wrap_len)
     rot, org = r.rot, r.org
     b = lay.node_body
     local = jnp.einsum("knji,knj->kni", rot[b], r.pos - org[b])  # Rᵀ (p - o): body coordinates
@@ -259,19 +260,21 @@ def _frozen_layout_moment_arms(model: Model, lay, q, poses):
             k, j = np.array(lay.moving).T
             loc = loc.at[k, j].set(moving_locals(lay, x))
         pos = jnp.einsum("knij,knj->kni", rot_x[b], loc) + org_x[b]
-        return path_lengths(lay, (pos, r.active, r.key, r.wrap_len))
+        return path_lengths(lay, (pos, *state[1:]))
 
-    return -jax.jacfwd(length)(q).T
+    return path_lengths(lay, state), -jax.jacfwd(length)(q).T
 
 
 @eqx.filter_jit
 @state_by_state
-def _frozen_path(model: Model, q):
+def _frozen_path(model: Model, q, with_lengths=False):
     # The path is resolved at q held constant, so that forward mode reaches no wrap iteration.
     q = jax.lax.stop_gradient(q)
     poses = body_transforms(model, q)
     parts = partitions(model)
-    return merge_parts(parts, [_frozen_layout_moment_arms(model, lay, q, poses) for lay, _ in parts], axis=1)
+    out = [_frozen_layout_moment_arms(model, lay, q, poses) for lay, _ in parts]
+    R = merge_parts(parts, [o[1] for o in out], axis=1)
+    return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
 
 
 def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
@@ -318,9 +321,9 @@ def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form
     return _frozen_path(model, q) if method == "frozen_path" else _closed_form(model, q)
 
 
-def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
+def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form"
                                    ) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
-    """``(L(q), R(q))``: `muscle_lengths` and the closed-form `moment_arms`
+    """``(L(q), R(q))``: `muscle_lengths` and `moment_arms`
     from one resolution of the paths (the wrap iterations run once, not twice), for
     callers that need both, e.g. muscle forces and their joint moments ``R F``
     (``R`` by Ehsani 2016, Eq. 195, as `moment_arms`).
@@ -329,15 +332,20 @@ def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"]
 
     - `model`: a model with muscles.
     - `q`: `(nq,)` coordinates (rad or m).
+    - `method`: `"closed_form"` (``R = -dL/dq``) or `"frozen_path"` (OpenSim's
+      computeMomentArm), as in `moment_arms`.
 
     **Returns:**
 
     `((n_muscles,) lengths (m), (nq, n_muscles) moment arms)`.
     """
     q = finite_coordinate_vector(model, q, "muscle_lengths_and_moment_arms", "q")
+    if method not in ("closed_form", "frozen_path"):
+        raise ValueError(f"muscle_lengths_and_moment_arms: method must be 'closed_form' or 'frozen_path', "
+                         f"got {method!r}.")
     if not model.muscles:
         return jnp.zeros(0, q.dtype), jnp.zeros((model.nq, 0), q.dtype)
-    return _closed_form(model, q, with_lengths=True)
+    return (_frozen_path if method == "frozen_path" else _closed_form)(model, q, with_lengths=True)
 
 
 def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
