@@ -114,6 +114,13 @@ def test_frozen_path_moment_arms_are_minus_dl_dq_where_the_wrap_is_a_geodesic():
     assert np.min(np.abs(autodiff[-1, :, exact])) > 0.005  # both coordinates move both paths
     for name in ("cylinder", "ellipsoid", "torus"):
         assert np.max(np.abs(frozen[:, :, names.index(name)] - autodiff[:, :, names.index(name)])) > 5e-5, name
+    # R's own derivative (the path re-resolved as q moves) against central differences
+    frozen_r = lambda q: mb.moment_arms(model, q, method="frozen_path")  # noqa: E731
+    q, h = STATES[1], 1e-6
+    d_r = np.asarray(jax.jacfwd(frozen_r)(q))
+    fd = np.stack([(np.asarray(frozen_r(q + h * e)) - np.asarray(frozen_r(q - h * e))) / (2 * h) for e in np.eye(2)], -1)
+    assert np.max(np.abs(d_r)) > 1e-3
+    np.testing.assert_allclose(d_r, fd, rtol=0, atol=1e-6)
 
 
 def test_a_batch_maps_its_states_one_at_a_time_where_paths_iterate():

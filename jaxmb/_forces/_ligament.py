@@ -15,11 +15,14 @@ from ._base import AbstractForce, _violated
 class Ligament(AbstractForce):
     """A ligament (OpenSim's Ligament): tension ``T = F_pcsa · f(L/L_r)`` for ``L > L_r`` and 0
     otherwise, along its path of length ``L(q)``; ``Q = R T`` with the path's moment arms
-    ``R = -∂L/∂q`` ([`jaxmb.moment_arms`][jaxmb.moment_arms], Ehsani (2016), Eq. 195).
+    ``R = -∂L/∂q`` ([`jaxmb.moment_arms`][jaxmb.moment_arms], Ehsani (2016), Eq. 195), so
+    that the ligament is conservative: its work is the change of a potential of ``L``.
 
-    OpenSim applies the tension as point forces along the path's straight segments and
-    wraps, which is ``R T`` for paths of fixed and conditional points and wraps; for a
-    ``MovingPathPoint`` it omits the point's own motion (see the OpenSim-parity page).
+    OpenSim applies the tension as point forces along the path frozen at q (its
+    computeMomentArm, ``moment_arms(..., method="frozen_path")``), which is ``R T`` where
+    the path's length is stationary in its wraps' tangent points (no wrap, a sphere) and
+    differs from it over OpenSim's cylinder, ellipsoid and torus rules (concepts page
+    "Muscles", R = -dL/dq versus OpenSim's computeMomentArm).
 
     **Arguments:**
 

@@ -268,8 +268,8 @@ def _frozen_layout_moment_arms(model: Model, lay, q, poses):
 @eqx.filter_jit
 @state_by_state
 def _frozen_path(model: Model, q, with_lengths=False):
-    # The path is resolved at q held constant, so that forward mode reaches no wrap iteration.
-    q = jax.lax.stop_gradient(q)
+    # The path is resolved outside the forward-mode pass over the body poses, so that no
+    # derivative reaches a wrap iteration unless the caller differentiates R itself.
     poses = body_transforms(model, q)
     parts = partitions(model)
     out = [_frozen_layout_moment_arms(model, lay, q, poses) for lay, _ in parts]
