@@ -272,7 +272,14 @@ def _frozen_path(model: Model, q, with_lengths=False):
     # derivative reaches a wrap iteration unless the caller differentiates R itself.
     poses = body_transforms(model, q)
     parts = partitions(model)
-    out = [_frozen_layout_moment_arms(model, lay, q, poses) for lay, _ in parts]
+    if any(lay.W == 0 for lay, _ in parts):
+        # Paths without wraps: the frozen path's virtual power is -dL/dq (a MovingPathPoint's
+        # motion counted in both), which the closed form gives without forward mode over the poses.
+        axes, centres = _joint_frames(model, poses)
+        gamma, beta = _gamma_beta(model, poses, axes, centres)
+        jgrad = joint_gradients(model, q)
+    out = [_layout_moment_arms(lay, q, poses, gamma, beta, jgrad, True) if lay.W == 0
+           else _frozen_layout_moment_arms(model, lay, q, poses) for lay, _ in parts]
     R = merge_parts(parts, [o[1] for o in out], axis=1)
     return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
 
