@@ -371,6 +371,9 @@ def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks(monkeypatch
     np.testing.assert_allclose(r_ad, full, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(r_cf, full, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(r_opt, full, rtol=1e-10, atol=1e-14)
+    # the frozen path (OpenSim's computeMomentArm) is -dL/dq over a sphere, a geodesic
+    _, r_fz = mb.moment_arm_sweep(model, "elbow", n=11, method="frozen_path", chunk=4)
+    np.testing.assert_allclose(r_fz, full, rtol=1e-10, atol=1e-14)
     with pytest.raises(ValueError, match="method must be 'closed_form', 'autodiff' or 'frozen_path'"):
         mb.moment_arm_sweep(model, "elbow", method="finite_differences")
 

@@ -244,9 +244,10 @@ def _closed_form(model: Model, q, with_lengths=False):
 
 
 def _frozen_layout_moment_arms(model: Model, lay, q, poses):
-    """``-∂L/∂q`` with every node of the resolved path fixed in its body's frame (points,
-    MovingPathPoints, the wraps' tangent points in the wrap object's body) and the wraps'
-    surface lengths held: the path's wrap iterations run on values only."""
+    """``(L, -∂L/∂q)`` with every node of the resolved path fixed in its body's frame (the
+    points, the wraps' tangent points in the wrap object's body; a MovingPathPoint moving
+    by its own function of q) and the wraps' surface lengths held: the frozen path of
+    `moment_arms`; the path's wrap iterations run on values only."""
     r = resolve_all(lay, q, poses)
     state = (r.pos, r.active, r.key, r.wrap_len)
     rot, org = r.rot, r.org
@@ -296,16 +297,16 @@ def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form
     wrap's tangent points are exact) and loads the wrap object's body with the
     reactions. `method="autodiff"` is ``-jax.jacfwd(muscle_lengths)``.
 
-    `method="frozen_path"` is OpenSim's ``Muscle.computeMomentArm``: the generalized
-    force of a unit tension along the path frozen at `q`, ``R_kj = -Σ_s u_s · ∂(p_s,end -
-    p_s,start)/∂q_k`` over the straight segments s (unit vectors u_s), every path node
-    moving with its body: a MovingPathPoint's own motion, and the sliding of a wrap's
-    tangent points over the wrap object, do no work (Delp et al. 2007, the muscle's
-    virtual power). It equals ``-dL/dq`` where the path is a chain of fixed points and
-    exact tangent wraps, and differs from it where a MovingPathPoint moves or a wrap's
-    tangent points are not stationary (OpenSim's ellipsoid and torus; concepts page
-    "Muscles"). The wraps are evaluated for their values only, with no derivative
-    through their iterations.
+    `method="frozen_path"` is OpenSim's ``Muscle.computeMomentArm`` (OpenSim: Delp et
+    al. 2007): the generalized force of a unit tension along the path frozen at `q`,
+    ``R_kj = -Σ_s u_s · ∂(p_s,end - p_s,start)/∂q_k`` over the straight segments s (unit
+    vectors u_s), every path node moving with its body (a MovingPathPoint also by its own
+    function of q) and a wrap's tangent points fixed on the wrap object, so that their
+    sliding over it does no work. It equals ``-dL/dq`` where the path's length is
+    stationary in the tangent points (no wrap, a sphere), and differs from it over
+    OpenSim's cylinder, ellipsoid and torus rules (concepts page "Muscles"). The wraps
+    are evaluated for their values only, with no derivative through their iterations
+    (unless R itself is differentiated).
 
     **Arguments:**
 
