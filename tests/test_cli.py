@@ -239,6 +239,20 @@ def test_muscle_commands_load_the_wrap_geometry_asked_for(tmp_path, monkeypatch,
     base = ["moment-arms", str(GAIT), "--coordinate", "knee_angle_r", "--out", str(tmp_path), "--compile-cache", "none"]
     assert main(base) == 1 and main(base + ["--wrap-geometry", "opensim"]) == 1
     assert seen == ["converged", "opensim"]
+    # --frozen-path reaches the sweep as OpenSim's computeMomentArm route
+    import jaxmb._muscles as muscles
+
+    gait = jaxmb.load_osim(GAIT)
+    monkeypatch.setattr(osim, "load_osim", lambda path, *, wrap_geometry=None: gait)
+    methods = []
+
+    def sweep(*args, method=None, **kwargs):
+        methods.append(method)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(muscles, "moment_arm_sweep", sweep)
+    assert main(base) == 1 and main(base + ["--frozen-path"]) == 1
+    assert methods == ["autodiff", "frozen_path"]
     capsys.readouterr()
     assert main(base + ["--wrap-geometry", "helix"]) == 2
     assert "--wrap-geometry: invalid choice: 'helix'" in capsys.readouterr().err

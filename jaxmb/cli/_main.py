@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     ma.add_argument("--coordinate", required=True, help="coordinate to sweep (OpenSim name)")
     ma.add_argument("--out", default="results", help="output folder (default ./results)")
     ma.add_argument("--n", type=_int_at_least(2, 100_000), default=181, help="number of sweep points (default 181)")
+    ma.add_argument("--frozen-path", action="store_true",
+                    help="report OpenSim's computeMomentArm (the path frozen at each state, as OpenSim's "
+                         "MuscleAnalysis reports) instead of R = -dL/dq")
     from ._moment_arms import add_wrap_geometry_argument
 
     add_wrap_geometry_argument(ma)

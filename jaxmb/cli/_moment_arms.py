@@ -15,7 +15,7 @@ def moment_arms(args) -> int:
     stages = ["loading the model", "compiling and computing the moment arms", "writing"]
     with CacheCounter() as cache, Stages(stages, args.progress) as progress:
         moment_arm_report(model, args.coordinate, args.out, n=args.n, stages=progress,
-                          wrap_geometry=args.wrap_geometry)
+                          wrap_geometry=args.wrap_geometry, frozen_path=args.frozen_path)
     print(f"compilation cache: {cache.describe(args.compile_cache)}")
     return 0
 

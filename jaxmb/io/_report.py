@@ -62,7 +62,7 @@ def plot_groups(axes, x, ys, names, groups, ylabel: str):
 
 
 def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages=None,
-                      wrap_geometry: str = "converged") -> pathlib.Path:
+                      wrap_geometry: str = "converged", frozen_path: bool = False) -> pathlib.Path:
     """Sweep `coordinate` over its range (others at their defaults) and write
     ``moment_arms_<coordinate>.csv`` and ``moment_arms_<coordinate>.png`` into `out_dir`.
 
@@ -75,6 +75,8 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
     - `stages`: progress display of the command line (anything with ``start(name)``
       and ``detail(text)``), or None.
     - `wrap_geometry`: as for `load_osim`.
+    - `frozen_path`: report OpenSim's computeMomentArm (`moment_arm_sweep`'s
+      ``method="frozen_path"``, what OpenSim's MuscleAnalysis reports) instead of ``-dL/dq``.
 
     The moment arms are ``-dL/dq`` along the coordinate by one forward-mode direction
     (`moment_arm_sweep`'s ``method="autodiff"``), the smallest program to compile for
@@ -102,7 +104,7 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
     unit = coordinate_units(model)[k]
     start("compiling and computing the moment arms")
     detail = stages.detail if stages is not None else None
-    values, arms = moment_arm_sweep(model, coordinate, n=n, method="autodiff",
+    values, arms = moment_arm_sweep(model, coordinate, n=n, method="frozen_path" if frozen_path else "autodiff",
                                     progress=None if detail is None else (lambda i, m: detail(f"{i}/{m} states")))
     values, arms = np.asarray(values), np.asarray(arms)
     start("writing")
@@ -121,7 +123,8 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
     crossing = [j for j in range(arms.shape[1]) if np.max(np.abs(arms[:, j])) > 1e-6]
     groups = [[crossing[i] for i in g] for g in curve_groups(len(crossing))]
     x, xlabel = (np.degrees(values), f"{coordinate} [deg]") if unit == "rad" else (values, f"{coordinate} [m]")
-    ylabel = "-dL/dq [cm]" if unit == "rad" else "-dL/dq [-]"
+    quantity = "computeMomentArm (frozen path)" if frozen_path else "-dL/dq"
+    ylabel = f"{quantity} [cm]" if unit == "rad" else f"{quantity} [-]"
     scale = 100.0 if unit == "rad" else 1.0
     fig, axes = plt.subplots(max(len(groups), 1), 1, sharex=True, squeeze=False,
                              figsize=(9, 1.0 + 2.2 * max(len(groups), 1)))
