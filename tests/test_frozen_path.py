@@ -110,3 +110,33 @@ def test_lengths_and_frozen_path_moment_arms_come_from_one_resolution():
     np.testing.assert_allclose(arms, mb.moment_arms(model, q, method="frozen_path"), rtol=1e-14, atol=1e-16)
     with pytest.raises(ValueError, match="method must be 'closed_form' or 'frozen_path'"):
         mb.muscle_lengths_and_moment_arms(model, q, method="autodiff")
+
+
+def test_ligaments_with_the_frozen_path_apply_opensims_generalized_forces(shared_dir):
+    """MoBL-ARMS's four ligaments (each over an ellipsoid) at 8 random states, against
+    OpenSim 4.6's inverse dynamics with one ligament applied
+    (tests/data/opensim/opensim_ligaments_reference.py): `Ligament(moment_arms="frozen_path")`
+    is OpenSim's force to round-off; the default, R = -dL/dq, differs by up to 0.25 %."""
+    model = _model(pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim")
+    ref = np.load(DATA / "mobl_ligaments.npz")
+    ligaments = {f.name: f for f in model.forces if isinstance(f, mb.Ligament)}
+    assert sorted(ligaments) == sorted(ref["names"])
+    default = [ligaments[str(n)] for n in ref["names"]]
+    frozen = [mb.Ligament(f.name, f.path, f.force_length_curve, f.resting_length, f.pcsa_force,
+                          moment_arms="frozen_path") for f in default]
+    qd = jnp.zeros(model.nq)
+    k = list(ref["names"]).index("i_glenohum")  # the default's largest difference (one compile, not four)
+
+    @jax.jit
+    def forces(q):
+        return jnp.stack([f.generalized_force(model, q, qd) for f in frozen]), default[k].generalized_force(model, q, qd)
+
+    got = [tuple(np.asarray(x) for x in forces(jnp.asarray(q))) for q in ref["q"]]
+    want = ref["Q"]
+    scale = np.max(np.abs(want))
+    assert scale > 1.0  # the ligaments are taut at these states
+    np.testing.assert_allclose(np.stack([g[0] for g in got]), want, rtol=0, atol=1e-12 * scale)
+    closed = np.stack([g[1] for g in got])
+    assert 1e-4 * scale < np.max(np.abs(closed - want[:, k])) < 5e-3 * scale
+    with pytest.raises(mb.ModelError, match="moment_arms must be 'closed_form' or 'frozen_path'"):
+        mb.Ligament("l", frozen[0].path, frozen[0].force_length_curve, 1.0, 1.0, moment_arms="autodiff")

@@ -32,6 +32,11 @@ class Ligament(AbstractForce):
       ``q = (L/L_r,)`` (e.g. an OpenSim ``SimmSpline``), dimensionless.
     - `resting_length`: ``L_r`` (m), > 0.
     - `pcsa_force`: ``F_pcsa`` (N), the force at ``f = 1``.
+    - `moment_arms`: ``"closed_form"`` (default: ``R = -∂L/∂q``, a conservative element) or
+      ``"frozen_path"`` (OpenSim's applied force, the path frozen at q; it evaluates the
+      wraps for their values only). On MoBL-ARMS's four ligaments over ellipsoids the
+      second equals OpenSim 4.6's generalized forces to round-off, the first differs from
+      them by up to 0.25 % (tests/test_frozen_path.py).
     """
 
     name: str = eqx.field(static=True)
@@ -39,10 +44,15 @@ class Ligament(AbstractForce):
     force_length_curve: AbstractJointFunction
     resting_length: Float[Array, ""]
     pcsa_force: Float[Array, ""]
+    moment_arms: str = eqx.field(static=True)
 
     def __init__(self, name: str, path: Muscle, force_length_curve: AbstractJointFunction,
-                 resting_length: RealLike, pcsa_force: RealLike):
+                 resting_length: RealLike, pcsa_force: RealLike, moment_arms: str = "closed_form"):
         self.name = str(name)
+        if moment_arms not in ("closed_form", "frozen_path"):
+            raise ModelError(f"Ligament {name!r}: moment_arms must be 'closed_form' or 'frozen_path', "
+                             f"got {moment_arms!r}.")
+        self.moment_arms = moment_arms
         self.path, self.force_length_curve = path, force_length_curve
         self.resting_length, self.pcsa_force = _f(resting_length), _f(pcsa_force)
         if not isinstance(path, Muscle):
@@ -65,8 +75,9 @@ class Ligament(AbstractForce):
                                  f"{model.name!r} does not have; bodies: {bodies}.")
 
     def length_and_moment_arms(self, model: Model, q) -> tuple[Float[Array, ""], Float[Array, " nq"]]:
-        """``(L(q), R(q))``: the path's length (m) and moment arms ``-∂L/∂q`` (m or 1)."""
-        length, arms = muscle_lengths_and_moment_arms(self._one_path_model(model), q)
+        """``(L(q), R(q))``: the path's length (m) and moment arms (m or 1), ``-∂L/∂q`` or the
+        frozen path's (`moment_arms`)."""
+        length, arms = muscle_lengths_and_moment_arms(self._one_path_model(model), q, method=self.moment_arms)
         return length[0], arms[:, 0]
 
     def tension(self, length) -> Float[Array, ""]:
