@@ -15,6 +15,7 @@ import sys
 from importlib import metadata
 
 import matplotlib
+import numpy as np
 import pytest
 
 import jaxmb
@@ -224,6 +225,15 @@ def test_moment_arms_of_gait2354_with_units_in_the_csv_header(tmp_path, capsys):
     assert all(h.endswith(" [m]") for h in header[1:]) and "bifemsh_r [m]" in header
     assert len(lines) == 8
     assert (tmp_path / "moment_arms_knee_angle_r.png").exists()
+    # OpenSim's computeMomentArm into files of their own: on gait2354 (no wraps; MovingPathPoints
+    # at the knee, whose motion both count) it is -dL/dq
+    assert main(["moment-arms", str(model), "--coordinate", "knee_angle_r", "--out", str(tmp_path), "--n", "7",
+                 "--compile-cache", "none", "--frozen-path"]) == 0
+    frozen = (tmp_path / "moment_arms_knee_angle_r_frozen_path.csv").read_text().splitlines()
+    assert frozen[0] == lines[0] and (tmp_path / "moment_arms_knee_angle_r_frozen_path.png").exists()
+    a, b = (np.loadtxt(x[1:], delimiter=",") for x in (lines, frozen))
+    assert np.max(np.abs(a[:, 1:])) > 0.01
+    np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
 
 
 def test_muscle_commands_load_the_wrap_geometry_asked_for(tmp_path, monkeypatch, capsys):

@@ -76,7 +76,8 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
       and ``detail(text)``), or None.
     - `wrap_geometry`: as for `load_osim`.
     - `frozen_path`: report OpenSim's computeMomentArm (`moment_arm_sweep`'s
-      ``method="frozen_path"``, what OpenSim's MuscleAnalysis reports) instead of ``-dL/dq``.
+      ``method="frozen_path"``, what OpenSim's MuscleAnalysis reports) instead of ``-dL/dq``,
+      in ``moment_arms_<coordinate>_frozen_path.csv`` and ``.png``.
 
     The moment arms are ``-dL/dq`` along the coordinate by one forward-mode direction
     (`moment_arm_sweep`'s ``method="autodiff"``), the smallest program to compile for
@@ -111,7 +112,8 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     arm_unit = "m" if unit == "rad" else "m/m"
-    csv = write_csv(out / f"moment_arms_{coordinate}.csv",
+    stem = f"moment_arms_{coordinate}" + ("_frozen_path" if frozen_path else "")
+    csv = write_csv(out / f"{stem}.csv",
                     [(coordinate, unit)] + [(m, arm_unit) for m in model.muscle_names],
                     np.column_stack([values, arms]))
 
@@ -136,7 +138,7 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
     axes[-1].set_xlabel(xlabel)
     fig.suptitle(f"{name}: moment arms about {coordinate} ({len(crossing)} of {arms.shape[1]} muscles cross it)")
     fig.tight_layout()
-    png = out / f"moment_arms_{coordinate}.png"
+    png = out / f"{stem}.png"
     fig.savefig(png, dpi=110, bbox_inches="tight")
     plt.close(fig)
     print(f"wrote {csv} and {png} ({len(crossing)} of {arms.shape[1]} muscles cross {coordinate})")
