@@ -286,7 +286,7 @@ def _frozen_path(model: Model, q, with_lengths=False):
 
 
 def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
-    """Moment-arm matrix ``R = -dL/dq`` (nq, n_muscles).
+    """Moment-arm matrix R (nq, n_muscles): ``-dL/dq``, or OpenSim's computeMomentArm.
 
     `method="closed_form"` (default) is Eq. 195 of Ehsani (2016), built from the
     generalized musculotendon line-of-action vectors (Definition 3-5) and the
