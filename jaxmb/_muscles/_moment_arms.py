@@ -27,7 +27,7 @@ from .._functions import AbstractJointFunction
 from .._model import GROUND, Model
 from .._safe import unit
 from ._layout import ext_poses, layout, merge_parts, moving_locals, partitions, path_lengths, unwrapped_segments
-from ._paths import muscle_lengths, resolve_all, state_by_state
+from ._paths import _value_and_jacobian, muscle_lengths, resolve_all, state_by_state
 
 
 def _joint_frames(model: Model, poses):
@@ -229,18 +229,28 @@ def _layout_moment_arms(lay, q, poses, gamma, beta, jgrad, with_lengths):
     return lengths, R
 
 
+def _kinematic_coefficients(model: Model, q, poses):
+    """``(γ, β, ∇f)`` of the closed form (Ehsani 2016, Eq. 176, 179) at `q`."""
+    axes, centres = _joint_frames(model, poses)
+    gamma, beta = _gamma_beta(model, poses, axes, centres)
+    return gamma, beta, joint_gradients(model, q)
+
+
+def _merged(parts, out, with_lengths):
+    """The parts' ``(lengths, R)`` in model order: ``(L, R)`` or ``R``."""
+    R = merge_parts(parts, [o[1] for o in out], axis=1)
+    return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
+
+
 @eqx.filter_jit
 @state_by_state
 def _closed_form(model: Model, q, with_lengths=False):
     # Compiled once per model structure (see `_paths._lengths`).
     poses = body_transforms(model, q)
-    axes, centres = _joint_frames(model, poses)
-    gamma, beta = _gamma_beta(model, poses, axes, centres)
-    jgrad = joint_gradients(model, q)
+    coefficients = _kinematic_coefficients(model, q, poses)
     parts = partitions(model)
-    out = [_layout_moment_arms(lay, q, poses, gamma, beta, jgrad, with_lengths) for lay, _ in parts]
-    R = merge_parts(parts, [o[1] for o in out], axis=1)
-    return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
+    return _merged(parts, [_layout_moment_arms(lay, q, poses, *coefficients, with_lengths) for lay, _ in parts],
+                   with_lengths)
 
 
 def _frozen_layout_moment_arms(model: Model, lay, q, poses):
@@ -249,10 +259,8 @@ def _frozen_layout_moment_arms(model: Model, lay, q, poses):
     by its own function of q) and the wraps' surface lengths held: the frozen path of
     `moment_arms`; the path's wrap iterations run on values only."""
     r = resolve_all(lay, q, poses)
-    state = (r.pos, r.active, r.key, r.wrap_len)
-    rot, org = r.rot, r.org
     b = lay.node_body
-    local = jnp.einsum("knji,knj->kni", rot[b], r.pos - org[b])  # Rᵀ (p - o): body coordinates
+    local = jnp.einsum("knji,knj->kni", r.rot[b], r.pos - r.org[b])  # Rᵀ (p - o): body coordinates
 
     def length(x):
         rot_x, org_x = ext_poses(body_transforms(model, x).astype(q.dtype))
@@ -261,9 +269,10 @@ def _frozen_layout_moment_arms(model: Model, lay, q, poses):
             k, j = np.array(lay.moving).T
             loc = loc.at[k, j].set(moving_locals(lay, x))
         pos = jnp.einsum("knij,knj->kni", rot_x[b], loc) + org_x[b]
-        return path_lengths(lay, (pos, *state[1:]))
+        return path_lengths(lay, (pos, r.active, r.key, r.wrap_len))
 
-    return path_lengths(lay, state), -jax.jacfwd(length)(q).T
+    lengths, jac = _value_and_jacobian(length, q)
+    return lengths, -jac.T
 
 
 @eqx.filter_jit
@@ -273,16 +282,12 @@ def _frozen_path(model: Model, q, with_lengths=False):
     # derivative reaches a wrap iteration unless the caller differentiates R itself.
     poses = body_transforms(model, q)
     parts = partitions(model)
-    if any(lay.W == 0 for lay, _ in parts):
-        # Paths without wraps: the frozen path's virtual power is -dL/dq (a MovingPathPoint's
-        # motion counted in both), which the closed form gives without forward mode over the poses.
-        axes, centres = _joint_frames(model, poses)
-        gamma, beta = _gamma_beta(model, poses, axes, centres)
-        jgrad = joint_gradients(model, q)
-    out = [_layout_moment_arms(lay, q, poses, gamma, beta, jgrad, True) if lay.W == 0
+    # Paths without wraps: the frozen path's virtual power is -dL/dq (a MovingPathPoint's
+    # motion counted in both), which the closed form gives without forward mode over the poses.
+    coefficients = _kinematic_coefficients(model, q, poses) if any(lay.W == 0 for lay, _ in parts) else None
+    out = [_layout_moment_arms(lay, q, poses, *coefficients, True) if lay.W == 0
            else _frozen_layout_moment_arms(model, lay, q, poses) for lay, _ in parts]
-    R = merge_parts(parts, [o[1] for o in out], axis=1)
-    return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
+    return _merged(parts, out, with_lengths)
 
 
 def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
