@@ -166,8 +166,8 @@ class MuscleExcitations(AbstractController):
 
     ``tau = R(q) F_T(a, L(q), L'(q, q'))``,  ``a' = f(u(t), a)``,
 
-    with ``R = -dL/dq`` the moment arms (Ehsani 2016, Eq. 195), ``L' = -Rᵀ q'`` the
-    lengthening speeds, ``F_T`` each muscle's tendon force by its force model
+    with ``R = -dL/dq`` the moment arms (Ehsani 2016, Eq. 195; or the frozen path's,
+    `moment_arms`), ``L' = -Rᵀ q'`` the lengthening speeds, ``F_T`` each muscle's tendon force by its force model
     (`Muscle.force_model`: Thelen 2003, Millard et al. 2013, De Groote et al. 2016) and ``f``
     its activation dynamics (`Muscle.activation_dynamics`).
     A compliant tendon is taken in equilibrium at every evaluation (the fibre length
@@ -183,18 +183,29 @@ class MuscleExcitations(AbstractController):
     - `activation0`: initial activations (n_muscles,) or a scalar (default 0.05, OpenSim's
       default activation).
     - `inextensible_tendon`: True to take every tendon as rigid.
+    - `moment_arms`: ``"closed_form"`` (default, ``R = -dL/dq``: the muscles do the work
+      their lengths say) or ``"frozen_path"`` (OpenSim's: the tension applied, and the speed
+      measured, along the path frozen at q; [`jaxmb.moment_arms`][jaxmb.moment_arms]'
+      ``method``). The two differ where a path wraps over a cylinder, ellipsoid or torus; the
+      frozen path is the cheaper there.
 
     **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] for a model without muscles or a
     muscle without a force model or activation dynamics; ``ValueError`` when `excitation`
-    does not return (n_muscles,) or `activation0` has the wrong shape.
+    does not return (n_muscles,), `activation0` has the wrong shape or `moment_arms` is
+    unknown.
     """
 
     model: object
     excitation: Callable
     activation0: Float[Array, " n_muscles"]
     inextensible_tendon: bool = eqx.field(static=True)
+    moment_arms: str = eqx.field(static=True)
 
-    def __init__(self, model, excitation: Callable, activation0: RealLike = 0.05, *, inextensible_tendon: bool = False):
+    def __init__(self, model, excitation: Callable, activation0: RealLike = 0.05, *, inextensible_tendon: bool = False,
+                 moment_arms: str = "closed_form"):
+        if moment_arms not in ("closed_form", "frozen_path"):
+            raise ValueError(f"MuscleExcitations: moment_arms must be 'closed_form' or 'frozen_path', "
+                             f"got {moment_arms!r}.")
         n = len(model.muscles)
         if not n:
             raise ModelError(f"MuscleExcitations: model {model.name!r} has no muscles.")
@@ -212,6 +223,7 @@ class MuscleExcitations(AbstractController):
         self.excitation = excitation
         self.activation0 = a0
         self.inextensible_tendon = bool(inextensible_tendon)
+        self.moment_arms = moment_arms
 
     def init(self, q0, qd0):
         return self.activation0.astype(jnp.asarray(q0).dtype)
@@ -219,7 +231,7 @@ class MuscleExcitations(AbstractController):
     def tendon_forces(self, q: Float[Array, " nq"], qd: Float[Array, " nq"],
                       a: Float[Array, " n_muscles"]) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
         """The tendon forces ``F_T`` (n_muscles,), N, at activations `a` and the moment arms ``R`` (nq, n_muscles), m."""
-        lengths, R = muscle_lengths_and_moment_arms(self.model, q)
+        lengths, R = muscle_lengths_and_moment_arms(self.model, q, method=self.moment_arms)
         state = muscle_states(self.model, jnp.clip(a, 0.0, 1.0), lengths, -(R.T @ qd),
                               inextensible_tendon=self.inextensible_tendon)
         return state.tendon_force, R

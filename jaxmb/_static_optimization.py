@@ -241,7 +241,7 @@ def _frame_torque(model, specs, qi, qdi, qddi, si):
 
 
 @eqx.filter_jit
-def _problems(model, extra, specs, q, qd, qdd, samples, passive):
+def _problems(model, extra, specs, q, qd, qdd, samples, passive, method):
     """Per frame: ``τ_ID``, the constraint matrix ``B`` (nq, n), its right side
     ``τ_ID - R F_P`` and the muscles' ``F_A``, ``F_P`` (vmapped over the frames)."""
     n_muscles = len(model.muscles)
@@ -252,7 +252,7 @@ def _problems(model, extra, specs, q, qd, qdd, samples, passive):
         f_active = f_passive = jnp.zeros((0,), qi.dtype)
         target = tau
         if n_muscles:
-            lengths, R = muscle_lengths_and_moment_arms(model, qi)
+            lengths, R = muscle_lengths_and_moment_arms(model, qi, method=method)
             speeds = -R.T @ qdi
             state = muscle_states(model, jnp.ones(n_muscles, qi.dtype), lengths, speeds, inextensible_tendon=True)
             cos_phi = jnp.cos(state.pennation_angle)
@@ -279,7 +279,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                         passive_forces: bool = False, use_model_actuators: bool = True,
                         tolerance: float | None = None, max_steps: int | None = None, solver: str = "newton",
                         matching: str = "moments", residual_weight: float | None = None,
-                        tendon: str = "rigid") -> StaticOptimization:
+                        tendon: str = "rigid", moment_arms: str = "closed_form") -> StaticOptimization:
     """Muscle activations and actuator controls over a whole motion, as OpenSim 4.6's Static
     Optimization (Anderson and Pandy 2001; Crowninshield and Brand 1981).
 
@@ -362,6 +362,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if not exponent > 1.0:
         raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
     _check_options(solver, matching, residual_weight, exponent, tendon)
+    if moment_arms not in ("closed_form", "frozen_path"):
+        raise ValueError(f"static_optimization: moment_arms must be 'closed_form' or 'frozen_path', got {moment_arms!r}.")
     extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
     for a in extra:
         if not isinstance(a, AbstractActuator):
@@ -390,7 +392,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
         tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
     if max_steps is None:
         max_steps = 20000 if solver == "optax" else 100
-    options = (solver, matching, None if residual_weight is None else float(residual_weight))
+    options = (solver, matching, None if residual_weight is None else float(residual_weight), moment_arms)
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
                 bool(passive_forces), float(exponent), float(tolerance), int(max_steps), options + (tendon,))
 
@@ -422,14 +424,14 @@ def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol,
     qs, qds, qdds = w0 @ q, w1 @ q, w2 @ q
     samples = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), samples)
     lo, hi = _bounds(model, extra, dtype)
-    solver, matching, residual_weight, tendon = options
+    solver, matching, residual_weight, method, tendon = options
     nm = len(model.muscles)
     if tendon == "compliant":
         tau, x, forces, B, target, balance, kkt, steps, ok = compliant_frames(
             model, extra, specs, qs, qds, qdds, samples, w, lo, hi, p, tol, max_steps, frame_torque=_frame_torque,
-            actuator_columns=unit_actuation_matrix, affine_frame=_frame)
+            actuator_columns=unit_actuation_matrix, affine_frame=_frame, method=method)
     else:
-        tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive)
+        tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive, method)
         problem = matching_problem(model, qs, B, target, w, lo, hi, matching, residual_weight)
         solve = solve_frames_optax if solver == "optax" else _solve_frames
         x, _, kkt, steps, ok = solve(*problem, p, tol, max_steps)

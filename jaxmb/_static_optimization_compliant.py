@@ -93,18 +93,18 @@ def _frame(model, affine_frame, R, Q, tau, lengths, speeds, w, lo, hi, p, tol, m
 
 
 def compliant_frames(model, extra, specs, q, qd, qdd, samples, w, lo, hi, p, tol, max_steps, *, frame_torque,
-                     actuator_columns, affine_frame):
+                     actuator_columns, affine_frame, method="closed_form"):
     """Every frame's compliant-tendon static optimization (vmapped): ``(τ_ID, x, F_T, B, b,
     balance, kkt, iterations, converged)``, each with a leading frame axis.
 
     `frame_torque(model, specs, q, qd, qdd, sample)` gives ``τ_ID``, `actuator_columns(model,
     extra, q, qd)` the actuators' ``Q_act`` and `affine_frame(B, b, w, lo, hi, p, tol,
     max_steps)` solves one affine problem (the rigid route's pieces, passed in so that this
-    module does not import it).
+    module does not import it); `method` is `moment_arms`' (``R = -dL/dq`` or the frozen path).
     """
     def one(qi, qdi, qddi, si):
         tau = frame_torque(model, specs, qi, qdi, qddi, si)
-        lengths, R = muscle_lengths_and_moment_arms(model, qi)
+        lengths, R = muscle_lengths_and_moment_arms(model, qi, method=method)
         speeds = -R.T @ qdi
         Q = actuator_columns(model, extra, qi, qdi) if extra else jnp.zeros((qi.shape[0], 0), qi.dtype)
         return (tau,) + _frame(model, affine_frame, R, Q, tau, lengths, speeds, w, lo, hi, p, tol, max_steps)

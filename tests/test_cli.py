@@ -277,6 +277,17 @@ def test_muscle_commands_load_the_wrap_geometry_asked_for(tmp_path, monkeypatch,
     so = ["static-optimization", "--setup", str(setup), "--out", str(tmp_path / "so")]
     assert main(so) == 1 and main(so + ["--wrap-geometry", "opensim"]) == 1
     assert seen[-2:] == ["converged", "opensim"]
+    # ... and its --frozen-path reaches the solve as OpenSim's route.
+    monkeypatch.undo()
+    routes = []
+
+    def solve(*args, moment_arms=None, **kwargs):
+        routes.append(moment_arms)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(jaxmb, "static_optimization", solve)
+    assert main(so) == 1 and main(so + ["--frozen-path"]) == 1
+    assert routes == ["closed_form", "frozen_path"]
 
 
 def test_many_curves_go_to_panels_with_legends_outside_the_axes():

@@ -178,6 +178,29 @@ def test_read_osim_reads_a_subset_of_muscles():
             read_osim(arm26, muscles="BIClong")
 
 
+def test_frozen_paths_balance_the_torques_with_their_moment_arms():
+    """``moment_arms="frozen_path"``: the compliant tendons' forces balance the torques through
+    the frozen path's moment arms (OpenSim's), which differ from ``-dL/dq`` over arm26's wraps."""
+    arm26 = pathlib.Path(mb.__file__).parent / "data" / "arm26.osim"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = read_osim(arm26, muscles=("TRIlong", "BIClong")).model
+    time = np.linspace(0.0, 1.0, 6)
+    q = jnp.stack([0.3 + 0.2 * np.sin(2 * np.pi * time), 1.0 + 0.6 * np.sin(2 * np.pi * time)], axis=1)
+    reserves = tuple(mb.CoordinateActuator(f"reserve_{name}", name) for name in model.coordinate_names)
+    so = mb.static_optimization(model, time, q, actuators_extra=reserves, tendon="compliant",
+                                moment_arms="frozen_path")
+    assert bool(jnp.all(so.result == mb.RESULTS.successful))
+
+    def balance(method):
+        R = jax.vmap(lambda x: mb.moment_arms(model, x, method=method))(so.q)
+        return float(jnp.max(jnp.abs(jnp.einsum("kqn,kn->kq", R, so.muscle_forces) + so.actuator_forces
+                                     - so.generalized_forces)))
+
+    assert balance("frozen_path") < 1e-10
+    assert balance("closed_form") > 1e-2
+
+
 @pytest.mark.slow
 def test_fig21_mobl_arms_fourteen_muscles(shared_dir):
     """Fig. 21: MoBL-ARMS's 14 shoulder muscles share the tracking's torques (a compile of

@@ -40,6 +40,10 @@ def add_parser(sub, parents, non_negative_float) -> None:
     p.add_argument("--residual-weight", type=float, default=None, metavar="C",
                    help="penalise the constraint's residual with weight C instead of imposing it (frames the "
                         "muscles cannot balance get the closest activations)")
+    p.add_argument("--frozen-path", action="store_true",
+                   help="the muscles pull and lengthen along their paths frozen at each frame, as in OpenSim "
+                        "(its computeMomentArm) instead of R = -dL/dq; with --wrap-geometry opensim this is "
+                        "OpenSim's problem where paths wrap")
     add_wrap_geometry_argument(p)
 
 
@@ -86,7 +90,8 @@ def static_optimization(args) -> int:
         result = mb.static_optimization(model, motion.time, q, lowpass_hz=lowpass, time_range=inp["time_range"],
                                         external_loads=loads, actuators_extra=extra, exponent=inp["exponent"],
                                         solver=args.solver, matching=args.matching,
-                                        residual_weight=args.residual_weight)
+                                        residual_weight=args.residual_weight,
+                                        moment_arms="frozen_path" if args.frozen_path else "closed_form")
         progress.start(_STAGES[2])
         labels = result.muscle_names + result.actuator_names
         time = np.asarray(result.time)
