@@ -75,6 +75,9 @@ from ._loads import AbstractLoad as AbstractLoad
 from ._loads import BodyTorque as BodyTorque
 from ._loads import LinearSpring as LinearSpring
 from ._loads import PointForce as PointForce
+from ._identify import identify as identify
+from ._identify import Identification as Identification
+from ._identify import trajectory_residuals as trajectory_residuals
 from ._model import Body as Body
 from ._motion import ExternalForce as ExternalForce
 from ._motion import inverse_dynamics_motion as inverse_dynamics_motion

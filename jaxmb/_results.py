@@ -32,6 +32,7 @@ class RESULTS(eqx.Enumeration):
     - `static_optimization_failed`: a frame of static optimization has no feasible solution
       (or did not converge).
     - `solver_failed`: the step size collapsed or an implicit stage diverged.
+    - `identification_failed`: a parameter fit did not converge (`identify`).
     """
 
     successful = ""
@@ -62,6 +63,10 @@ class RESULTS(eqx.Enumeration):
         "for a stiff or singular system"
     )
     solver_failed = "the integrator failed (step size collapsed or the implicit stage solve diverged)"
+    identification_failed = (
+        "the parameter fit did not reach its tolerance within max_steps, or its loss is not finite: "
+        "start nearer the measurements, fit fewer parameters at once, raise max_steps, or loosen rtol/atol"
+    )
     static_optimization_failed = (
         "static optimization found no activations and controls within their bounds that balance "
         "the generalized forces at this frame (or did not converge in max_steps): the model is too "

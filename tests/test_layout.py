@@ -25,7 +25,7 @@ LAYERS = (
     ("jaxmb._loops", "jaxmb._muscles", "jaxmb.constraints"),
     ("jaxmb._forces",),
     ("jaxmb._simulate", "jaxmb._control", "jaxmb.control", "jaxmb._motion"),
-    ("jaxmb._static_optimization", "jaxmb._static_optimization_compliant"),
+    ("jaxmb._static_optimization", "jaxmb._static_optimization_compliant", "jaxmb._identify"),
     ("jaxmb.io",),
     ("jaxmb.models",),
     ("jaxmb.studies",),

@@ -1,0 +1,92 @@
+"""Parameter identification (`jaxmb.identify`): the parameters that made a motion are
+recovered from it, by Levenberg-Marquardt to round-off and by optax's Adam towards the
+same point; the forward-mode Jacobian Levenberg-Marquardt uses and the reverse-mode
+gradient optax uses agree; failures and bad input are named."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import jaxmb as mb
+
+TS = jnp.linspace(0.0, 1.0, 21)
+Q0, QD0 = jnp.array([0.6, -0.4]), jnp.array([0.0, 0.5])
+TAU = jnp.array([0.5, -0.2])  # breaks the invariance of the motion under a common scaling of the masses
+GUESS = mb.models.double_pendulum()
+TRUTH = (0.8, 1.3)
+
+
+def _masses(m):
+    return m.bodies[0].mass, m.bodies[1].mass
+
+
+def _measured():
+    true = eqx.tree_at(_masses, GUESS, tuple(jnp.asarray(x) for x in TRUTH))
+    return mb.simulate(true, Q0, QD0, TS[-1], ts=TS, tau=TAU, rtol=1e-12, atol=1e-12).q
+
+
+MEASURED = _measured()
+
+
+def test_levenberg_marquardt_recovers_the_masses_that_made_the_motion():
+    residuals = mb.trajectory_residuals(TS, MEASURED, Q0, QD0, tau=TAU, rtol=1e-12, atol=1e-12)
+    fit = mb.identify(GUESS, _masses, residuals, positive=True)
+    assert fit.result == mb.RESULTS.successful
+    np.testing.assert_allclose(jnp.stack(fit.parameters), TRUTH, rtol=1e-9)
+    np.testing.assert_allclose(jnp.stack(_masses(fit.model)), TRUTH, rtol=1e-9)
+    assert float(fit.loss) < 1e-20 and int(fit.steps) < 30
+    # every other leaf of the model is the guess's
+    rest = eqx.tree_at(_masses, fit.model, _masses(GUESS))
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), eqx.filter(rest, eqx.is_array),
+                                     eqx.filter(GUESS, eqx.is_array)))
+
+
+def test_adam_descends_towards_the_same_masses():
+    residuals = mb.trajectory_residuals(TS, MEASURED, Q0, QD0, tau=TAU, rtol=1e-10, atol=1e-10,
+                                        adjoint=diffrax.RecursiveCheckpointAdjoint())
+    fit = mb.identify(GUESS, _masses, residuals, solver=optax.adam(2e-2), max_steps=300, positive=True)
+    assert fit.result == mb.RESULTS.successful and fit.history.shape == (300,) and int(fit.steps) == 300
+    assert float(fit.loss) < 1e-5 * float(fit.history[0])
+    np.testing.assert_allclose(jnp.stack(fit.parameters), TRUTH, rtol=3e-3)
+
+
+def test_forward_jacobian_and_reverse_gradient_agree():
+    """Levenberg-Marquardt's Jᵀr (forward mode through the simulation) is the gradient of ½‖r‖²
+    that optax takes (reverse mode through diffrax's checkpointed adjoint)."""
+    kw = dict(tau=TAU, rtol=1e-10, atol=1e-10)
+    forward = mb.trajectory_residuals(TS, MEASURED, Q0, QD0, **kw)
+    reverse = mb.trajectory_residuals(TS, MEASURED, Q0, QD0, adjoint=diffrax.RecursiveCheckpointAdjoint(), **kw)
+
+    def at(fn, masses):
+        return fn(eqx.tree_at(_masses, GUESS, (masses[0], masses[1])))
+
+    x = jnp.array([1.0, 1.0])
+    J = jax.jit(jax.jacfwd(lambda m: at(forward, m)))(x)
+    r = jax.jit(lambda m: at(forward, m))(x)
+    g = jax.jit(jax.grad(lambda m: 0.5 * jnp.sum(at(reverse, m) ** 2)))(x)
+    np.testing.assert_allclose(J.T @ r, g, rtol=1e-8)
+    assert float(jnp.min(jnp.abs(g))) > 1e-3
+
+
+def test_a_fit_that_stops_short_is_reported():
+    residuals = mb.trajectory_residuals(TS, MEASURED, Q0, QD0, tau=TAU, rtol=1e-12, atol=1e-12)
+    fit = mb.identify(GUESS, _masses, residuals, positive=True, max_steps=2, throw=False)
+    assert fit.result == mb.RESULTS.identification_failed
+    with pytest.raises(eqx.EquinoxRuntimeError, match="parameter fit did not reach its tolerance"):
+        mb.identify(GUESS, _masses, residuals, positive=True, max_steps=2)
+
+
+def test_bad_input_is_named():
+    residuals = mb.trajectory_residuals(TS, MEASURED, Q0, QD0)
+    with pytest.raises(ValueError, match="floating-point arrays"):
+        mb.identify(GUESS, lambda m: m.coordinate_names, residuals)
+    with pytest.raises(ValueError, match="every initial parameter must be > 0"):
+        mb.identify(GUESS, lambda m: m.bodies[0].com, residuals, positive=True)
+    with pytest.raises(ValueError, match="solver must be 'levenberg_marquardt' or an optax"):
+        mb.identify(GUESS, _masses, residuals, solver="adam")
+    with pytest.raises(ValueError, match=r"q_measured must have shape \(T, nq\) with T = len\(ts\) = 21"):
+        mb.trajectory_residuals(TS, MEASURED[:-1], Q0, QD0)
