@@ -105,7 +105,7 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
 
     ```python
     residuals = mb.trajectory_residuals(ts, q_measured, q0, qd0, rtol=1e-10, atol=1e-10)
-    fit = mb.identify(model, lambda m: (m.bodies[1].mass, m.forces[0].stiffness), residuals)
+    fit = mb.identify(model, lambda m: (m.bodies[0].mass, m.bodies[1].mass), residuals, positive=True)
     fit.parameters, fit.loss, fit.result == mb.RESULTS.successful
     ```
 
@@ -122,7 +122,8 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
     - `max_steps`: at most this many iterations (default 100 for Levenberg-Marquardt,
       1000 for optax).
     - `rtol`, `atol`: Levenberg-Marquardt's tolerances on the step and the loss
-      (optimistix's Cauchy termination).
+      (optimistix's Cauchy termination); the defaults are for float64, loosen them
+      (e.g. 1e-5) for a float32 fit.
     - `positive`: fit ``log θ`` instead of ``θ``, so that masses, lengths or stiffnesses
       stay positive; the initial parameters must then be positive.
     - `throw`: raise (``eqx.EquinoxRuntimeError`` with the `RESULTS` message) when the fit
