@@ -16,7 +16,7 @@ from jaxtyping import Array, Float, PyTree
 from ._checks import coordinate_vector
 from ._dynamics import _mass_matrix_and_forces
 from ._errors import ModelError
-from ._muscles import activation_rates, muscle_lengths_and_moment_arms, muscle_states
+from ._muscles import activation_rates, check_path_force_route, muscle_lengths_and_moment_arms, muscle_states
 from ._muscles._muscle_forces import _groups
 from ._typing import RealLike
 
@@ -203,9 +203,7 @@ class MuscleExcitations(AbstractController):
 
     def __init__(self, model, excitation: Callable, activation0: RealLike = 0.05, *, inextensible_tendon: bool = False,
                  moment_arms: str = "closed_form"):
-        if moment_arms not in ("closed_form", "frozen_path"):
-            raise ValueError(f"MuscleExcitations: moment_arms must be 'closed_form' or 'frozen_path', "
-                             f"got {moment_arms!r}.")
+        check_path_force_route("MuscleExcitations", "moment_arms", moment_arms)
         n = len(model.muscles)
         if not n:
             raise ModelError(f"MuscleExcitations: model {model.name!r} has no muscles.")

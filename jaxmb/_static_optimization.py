@@ -6,7 +6,7 @@ At every frame the muscles' activations ``a`` and the actuators' controls ``u`` 
 
     R(q) (a ⊙ F_A(q, q') + F_P(q, q')) + Q_act(q) u = τ_ID(q, q', q''),   lo ≤ (a, u) ≤ hi,
 
-with ``R = -dL/dq`` the moment arms, ``F_A`` the active fibre force along the tendon at
+with ``R = -dL/dq`` the moment arms (or the frozen path's, `moment_arms`), ``F_A`` the active fibre force along the tendon at
 full activation with a rigid tendon (OpenSim's ``calcInextensibleTendonActiveFiberForce``:
 force-length at the fibre length, force-velocity at the fibre velocity the path's
 lengthening speed gives), ``F_P`` the passive fibre force along the tendon (0 unless
@@ -39,7 +39,7 @@ from ._errors import ModelError
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
 from ._motion import _external_generalized_force, _spec, ExternalForce
 from ._dynamics import inverse_dynamics
-from ._muscles import muscle_lengths_and_moment_arms, muscle_states
+from ._muscles import check_path_force_route, muscle_lengths_and_moment_arms, muscle_states
 from ._results import RESULTS
 from ._signal import opensim_states_operators
 from ._static_optimization_matching import MATCHING, matching_problem
@@ -362,8 +362,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if not exponent > 1.0:
         raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
     _check_options(solver, matching, residual_weight, exponent, tendon)
-    if moment_arms not in ("closed_form", "frozen_path"):
-        raise ValueError(f"static_optimization: moment_arms must be 'closed_form' or 'frozen_path', got {moment_arms!r}.")
+    check_path_force_route("static_optimization", "moment_arms", moment_arms)
     extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
     for a in extra:
         if not isinstance(a, AbstractActuator):

@@ -20,12 +20,12 @@ DATA = pathlib.Path(__file__).parent / "data" / "opensim"
 TOL = 1e-10  # m: the same path, so round-off
 
 
-def _model(path, wrap_geometry="opensim", keep=None):
+def _model(path, wrap_geometry="opensim", keep=None, **kwargs):
     if not pathlib.Path(path).exists():
         pytest.skip(f"{path} is absent")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # MoBL-ARMS's skipped elements
-        model = mb.load_osim(path, wrap_geometry=wrap_geometry)
+        model = mb.load_osim(path, wrap_geometry=wrap_geometry, **kwargs)
     if keep is not None:
         model = eqx.tree_at(lambda m: m.muscles, model, tuple(m for m in model.muscles if keep(m)))
     return model
@@ -116,14 +116,23 @@ def test_ligaments_with_the_frozen_path_apply_opensims_generalized_forces(shared
     """MoBL-ARMS's four ligaments (each over an ellipsoid) at 8 random states, against
     OpenSim 4.6's inverse dynamics with one ligament applied
     (tests/data/opensim/opensim_ligaments_reference.py): `Ligament(moment_arms="frozen_path")`
-    is OpenSim's force to round-off; the default, R = -dL/dq, differs by up to 0.25 %."""
-    model = _model(pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim")
+    is OpenSim's force to round-off (`load_osim(..., ligament_moment_arms="frozen_path")`);
+    the default, R = -dL/dq, differs by up to 0.25 %."""
+    path = pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim"
+    model = _model(path)
     ref = np.load(DATA / "mobl_ligaments.npz")
-    ligaments = {f.name: f for f in model.forces if isinstance(f, mb.Ligament)}
-    assert sorted(ligaments) == sorted(ref["names"])
-    default = [ligaments[str(n)] for n in ref["names"]]
-    frozen = [mb.Ligament(f.name, f.path, f.force_length_curve, f.resting_length, f.pcsa_force,
-                          moment_arms="frozen_path") for f in default]
+
+    def ligaments(m):
+        by_name = {f.name: f for f in m.forces if isinstance(f, mb.Ligament)}
+        assert sorted(by_name) == sorted(ref["names"])
+        return [by_name[str(n)] for n in ref["names"]]
+
+    default = ligaments(model)
+    frozen = ligaments(_model(path, ligament_moment_arms="frozen_path"))
+    assert {f.moment_arms for f in default} == {"closed_form"} and {f.moment_arms for f in frozen} == {"frozen_path"}
+    assert [f.with_moment_arms("closed_form").moment_arms for f in frozen] == ["closed_form"] * len(frozen)
+    with pytest.raises(ValueError, match="ligament_moment_arms must be 'closed_form' or 'frozen_path'"):
+        mb.load_osim(path, ligament_moment_arms="opensim")
     qd = jnp.zeros(model.nq)
     k = list(ref["names"]).index("i_glenohum")  # the default's largest difference (one compile, not four)
 

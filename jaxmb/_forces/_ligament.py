@@ -7,7 +7,7 @@ from jaxtyping import Array, Float
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from .._model import Model, _f
-from .._muscles import Muscle, muscle_lengths_and_moment_arms
+from .._muscles import check_path_force_route, Muscle, muscle_lengths_and_moment_arms
 from .._typing import RealLike
 from ._base import AbstractForce, _violated
 
@@ -49,10 +49,7 @@ class Ligament(AbstractForce):
     def __init__(self, name: str, path: Muscle, force_length_curve: AbstractJointFunction,
                  resting_length: RealLike, pcsa_force: RealLike, moment_arms: str = "closed_form"):
         self.name = str(name)
-        if moment_arms not in ("closed_form", "frozen_path"):
-            raise ModelError(f"Ligament {name!r}: moment_arms must be 'closed_form' or 'frozen_path', "
-                             f"got {moment_arms!r}.")
-        self.moment_arms = moment_arms
+        self.moment_arms = check_path_force_route(f"Ligament {name!r}", "moment_arms", moment_arms, ModelError)
         self.path, self.force_length_curve = path, force_length_curve
         self.resting_length, self.pcsa_force = _f(resting_length), _f(pcsa_force)
         if not isinstance(path, Muscle):
@@ -63,6 +60,12 @@ class Ligament(AbstractForce):
         if force_length_curve.coordinate_indices() not in ((), (0,)):
             raise ModelError(f"Ligament {name!r}: the force-length curve must be a function of coordinate 0 "
                              f"(the normalised length), it reads {force_length_curve.coordinate_indices()}.")
+
+    def with_moment_arms(self, moment_arms: str) -> "Ligament":
+        """This ligament with its generalized force by the other definition of ``R``
+        (`moment_arms`: ``"closed_form"`` or ``"frozen_path"``)."""
+        return Ligament(self.name, self.path, self.force_length_curve, self.resting_length, self.pcsa_force,
+                        moment_arms=moment_arms)
 
     def _one_path_model(self, model: Model) -> Model:
         return eqx.tree_at(lambda m: m.muscles, model, (self.path,))

@@ -23,6 +23,7 @@ from ._cylinder import WrapCylinder as WrapCylinder
 from ._degroote import DeGrooteFregly2016Muscle as DeGrooteFregly2016Muscle
 from ._ellipsoid import WrapEllipsoid as WrapEllipsoid
 from ._millard import Millard2012EquilibriumMuscle as Millard2012EquilibriumMuscle
+from ._moment_arms import check_path_force_route as check_path_force_route
 from ._moment_arms import gmlav_loads as gmlav_loads
 from ._moment_arms import moment_arm_derivatives as moment_arm_derivatives
 from ._moment_arms import moment_arm_sweep as moment_arm_sweep

@@ -290,6 +290,18 @@ def _frozen_path(model: Model, q, with_lengths=False):
     return _merged(parts, out, with_lengths)
 
 
+PATH_FORCE_ROUTES = ("closed_form", "frozen_path")
+
+
+def check_path_force_route(caller: str, name: str, route: str, error=ValueError) -> str:
+    """`route` if it names one of the two definitions of ``R`` a path force can act through
+    (`PATH_FORCE_ROUTES`: ``-dL/dq`` or the frozen path), else `error` naming `caller`'s
+    argument `name`."""
+    if route not in PATH_FORCE_ROUTES:
+        raise error(f"{caller}: {name} must be 'closed_form' or 'frozen_path', got {route!r}.")
+    return route
+
+
 def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
     """Moment-arm matrix R (nq, n_muscles): ``-dL/dq``, or OpenSim's computeMomentArm.
 
@@ -353,9 +365,7 @@ def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"], method:
     `((n_muscles,) lengths (m), (nq, n_muscles) moment arms)`.
     """
     q = finite_coordinate_vector(model, q, "muscle_lengths_and_moment_arms", "q")
-    if method not in ("closed_form", "frozen_path"):
-        raise ValueError(f"muscle_lengths_and_moment_arms: method must be 'closed_form' or 'frozen_path', "
-                         f"got {method!r}.")
+    check_path_force_route("muscle_lengths_and_moment_arms", "method", method)
     if not model.muscles:
         return jnp.zeros(0, q.dtype), jnp.zeros((model.nq, 0), q.dtype)
     return (_frozen_path if method == "frozen_path" else _closed_form)(model, q, with_lengths=True)

@@ -48,12 +48,14 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
+import equinox as eqx
 import numpy as np
 
 from .._errors import ModelError
+from .._forces import Ligament
 from .._functions import AbstractJointFunction
 from .._model import Model
-from .._muscles import Muscle
+from .._muscles import check_path_force_route, Muscle
 from .._muscles._geometry import WRAP_GEOMETRIES, with_wrap_geometry
 from ._osim_actuators import parse_force_elements
 from ._osim_forces import parse_muscles, parse_paths
@@ -130,7 +132,8 @@ class OsimImport:
         return jnp.stack([jnp.asarray(c.function(q), dtype=q.dtype) for c in self.coordinates])
 
 
-def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged") -> Model:
+def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged",
+              ligament_moment_arms: str = "closed_form") -> Model:
     """A [`jaxmb.Model`][jaxmb.Model] from an OpenSim 4.x ``.osim`` file.
 
     ``model.coordinate_names`` are the independent, unlocked OpenSim coordinates in
@@ -157,6 +160,10 @@ def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged") -> M
       wrap geometry", per wrap kind). ``"opensim"``: the wrap objects reproduce OpenSim
       4.6's iterates, so lengths and moment arms match OpenSim's to round-off (use it to
       compare with OpenSim's own output).
+    - `ligament_moment_arms`: how the ForceSet's Ligaments turn their tension into
+      generalized forces ([`jaxmb.Ligament`][jaxmb.Ligament]'s `moment_arms`):
+      ``"closed_form"`` (default, ``R = -dL/dq``, a conservative element) or
+      ``"frozen_path"`` (OpenSim's force: the path frozen at q).
 
     **Returns:**
 
@@ -168,11 +175,12 @@ def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged") -> M
     anything the importer does not support or a value that is not finite. See
     `read_osim` for the coordinate bookkeeping.
     """
-    return read_osim(path, wrap_geometry=wrap_geometry).model
+    return read_osim(path, wrap_geometry=wrap_geometry, ligament_moment_arms=ligament_moment_arms).model
 
 
 def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
-              locked: dict[str, float] | None = None, wrap_geometry: str = "converged") -> OsimImport:
+              locked: dict[str, float] | None = None, wrap_geometry: str = "converged",
+              ligament_moment_arms: str = "closed_form") -> OsimImport:
     """Like `load_osim`, also returning every coordinate's joint function and kind.
 
     **Arguments:**
@@ -185,7 +193,7 @@ def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
       values as if the file locked them with that ``default_value`` (OpenSim's
       ``Coordinate.setLocked``); they leave ``q`` and their couplers' dependents become
       constants. A name that is not an independent coordinate of the file raises.
-    - `wrap_geometry`: as for `load_osim`.
+    - `wrap_geometry`, `ligament_moment_arms`: as for `load_osim`.
 
     **Returns:**
 
@@ -199,10 +207,15 @@ def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
     if wrap_geometry not in WRAP_GEOMETRIES:
         raise ValueError(f"{os.fspath(path)}: wrap_geometry must be one of "
                          f"{', '.join(map(repr, WRAP_GEOMETRIES))}, got {wrap_geometry!r}.")
+    check_path_force_route(os.fspath(path), "ligament_moment_arms", ligament_moment_arms)
     imp = _Importer(os.fspath(path), muscles=muscles, locked=locked).run()
-    if wrap_geometry == "opensim":  # what the importer builds
-        return imp
-    return dataclasses.replace(imp, model=with_wrap_geometry(imp.model, wrap_geometry))
+    model = imp.model
+    if wrap_geometry != "opensim":  # the importer builds OpenSim's
+        model = with_wrap_geometry(model, wrap_geometry)
+    if ligament_moment_arms != "closed_form":  # the importer's default
+        model = eqx.tree_at(lambda m: m.forces, model, tuple(
+            f.with_moment_arms(ligament_moment_arms) if isinstance(f, Ligament) else f for f in model.forces))
+    return dataclasses.replace(imp, model=model)
 
 
 def read_ligaments(path: str | os.PathLike, tags=("Ligament",)) -> tuple[Muscle, ...]:
