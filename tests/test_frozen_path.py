@@ -60,8 +60,8 @@ def test_frozen_path_is_opensims_compute_moment_arm_over_every_wrap_kind(name, f
     MoBL-ARMS: 12 of 50, over cylinders, ellipsoids and tori, whose tangent points are
     not stationary, so that computeMomentArm differs from -dL/dq): equal at OpenSim's 20
     random states. The other muscles are not compared: OpenSim's multi-wrap paths carry
-    tangent points from earlier passes, and on MoBL-ARMS computeMomentArm leaves out the
-    motion of MovingPathPoints on coupled coordinates (docs/opensim-parity.md)."""
+    tangent points from earlier passes, and computeMomentArm leaves out the work of a
+    MovingPathPoint's own motion along the segment that starts at it (test below)."""
     path = mb.__file__.replace("__init__.py", "data/arm26.osim") if file is None else pathlib.Path(shared_dir) / "models" / file
     model = _model(path, keep=_one_wrap_fixed_points)
     kinds = {type(w).__name__ for m in model.muscles for w in m.wraps}
@@ -195,3 +195,39 @@ def test_muscle_excitations_apply_opensims_muscle_forces(name, file, shared_dir)
         np.testing.assert_allclose(F[ok], F_osim[ok], rtol=_EQUILIBRIUM_RTOL[name])
         np.testing.assert_allclose(torque, R[:, ok] @ F[ok] + R[:, ~ok] @ F[~ok], rtol=1e-13, atol=1e-12)
         assert ok.sum() >= len(cols) - 1
+
+
+def test_opensims_compute_moment_arm_leaves_out_a_moving_points_work_along_its_next_segment(shared_dir):
+    """What OpenSim 4.6 does with a MovingPathPoint that is not a path's last point: its
+    computeMomentArm (and so the force its dynamics applies) counts the point's own motion
+    (its location's dependence on q) only through the segment that ends at the point, not
+    through the one that starts there. MoBL-ARMS's APL (no wrap, a MovingPathPoint on the hand
+    following wrist flexion, then three more points): jaxmb's frozen path, which is -dL/dq on a
+    path without wraps, minus OpenSim's computeMomentArm is, at each of the 20 random states,
+    ``u_next · (R_GB ∂p_B/∂q)``, the work of the point's motion along the next segment, to
+    round-off. gait2354's MovingPathPoints are last points, so the two agree there."""
+    model = _model(pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim", keep=lambda m: m.name == "APL")
+    ref = np.load(DATA / "mobl_arms.npz")
+    (muscle,) = model.muscles
+    k = next(i for i, p in enumerate(muscle.points) if p.moves)
+    moving, following = muscle.points[k], muscle.points[k + 1]
+    assert not muscle.wraps and 0 < k < len(muscle.points) - 1 and not following.moves
+
+    @jax.jit
+    def next_segment_work(q):
+        here = mb.point_position(model, q, moving.body, moving.location(q))
+        u = following_point(q) - here
+        u = u / jnp.linalg.norm(u)
+        # the point's motion in its body, carried to ground with the body held where it is
+        motion = jax.jacfwd(lambda x: mb.point_position(model, q, moving.body, moving.location(x)))(q)
+        return u @ motion
+
+    def following_point(q):
+        return mb.point_position(model, q, following.body, following.location(q))
+
+    frozen = _frozen(model, ref["random_q_ind"])[:, :, 0]
+    cma = ref["random_moment_arms_opensim"][:, :, _columns(model, ref)[0]]
+    work = np.stack([np.asarray(next_segment_work(jnp.asarray(q))) for q in ref["random_q_ind"]])
+    assert np.max(np.abs(work)) > 1e-3  # m: the left-out term is not small
+    np.testing.assert_allclose(frozen - cma, work, rtol=0, atol=TOL)
+    np.testing.assert_allclose(frozen, ref["random_moment_arms_fd"][:, :, _columns(model, ref)[0]], rtol=0, atol=1e-6)
