@@ -422,7 +422,7 @@ def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
 
     - `model`: the model.
     - `q`: `(nq,)` generalized coordinates (rad or m).
-    - `body`: the body, by name or index into `model.body_names`.
+    - `body`: the body, by name or index into `model.body_names`, or ``"ground"``.
     - `point`: `(3,)` position of the point in the body frame (m); default its origin.
 
     **Returns:**
@@ -430,6 +430,8 @@ def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
     `(3,)` position in ground (m).
     """
     q = coordinate_vector(model, q, "point_position", "q")
+    if isinstance(body, str) and body == "ground":  # as path points name it: fixed, at its own coordinates
+        return jnp.broadcast_to(jnp.asarray(point, dtype=q.dtype), (3,))
     t = body_transforms(model, q)[_body(model, body)]
     return t[:3, :3] @ jnp.asarray(point, dtype=t.dtype) + t[:3, 3]
 
@@ -447,7 +449,7 @@ def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0))
     - `model`: the model.
     - `q`: `(nq,)` generalized coordinates (rad or m).
     - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
-    - `body`: the body, by name or index into `model.body_names`.
+    - `body`: the body, by name or index into `model.body_names`, or ``"ground"``.
     - `point`: `(3,)` position of the point in the body frame (m); default its origin.
 
     **Returns:**
@@ -471,7 +473,7 @@ def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0
     - `q`: `(nq,)` generalized coordinates (rad or m).
     - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
     - `qdd`: `(nq,)` generalized accelerations (rad/s² or m/s²).
-    - `body`: the body, by name or index into `model.body_names`.
+    - `body`: the body, by name or index into `model.body_names`, or ``"ground"``.
     - `point`: `(3,)` position of the point in the body frame (m); default its origin.
 
     **Returns:**
@@ -497,7 +499,7 @@ def point_jacobian(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
 
     - `model`: the model.
     - `q`: `(nq,)` generalized coordinates (rad or m).
-    - `body`: the body, by name or index into `model.body_names`.
+    - `body`: the body, by name or index into `model.body_names`, or ``"ground"``.
     - `point`: `(3,)` position of the point in the body frame (m); default its origin.
 
     **Returns:**

@@ -97,6 +97,10 @@ def test_double_pendulum_positions():
     expected = [np.sin(0.3) + 0.5 * np.sin(-1.1), -np.cos(0.3) - 0.5 * np.cos(-1.1), 0.0]
     np.testing.assert_allclose(tip, expected, rtol=0, atol=1e-15)
     np.testing.assert_allclose(mb.joint_values(model, q), [0.3, -1.4], atol=1e-15)
+    # "ground", as path points name it: fixed, at its own coordinates
+    np.testing.assert_array_equal(mb.point_position(model, q, "ground", (0.1, 0.2, 0.3)), [0.1, 0.2, 0.3])
+    np.testing.assert_array_equal(mb.point_velocity(model, q, jnp.ones(2), "ground", (0.1, 0.2, 0.3)), np.zeros(3))
+    np.testing.assert_array_equal(mb.point_jacobian(model, q, "ground"), np.zeros((3, 2)))
 
 
 def test_angular_velocity_of_planar_chain_is_sum_of_rates():
