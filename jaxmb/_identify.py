@@ -78,7 +78,10 @@ def trajectory_residuals(ts: Float[Array | np.ndarray, " T"], q_measured: Float[
     - `simulate_kwargs`: passed to `simulate` (``tau``, ``controller``, ``rtol``,
       ``atol``, ``solver``...). ``adjoint`` defaults to ``diffrax.ForwardMode()``, which
       Levenberg-Marquardt's forward-mode Jacobian needs; with an optax solver pass
-      ``adjoint=diffrax.RecursiveCheckpointAdjoint()`` for reverse mode.
+      ``adjoint=diffrax.RecursiveCheckpointAdjoint()`` for reverse mode. ``controller``
+      may also be a function ``model -> controller``, called with the model being fitted:
+      a controller that holds the model (`jaxmb.control.MuscleExcitations`) then acts
+      with the fitted parameters too.
 
     **Returns:** a function of the model, for [`jaxmb.identify`][jaxmb.identify].
     """
@@ -90,8 +93,11 @@ def trajectory_residuals(ts: Float[Array | np.ndarray, " T"], q_measured: Float[
     w = jnp.ones_like(q_measured) if weights is None else jnp.broadcast_to(jnp.asarray(weights), q_measured.shape)
     simulate_kwargs.setdefault("adjoint", diffrax.ForwardMode())
 
+    controller = simulate_kwargs.pop("controller", None)
+
     def residuals(model):
-        sol = simulate(model, q0, qd0, ts[-1], t0=ts[0], ts=ts, **simulate_kwargs)
+        ctrl = controller(model) if callable(controller) and not isinstance(controller, eqx.Module) else controller
+        sol = simulate(model, q0, qd0, ts[-1], t0=ts[0], ts=ts, controller=ctrl, **simulate_kwargs)
         return jnp.ravel(w * (sol.q - q_measured))
 
     return residuals

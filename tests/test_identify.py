@@ -12,6 +12,7 @@ import optax
 import pytest
 
 import jaxmb as mb
+from models_for_tests import muscled_elbow
 
 TS = jnp.linspace(0.0, 1.0, 21)
 Q0, QD0 = jnp.array([0.6, -0.4]), jnp.array([0.0, 0.5])
@@ -70,6 +71,36 @@ def test_forward_jacobian_and_reverse_gradient_agree():
     g = jax.jit(jax.grad(lambda m: 0.5 * jnp.sum(at(reverse, m) ** 2)))(x)
     np.testing.assert_allclose(J.T @ r, g, rtol=1e-8)
     assert float(jnp.min(jnp.abs(g))) > 1e-3
+
+
+class _Steps(eqx.Module):
+    level: jax.Array
+
+    def __call__(self, t):
+        return self.level
+
+
+def test_a_muscles_strength_from_the_motion_its_excitations_drive():
+    """A flexor's max isometric force (De Groote et al. 2016, rigid tendon) from the motion
+    two muscles produce under constant excitations; the controller, which holds the model,
+    is rebuilt from the model being fitted (`trajectory_residuals`' controller factory)."""
+    model = muscled_elbow([(name, side, mb.DeGrooteFregly2016Muscle(fmax, 0.12, 0.12, 0.1, 10.0, compliant_tendon=False),
+                            mb.DeGrooteActivation(smoothing=10.0))
+                           for name, side, fmax in (("flexor", "flexor", 300.0), ("extensor", "extensor", 400.0))])
+
+    def strength(m):
+        return m.muscles[0].force_model.max_isometric_force
+
+    def excitations(m):
+        return mb.control.MuscleExcitations(m, _Steps(jnp.array([0.6, 0.3])), activation0=jnp.array([0.1, 0.2]))
+
+    true = eqx.tree_at(strength, model, jnp.asarray(360.0))
+    ts, q0, qd0 = jnp.linspace(0.0, 0.3, 11), jnp.array([0.8]), jnp.zeros(1)
+    measured = mb.simulate(true, q0, qd0, 0.3, ts=ts, controller=excitations(true), rtol=1e-11, atol=1e-11).q
+    residuals = mb.trajectory_residuals(ts, measured, q0, qd0, controller=excitations, rtol=1e-11, atol=1e-11)
+    fit = mb.identify(model, strength, residuals, positive=True)
+    assert fit.result == mb.RESULTS.successful
+    np.testing.assert_allclose(fit.parameters, 360.0, rtol=1e-9)
 
 
 def test_a_fit_that_stops_short_is_reported():
