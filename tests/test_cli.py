@@ -236,56 +236,45 @@ def test_moment_arms_of_gait2354_with_units_in_the_csv_header(tmp_path, capsys):
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
 
 
+def _stopping_at(calls, keyword):
+    """A stand-in that records the `keyword` argument it is called with, then stops the command."""
+    def stub(*args, **kwargs):
+        calls.append(kwargs.get(keyword))
+        raise ValueError("stop here")
+    return stub
+
+
 def test_muscle_commands_load_the_wrap_geometry_asked_for(tmp_path, monkeypatch, capsys):
+    import jaxmb._muscles as muscles
     import jaxmb.io._osim as osim
 
     seen = []
-
-    def load(path, *, wrap_geometry=None):
-        seen.append(wrap_geometry)
-        raise ValueError("stop here")
-
-    monkeypatch.setattr(osim, "load_osim", load)
+    monkeypatch.setattr(osim, "load_osim", _stopping_at(seen, "wrap_geometry"))
     base = ["moment-arms", str(GAIT), "--coordinate", "knee_angle_r", "--out", str(tmp_path), "--compile-cache", "none"]
     assert main(base) == 1 and main(base + ["--wrap-geometry", "opensim"]) == 1
     assert seen == ["converged", "opensim"]
     # --frozen-path reaches the sweep as OpenSim's computeMomentArm route
-    import jaxmb._muscles as muscles
-
     gait = jaxmb.load_osim(GAIT)
     monkeypatch.setattr(osim, "load_osim", lambda path, *, wrap_geometry=None: gait)
     methods = []
-
-    def sweep(*args, method=None, **kwargs):
-        methods.append(method)
-        raise ValueError("stop here")
-
-    monkeypatch.setattr(muscles, "moment_arm_sweep", sweep)
+    monkeypatch.setattr(muscles, "moment_arm_sweep", _stopping_at(methods, "method"))
     assert main(base) == 1 and main(base + ["--frozen-path"]) == 1
     assert methods == ["autodiff", "frozen_path"]
     capsys.readouterr()
     assert main(base + ["--wrap-geometry", "helix"]) == 2
     assert "--wrap-geometry: invalid choice: 'helix'" in capsys.readouterr().err
-    # Static optimization reads the model with the geometry asked for, too.
+
+
+def test_static_optimization_command_passes_its_wrap_geometry_and_moment_arm_route(tmp_path, monkeypatch):
     setup = pathlib.Path(__file__).parent / "data" / "opensim" / "motion" / "arm26_Setup_StaticOptimization.xml"
-
-    def read(path, *, wrap_geometry=None, **_):
-        seen.append(wrap_geometry)
-        raise ValueError("stop here")
-
-    monkeypatch.setattr(jaxmb.io, "read_osim", read)
     so = ["static-optimization", "--setup", str(setup), "--out", str(tmp_path / "so")]
-    assert main(so) == 1 and main(so + ["--wrap-geometry", "opensim"]) == 1
-    assert seen[-2:] == ["converged", "opensim"]
-    # ... and its --frozen-path reaches the solve as OpenSim's route.
-    monkeypatch.undo()
+    with monkeypatch.context() as m:
+        seen = []
+        m.setattr(jaxmb.io, "read_osim", _stopping_at(seen, "wrap_geometry"))
+        assert main(so) == 1 and main(so + ["--wrap-geometry", "opensim"]) == 1
+        assert seen == ["converged", "opensim"]
     routes = []
-
-    def solve(*args, moment_arms=None, **kwargs):
-        routes.append(moment_arms)
-        raise ValueError("stop here")
-
-    monkeypatch.setattr(jaxmb, "static_optimization", solve)
+    monkeypatch.setattr(jaxmb, "static_optimization", _stopping_at(routes, "moment_arms"))
     assert main(so) == 1 and main(so + ["--frozen-path"]) == 1
     assert routes == ["closed_form", "frozen_path"]
 
