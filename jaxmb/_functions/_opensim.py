@@ -16,6 +16,8 @@ Each evaluates as OpenSim 4.x does (opensim-core ``OpenSim/Common``):
   Forsythe-Malcolm-Moler end conditions (`fmm_spline_coefficients`).
 """
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -53,7 +55,26 @@ def fmm_spline_coefficients(x: RealLike, y: RealLike) -> tuple[np.ndarray, np.nd
     return _cubic_spline_coefficients(np, x, y, "not-a-knot-fmm")
 
 
-class PiecewiseLinear(AbstractJointFunction):
+class _AbstractKnotFunction(AbstractJointFunction):
+    """A function of one coordinate ``x = q[index]`` given at knots ``(x_k, y_k)``, the
+    knots checked on construction (at least `_minimum_knots`, finite, `x` strictly
+    increasing); the final classes define only how it interpolates."""
+
+    index: int = eqx.field(static=True)
+    x: Float[Array, " n"]
+    y: Float[Array, " n"]
+    _minimum_knots: ClassVar[int]
+
+    def __init__(self, index: int, x: RealLike, y: RealLike):
+        self.index = int(index)
+        x, y = _knots(type(self).__name__, self.index, x, y, minimum=self._minimum_knots)
+        self.x, self.y = jnp.asarray(x), jnp.asarray(y)
+
+    def coordinate_indices(self):
+        return (self.index,)
+
+
+class PiecewiseLinear(_AbstractKnotFunction):
     """Piecewise-linear interpolation of one coordinate (OpenSim's PiecewiseLinearFunction).
 
     ``f(q) = y_k + (x - x_k) s_k`` on ``[x_k, x_{k+1}]`` with ``x = q[index]`` and
@@ -72,17 +93,7 @@ class PiecewiseLinear(AbstractJointFunction):
     [`jaxmb.ModelError`][jaxmb.ModelError] for data of the wrong shape, non-finite, or `x` not increasing.
     """
 
-    index: int = eqx.field(static=True)
-    x: Float[Array, " n"]
-    y: Float[Array, " n"]
-
-    def __init__(self, index: int, x: RealLike, y: RealLike):
-        self.index = int(index)
-        x, y = _knots("PiecewiseLinear", self.index, x, y, minimum=2)
-        self.x, self.y = jnp.asarray(x), jnp.asarray(y)
-
-    def coordinate_indices(self):
-        return (self.index,)
+    _minimum_knots: ClassVar[int] = 2
 
     def __call__(self, q):
         xq = q[self.index]
@@ -92,7 +103,7 @@ class PiecewiseLinear(AbstractJointFunction):
         return self.y[k] + (xq - self.x[k]) * slope
 
 
-class PiecewiseConstant(AbstractJointFunction):
+class PiecewiseConstant(_AbstractKnotFunction):
     """Step function of one coordinate (OpenSim's PiecewiseConstantFunction).
 
     ``f = y_0`` for ``x <= x_0``, ``y_k`` for ``x_k < x < x_{k+1}``, ``y_{n-1}`` for
@@ -110,17 +121,7 @@ class PiecewiseConstant(AbstractJointFunction):
     [`jaxmb.ModelError`][jaxmb.ModelError] for data of the wrong shape, non-finite, or `x` not increasing.
     """
 
-    index: int = eqx.field(static=True)
-    x: Float[Array, " n"]
-    y: Float[Array, " n"]
-
-    def __init__(self, index: int, x: RealLike, y: RealLike):
-        self.index = int(index)
-        x, y = _knots("PiecewiseConstant", self.index, x, y, minimum=1)
-        self.x, self.y = jnp.asarray(x), jnp.asarray(y)
-
-    def coordinate_indices(self):
-        return (self.index,)
+    _minimum_knots: ClassVar[int] = 1
 
     def __call__(self, q):
         xq = q[self.index]

@@ -169,6 +169,16 @@ def _model_element(xml: XmlReader, root: ET.Element) -> ET.Element:
     return model_el
 
 
+def _forceset(xml: XmlReader, root: ET.Element):
+    """``(<ForceSet>, wrap objects by name, coordinate ranges by name)`` of the model, what
+    every path read from its ForceSet needs; None where the model has no ForceSet."""
+    model_el = _model_element(xml, root)
+    forceset = _first(xml, model_el, "ForceSet")
+    if forceset is None:
+        return None
+    return forceset, _wrap_objects(xml, model_el), _coordinate_ranges(xml, model_el)
+
+
 def parse_muscles(xml: XmlReader, model_el: ET.Element,
                   coordinate_functions: dict[str, AbstractJointFunction],
                   body_names: tuple[str, ...]) -> tuple[Muscle, ...]:
@@ -183,12 +193,10 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
 
     **Returns:** a tuple of [`jaxmb.Muscle`][jaxmb.Muscle] in file order.
     """
-    model_el = _model_element(xml, model_el)
-    forceset = _first(xml, model_el, "ForceSet")
-    if forceset is None:
+    context = _forceset(xml, model_el)
+    if context is None:
         return ()
-    wraps = _wrap_objects(xml, model_el)
-    ranges = _coordinate_ranges(xml, model_el)
+    forceset, wraps, ranges = context
     muscles, skipped = [], {}
     for f in xml.set_objects(forceset):
         if f.tag in FORCE_ELEMENTS:
@@ -202,9 +210,8 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
         muscles.append(_parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges))
     if skipped:
         parts = [f"{len(v)} {k} ({', '.join(v)})" for k, v in skipped.items()]
-        hint = ""
         warnings.warn(f"{xml.path}: the ForceSet's non-muscle forces are not part of the model; skipped "
-                      f"{sum(len(v) for v in skipped.values())}: " + "; ".join(parts) + "." + hint, stacklevel=4)
+                      f"{sum(len(v) for v in skipped.values())}: " + "; ".join(parts) + ".", stacklevel=4)
     return tuple(muscles)
 
 
@@ -213,12 +220,10 @@ def parse_paths(xml: XmlReader, model_el: ET.Element, coordinate_functions: dict
     """The ``GeometryPath`` of every ForceSet element whose tag is in `tags` (default:
     PathSpring, ClutchedPathSpring, PathActuator; e.g. ``("Ligament",)``), as [`jaxmb.Muscle`][jaxmb.Muscle]
     objects with ``kind`` = the tag and default Hill parameters."""
-    model_el = _model_element(xml, model_el)
-    forceset = _first(xml, model_el, "ForceSet")
-    if forceset is None:
+    context = _forceset(xml, model_el)
+    if context is None:
         return ()
-    wraps = _wrap_objects(xml, model_el)
-    ranges = _coordinate_ranges(xml, model_el)
+    forceset, wraps, ranges = context
     return tuple(_parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges)
                  for f in xml.set_objects(forceset) if f.tag in tags)
 
