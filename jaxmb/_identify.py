@@ -20,6 +20,7 @@ Two solvers:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -84,13 +85,25 @@ def trajectory_residuals(ts: Float[Array | np.ndarray, " T"], q_measured: Float[
       with the fitted parameters too.
 
     **Returns:** a function of the model, for [`jaxmb.identify`][jaxmb.identify].
+
+    **Raises:** ``ValueError`` for `ts` not finite and strictly increasing, non-finite
+    `q_measured` (named by sample), `weights` of another shape, negative or non-finite,
+    and, when the residuals are first evaluated, `q_measured` with a column count other
+    than the model's coordinates.
     """
     ts = jnp.asarray(ts)
     q_measured = jnp.asarray(q_measured)
     if ts.ndim != 1 or q_measured.ndim != 2 or q_measured.shape[0] != ts.shape[0]:
         raise ValueError(f"trajectory_residuals: q_measured must have shape (T, nq) with T = len(ts) = "
                          f"{ts.shape[0] if ts.ndim == 1 else ts.shape}, got {q_measured.shape}.")
-    w = jnp.ones_like(q_measured) if weights is None else jnp.broadcast_to(jnp.asarray(weights), q_measured.shape)
+    if _is_concrete(ts) and not (ts.shape[0] >= 2 and bool(jnp.all(jnp.diff(ts) > 0)) and bool(jnp.all(jnp.isfinite(ts)))):
+        raise ValueError("trajectory_residuals: ts must hold at least two finite sample times, strictly increasing "
+                         f"(the simulation runs from ts[0] to ts[-1]); got {np.asarray(ts)}.")
+    if _is_concrete(q_measured) and not bool(jnp.all(jnp.isfinite(q_measured))):
+        rows = np.flatnonzero(~np.all(np.isfinite(np.asarray(q_measured)), axis=1))
+        raise ValueError(f"trajectory_residuals: q_measured is not finite at samples {rows.tolist()[:10]}: drop "
+                         "those samples (from ts too) or fill the gaps; a weight of 0 does not cancel a NaN.")
+    w = _weights(weights, q_measured)
     simulate_kwargs.setdefault("adjoint", diffrax.ForwardMode())
 
     controller = simulate_kwargs.pop("controller", None)
@@ -98,9 +111,30 @@ def trajectory_residuals(ts: Float[Array | np.ndarray, " T"], q_measured: Float[
     def residuals(model):
         ctrl = controller(model) if callable(controller) and not isinstance(controller, eqx.Module) else controller
         sol = simulate(model, q0, qd0, ts[-1], t0=ts[0], ts=ts, controller=ctrl, **simulate_kwargs)
+        if sol.q.shape != q_measured.shape:  # (T, nq) against (T, k): would broadcast silently
+            raise ValueError(f"trajectory_residuals: q_measured has shape {q_measured.shape}, but the model "
+                             f"simulates {sol.q.shape[1]} coordinates at {sol.q.shape[0]} times: give one column "
+                             "per coordinate, in the model's coordinate order.")
         return jnp.ravel(w * (sol.q - q_measured))
 
     return residuals
+
+
+def _weights(weights, q_measured):
+    """The residuals' weights as an array of `q_measured`'s shape (T, nq) (1 by default), checked."""
+    shape = q_measured.shape
+    if weights is None:
+        return jnp.ones_like(q_measured)
+    w = jnp.asarray(weights)
+    try:
+        w = jnp.broadcast_to(w, shape)
+    except ValueError:
+        raise ValueError(f"trajectory_residuals: weights must have shape (nq,) or (T, nq) = {shape[1:]} or {shape}, "
+                         f"got {w.shape}.") from None
+    if _is_concrete(w) and not bool(jnp.all(jnp.isfinite(w) & (w >= 0))):
+        raise ValueError("trajectory_residuals: weights must be finite and non-negative (0 leaves a sample out), "
+                         f"got {np.asarray(weights)}.")
+    return w
 
 
 def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Array], *,
@@ -138,7 +172,8 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
     **Returns:** an [`jaxmb.Identification`][jaxmb.Identification].
 
     **Raises:** ``ValueError`` for parameters that are not floating-point arrays, a
-    non-positive initial parameter with ``positive=True``, or an unknown solver.
+    non-positive initial parameter with ``positive=True``, an unknown solver, a
+    `max_steps` below 1, or a tolerance that is not a positive finite number.
     """
     theta0 = where(model)
     leaves = jax.tree.leaves(theta0)
@@ -153,6 +188,11 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
                          f"got {solver!r}.")
     if max_steps is None:
         max_steps = 100 if solver == _LEVENBERG_MARQUARDT else 1000
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
+        raise ValueError(f"identify: max_steps must be a positive integer, got {max_steps!r}.")
+    for label, tol in (("rtol", rtol), ("atol", atol)):
+        if not (isinstance(tol, (int, float, np.floating)) and math.isfinite(tol) and tol > 0):
+            raise ValueError(f"identify: {label} must be a positive finite number, got {tol!r}.")
     fit = _fit(model, where, residuals, solver, int(max_steps), float(rtol), float(atol), bool(positive))
     if throw:
         fit = eqx.tree_at(lambda f: f.loss, fit, fit.result.error_if(fit.loss, fit.result != RESULTS.successful))

@@ -121,3 +121,34 @@ def test_bad_input_is_named():
         mb.identify(GUESS, _masses, residuals, solver="adam")
     with pytest.raises(ValueError, match=r"q_measured must have shape \(T, nq\) with T = len\(ts\) = 21"):
         mb.trajectory_residuals(TS, MEASURED[:-1], Q0, QD0)
+
+
+@pytest.mark.parametrize("max_steps, rtol, atol, match", [
+    (0, 1e-10, 1e-10, "max_steps must be a positive integer, got 0"),
+    (-3, 1e-10, 1e-10, "max_steps must be a positive integer, got -3"),
+    (10, -1.0, 1e-10, "rtol must be a positive finite number, got -1.0"),
+    (10, 1e-10, float("nan"), "atol must be a positive finite number, got nan"),
+])
+def test_solver_settings_that_cannot_work_are_named(max_steps, rtol, atol, match):
+    """Before: max_steps=0 ended in 'did not reach its tolerance' after compiling the fit;
+    rtol=-1 reported success."""
+    residuals = mb.trajectory_residuals(TS, MEASURED, Q0, QD0, tau=TAU)
+    with pytest.raises(ValueError, match=match):
+        mb.identify(GUESS, _masses, residuals, max_steps=max_steps, rtol=rtol, atol=atol)
+
+
+def test_measurements_that_would_fit_silently_wrong_are_named():
+    """Before: a (T, 1) column against a 2-coordinate model broadcast into residuals; a
+    NaN sample, decreasing times and NaN weights ended in a runtime error about the fit's
+    tolerance or inside the simulation."""
+    with pytest.raises(ValueError, match=r"q_measured has shape \(21, 1\), but the model simulates 2 coordinates"):
+        mb.identify(GUESS, _masses, mb.trajectory_residuals(TS, MEASURED[:, :1], Q0, QD0, tau=TAU))
+    with pytest.raises(ValueError, match=r"q_measured is not finite at samples \[3\]"):
+        mb.trajectory_residuals(TS, MEASURED.at[3, 1].set(jnp.nan), Q0, QD0)
+    with pytest.raises(ValueError, match="ts must hold at least two finite sample times, strictly increasing"):
+        mb.trajectory_residuals(TS[::-1], MEASURED, Q0, QD0)
+    with pytest.raises(ValueError, match=r"weights must have shape \(nq,\) or \(T, nq\) = \(2,\) or \(21, 2\), got \(3,\)"):
+        mb.trajectory_residuals(TS, MEASURED, Q0, QD0, weights=jnp.ones(3))
+    for bad in (jnp.array([jnp.nan, 1.0]), jnp.array([-1.0, 1.0])):
+        with pytest.raises(ValueError, match="weights must be finite and non-negative"):
+            mb.trajectory_residuals(TS, MEASURED, Q0, QD0, weights=bad)
