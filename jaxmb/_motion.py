@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._checks import _is_concrete
 from ._dynamics import inverse_dynamics
 from ._errors import ModelError
 from ._forces._base import translation, wrench_generalized_force
@@ -214,6 +215,24 @@ def _solve(model, specs, q, qd, qdd, samples):
     return jax.vmap(one)(q, qd, qdd, samples)
 
 
+def motion_coordinates(caller: str, model: Model, time, q) -> tuple[np.ndarray, Array]:
+    """``(time, q)`` of a motion as NumPy times (n,) and a JAX array (n, nq), checked: the
+    shape against the model, and (when concrete) every sample finite, else a
+    ``ModelError`` naming `caller` and the first frames that are not (a NaN would
+    spread through the splines to every frame)."""
+    time = np.asarray(time, dtype=float)
+    q = jnp.asarray(q)
+    if q.ndim != 2 or q.shape != (time.size, model.nq):
+        raise ModelError(f"{caller}: q must have shape (n, nq) = ({time.size}, {model.nq}) "
+                         f"for {time.size} times and model {model.name!r}, got {q.shape}.")
+    if _is_concrete(q) and not bool(jnp.all(jnp.isfinite(q))):
+        bad = np.flatnonzero(~np.all(np.isfinite(np.asarray(q)), axis=1))
+        raise ModelError(f"{caller}: q is not finite at {bad.size} frame{'s' if bad.size > 1 else ''} (first at t = "
+                         f"{', '.join(f'{t:g}' for t in time[bad[:5]])} s): fill the gaps (e.g. by interpolation) "
+                         "or cut the motion before them; the splines would carry a NaN to every frame.")
+    return time, q
+
+
 def inverse_dynamics_motion(model: Model, time: Float[np.ndarray, " n"], q: Float[Array | np.ndarray, "n nq"], *,
                             lowpass_hz: float | None = None,
                             time_range: tuple[float, float] | None = None,
@@ -249,11 +268,7 @@ def inverse_dynamics_motion(model: Model, time: Float[np.ndarray, " n"], q: Floa
     A [`jaxmb.MotionInverseDynamics`][jaxmb.MotionInverseDynamics]: the frames
     (resampled where filtering needed a uniform step) and ``q, q', q'', τ`` (k, nq).
     """
-    time = np.asarray(time, dtype=float)
-    q = jnp.asarray(q)
-    if q.ndim != 2 or q.shape != (time.size, model.nq):
-        raise ModelError(f"inverse_dynamics_motion: q must have shape (n, nq) = ({time.size}, {model.nq}) "
-                         f"for {time.size} times and model {model.name!r}, got {q.shape}.")
+    time, q = motion_coordinates("inverse_dynamics_motion", model, time, q)
     externals = tuple(external_loads)
     for ext in externals:
         if not isinstance(ext, ExternalForce):

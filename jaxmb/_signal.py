@@ -138,6 +138,9 @@ def _grid(time: tuple, lowpass_hz, time_range):
     start, end = (time[0], time[-1]) if time_range is None else (float(time_range[0]), float(time_range[1]))
     if not start <= end:
         raise ValueError(f"time range ({start}, {end}): the start must not exceed the end.")
+    if end < time[0] or start > time[-1]:
+        raise ValueError(f"time range ({start}, {end}) s lies outside the motion's times [{time[0]:g}, "
+                         f"{time[-1]:g}] s: no frame to solve.")
     if lowpass_hz is None:
         grid, to_grid = time, np.eye(n)
     else:

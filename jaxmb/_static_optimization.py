@@ -37,7 +37,7 @@ from jaxtyping import Array, Float, Int
 from ._checks import _is_concrete
 from ._errors import ModelError
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
-from ._motion import _external_generalized_force, _spec, ExternalForce
+from ._motion import _external_generalized_force, _spec, ExternalForce, motion_coordinates
 from ._dynamics import inverse_dynamics
 from ._muscles import check_path_force_route, muscle_lengths_and_moment_arms, muscle_states
 from ._results import RESULTS
@@ -350,11 +350,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     (no activations within bounds balance the forces: add reserves) have a `result` other
     than ``RESULTS.successful``.
     """
-    time = np.asarray(time, dtype=float)
-    q = jnp.asarray(q)
-    if q.ndim != 2 or q.shape != (time.size, model.nq):
-        raise ModelError(f"static_optimization: q must have shape (n, nq) = ({time.size}, {model.nq}) "
-                         f"for {time.size} times and model {model.name!r}, got {q.shape}.")
+    time, q = motion_coordinates("static_optimization", model, time, q)
     if tendon not in ("rigid", "compliant"):
         raise ValueError(f"static_optimization: tendon must be 'rigid' or 'compliant', got {tendon!r}.")
     if not model.muscles:
@@ -391,6 +387,10 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
         tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
     if max_steps is None:
         max_steps = 20000 if solver == "optax" else 100
+    if not (np.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"static_optimization: tolerance must be a positive finite number, got {tolerance}.")
+    if int(max_steps) < 1:
+        raise ValueError(f"static_optimization: max_steps must be at least 1, got {max_steps}.")
     options = (solver, matching, None if residual_weight is None else float(residual_weight), moment_arms)
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
                 bool(passive_forces), float(exponent), float(tolerance), int(max_steps), options + (tendon,))

@@ -81,6 +81,22 @@ def test_too_long_or_too_short_motions_are_refused():
         opensim_coordinate_operators(np.arange(5.0))
 
 
+def test_a_time_range_outside_the_motion_is_refused():
+    """Before: the last frame alone was solved."""
+    with pytest.raises(ValueError, match=r"time range \(10.0, 20.0\) s lies outside the motion's times \[0, 1\] s"):
+        opensim_coordinate_operators(np.linspace(0.0, 1.0, 11), time_range=(10.0, 20.0))
+
+
+@pytest.mark.parametrize("tool", ["inverse_dynamics_motion", "static_optimization"])
+def test_a_motion_with_a_gap_is_named_by_its_frames(arm26, tool):
+    """Before: a NaN sample spread through the splines into every frame's forces, silently."""
+    model, motion, q = arm26
+    q = np.array(q)
+    q[[3, 7], 1] = np.nan
+    with pytest.raises(mb.ModelError, match=tool + r": q is not finite at 2 frames \(first at t = 0.025, 0.058"):
+        getattr(mb, tool)(model, motion.time, q)
+
+
 # ---- against OpenSim 4.6's InverseDynamicsTool ----
 
 

@@ -214,6 +214,8 @@ def test_optax_command_equals_the_newton_route(tmp_path, capsys):
     (dict(residual_weight=-1.0), "residual_weight must be None .* or a finite positive weight, got -1.0"),
     (dict(tendon="compliant", solver="optax"), "tendon='compliant' is solved by the Newton route .* solver='optax'"),
     (dict(tendon="compliant", residual_weight=1.0), "tendon='compliant' .* residual_weight=1.0"),
+    (dict(tolerance=-1.0), "tolerance must be a positive finite number, got -1.0"),
+    (dict(max_steps=0), "max_steps must be at least 1, got 0"),
 ])
 def test_bad_options_are_refused(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
