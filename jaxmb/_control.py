@@ -16,7 +16,8 @@ from jaxtyping import Array, Float, PyTree
 from ._checks import coordinate_vector
 from ._dynamics import _mass_matrix_and_forces
 from ._errors import ModelError
-from ._muscles import activation_rates, check_path_force_route, muscle_lengths_and_moment_arms, muscle_states
+from ._muscles import (check_path_force_route, muscle_lengths_and_moment_arms, musculotendon_activation_rates,
+                       musculotendon_states)
 from ._muscles._muscle_forces import _groups
 from ._typing import RealLike
 
@@ -230,8 +231,8 @@ class MuscleExcitations(AbstractController):
                       a: Float[Array, " n_muscles"]) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
         """The tendon forces ``F_T`` (n_muscles,), N, at activations `a` and the moment arms ``R`` (nq, n_muscles), m."""
         lengths, R = muscle_lengths_and_moment_arms(self.model, q, method=self.moment_arms)
-        state = muscle_states(self.model, jnp.clip(a, 0.0, 1.0), lengths, -(R.T @ qd),
-                              inextensible_tendon=self.inextensible_tendon)
+        state = musculotendon_states(self.model, jnp.clip(a, 0.0, 1.0), lengths, -(R.T @ qd),
+                                     inextensible_tendon=self.inextensible_tendon)
         return state.tendon_force, R
 
     def torque(self, t, q, qd, z):
@@ -240,4 +241,4 @@ class MuscleExcitations(AbstractController):
 
     def state_derivative(self, t, q, qd, z):
         u = jnp.clip(jnp.asarray(self.excitation(t), dtype=z.dtype), 0.0, 1.0)
-        return activation_rates(self.model, u, z)
+        return musculotendon_activation_rates(self.model, u, z)

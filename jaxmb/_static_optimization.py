@@ -39,7 +39,7 @@ from ._errors import ModelError
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
 from ._motion import _external_generalized_force, _spec, ExternalForce, motion_coordinates
 from ._dynamics import inverse_dynamics
-from ._muscles import check_path_force_route, muscle_lengths_and_moment_arms, muscle_states
+from ._muscles import check_path_force_route, muscle_lengths_and_moment_arms, musculotendon_states
 from ._results import RESULTS
 from ._signal import opensim_states_operators
 from ._static_optimization_matching import MATCHING, matching_problem
@@ -254,7 +254,7 @@ def _problems(model, extra, specs, q, qd, qdd, samples, passive, method):
         if n_muscles:
             lengths, R = muscle_lengths_and_moment_arms(model, qi, method=method)
             speeds = -R.T @ qdi
-            state = muscle_states(model, jnp.ones(n_muscles, qi.dtype), lengths, speeds, inextensible_tendon=True)
+            state = musculotendon_states(model, jnp.ones(n_muscles, qi.dtype), lengths, speeds, inextensible_tendon=True)
             cos_phi = jnp.cos(state.pennation_angle)
             f_active = state.active_fiber_force * cos_phi
             f_passive = state.passive_fiber_force * cos_phi if passive else jnp.zeros_like(f_active)

@@ -31,7 +31,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._muscles import muscle_lengths_and_moment_arms, muscle_states
+from ._muscles import muscle_lengths_and_moment_arms, musculotendon_states
 
 __all__ = ["MAX_ITERATIONS", "compliant_frames"]
 
@@ -42,7 +42,7 @@ MAX_ITERATIONS = 60
 def _tendon_forces(model, a, lengths, speeds):
     """Tendon forces ``F_T(a)`` (n_muscles,) and their slopes ``dF_T/da`` (each depends on its
     own activation only: one forward-mode pass gives the Jacobian's diagonal)."""
-    return jax.jvp(lambda x: muscle_states(model, x, lengths, speeds).tendon_force, (a,), (jnp.ones_like(a),))
+    return jax.jvp(lambda x: musculotendon_states(model, x, lengths, speeds).tendon_force, (a,), (jnp.ones_like(a),))
 
 
 def _stopped(tree):

@@ -265,3 +265,18 @@ def test_bad_parameters_are_named():
         mb.Ligament("l", BY_NAME["lig"].path, Polynomial(0, [1.0]), -1.0, 1.0)
     with pytest.raises(ValueError, match=r"controls must have shape \(4,\), one per actuator"):
         mb.force_set_forces(MODEL, Q, QD, jnp.zeros(3))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: mb.PointToPointSpring("s", "b1", (0, 0, 0), "b2", (0, 0, 0), float("nan")), "PointToPointSpring 's': stiffness"),
+    (lambda: mb.BushingForce("b", "b1", "b2", translational_damping=(0, float("nan"), 0)),
+     "BushingForce 'b': translational_damping"),
+    (lambda: mb.CoordinateLimitForce("c", "q0", 1, 1, 1, -1, float("nan")), "CoordinateLimitForce 'c': damping"),
+    (lambda: mb.CoordinateActuator("a", "q0", float("nan")), "CoordinateActuator 'a': optimal_force"),
+])
+def test_a_nan_parameter_of_any_force_element_is_named(make, message):
+    """Before: accepted, and the dynamics came out NaN. Infinite control bounds (OpenSim's
+    default) stay allowed."""
+    with pytest.raises(mb.ModelError, match=message + " is NaN; give a number"):
+        make()
+    assert float(mb.CoordinateActuator("a", "q0").min_control) == -np.inf

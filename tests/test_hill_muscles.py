@@ -282,6 +282,40 @@ def test_muscle_forces_equal_each_model():
         mb.muscle_forces(bare, a, l, v)
 
 
+def test_non_finite_muscle_inputs_are_named_not_turned_into_forces():
+    """Before: a NaN activation came out as a plausible tendon force (the models' clamps and
+    equilibrium solves dropped it), a NaN length as 0 N."""
+    model = _slider_model()
+    n = len(model.muscles)
+    a, l, v = jnp.full(n, 0.5), jnp.full(n, P["tendon_slack_length"] + P["optimal_fiber_length"]), jnp.zeros(n)
+    with pytest.raises(ValueError, match=r"muscle_forces: activations must be finite, got NaN or inf for muscles "
+                                         r"\['" + model.muscle_names[1]):
+        mb.muscle_forces(model, a.at[1].set(jnp.nan), l, v)
+    with pytest.raises(ValueError, match="muscle_states: lengths must be finite"):
+        mb.muscle_states(model, a, l.at[0].set(jnp.inf), v)
+    with pytest.raises(ValueError, match="activation_rates: excitations must be finite"):
+        mb.activation_rates(model, a.at[2].set(jnp.nan), a)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="muscle_forces: lengthening_speeds must be finite"):
+        jax.block_until_ready(eqx.filter_jit(lambda v: mb.muscle_forces(model, a, l, v))(v.at[0].set(jnp.nan)))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: mb.Thelen2003Muscle(pennation_angle_at_optimal=2.0), r"pennation_angle_at_optimal must be in \[0, 1.5708\)"),
+    (lambda: mb.DeGrooteFregly2016Muscle(pennation_angle_at_optimal=float("nan")), "pennation_angle_at_optimal"),
+    (lambda: mb.Thelen2003Muscle(minimum_activation=-0.1), r"minimum_activation must be in \[0, 1\), got -0.1"),
+    (lambda: mb.Thelen2003Muscle(maximum_pennation_angle=2.0), r"maximum_pennation_angle must be in \[0, 1.5708\]"),
+    (lambda: mb.FirstOrderActivation(activation_time_constant=-0.01),
+     "FirstOrderActivation: activation_time_constant must be positive"),
+    (lambda: mb.FirstOrderActivation(minimum_activation=1.0), r"FirstOrderActivation: minimum_activation must be in"),
+    (lambda: mb.DeGrooteActivation(smoothing=0.0), "DeGrooteActivation: smoothing must be positive"),
+])
+def test_muscle_parameters_outside_their_domain_are_named(make, message):
+    """Before: accepted (a pennation of 2 rad, a negative time constant, NaN), and forces or
+    activation rates came out wrong or NaN."""
+    with pytest.raises(mb.ModelError, match=message):
+        make()
+
+
 _TEMPLATE = (DATA / "broken_osim" / "path_point_nan_location.osim").read_text().replace("nan 0.1 0", "0.1 0.1 0")
 
 

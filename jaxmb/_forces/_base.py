@@ -14,6 +14,7 @@ import abc
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import _is_concrete
@@ -34,6 +35,16 @@ class AbstractForce(eqx.Module):
     """
 
     name: eqx.AbstractVar[str]
+
+    def __check_init__(self):
+        # Every element, present and future: a NaN parameter would pass into the dynamics
+        # silently (infinite control bounds are meaningful, so only NaN is refused).
+        for path, leaf in jax.tree_util.tree_flatten_with_path(self)[0]:
+            # NumPy on the concrete leaves: jnp under an enclosing jit would trace even those
+            if (eqx.is_array(leaf) and jnp.issubdtype(leaf.dtype, jnp.floating) and _is_concrete(leaf)
+                    and np.isnan(np.asarray(leaf)).any()):
+                raise ModelError(f"{type(self).__name__} {self.name!r}: {jax.tree_util.keystr(path).lstrip('.')} "
+                                 "is NaN; give a number.")
 
     @abc.abstractmethod
     def generalized_force(self, model: Model, q: Float[Array, " nq"], qd: Float[Array, " nq"],

@@ -32,6 +32,8 @@ from ._moment_arms import muscle_lengths_and_moment_arms as muscle_lengths_and_m
 from ._muscle import Muscle as Muscle
 from ._muscle_forces import muscle_forces as muscle_forces
 from ._muscle_forces import muscle_states as muscle_states
+from ._muscle_forces import musculotendon_activation_rates as musculotendon_activation_rates
+from ._muscle_forces import musculotendon_states as musculotendon_states
 from ._musculotendon import AbstractMusculotendonModel as AbstractMusculotendonModel
 from ._musculotendon import MusculotendonForces as MusculotendonForces
 from ._muscle import MuscleParameters as MuscleParameters

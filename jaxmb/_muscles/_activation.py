@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._musculotendon import _leaf
+from ._musculotendon import _leaf, bounded_parameter, positive_parameters
 
 
 class AbstractActivationDynamics(eqx.Module):
@@ -37,6 +37,9 @@ class FirstOrderActivation(AbstractActivationDynamics):
         self.activation_time_constant = _leaf(activation_time_constant)
         self.deactivation_time_constant = _leaf(deactivation_time_constant)
         self.minimum_activation = _leaf(minimum_activation)
+        positive_parameters(self, ("activation_time_constant", "deactivation_time_constant"), "",
+                            "FirstOrderActivation")
+        bounded_parameter(self, "minimum_activation", 0.0, 1.0, "FirstOrderActivation", high_open=True)
 
     def __call__(self, excitation, activation):
         a = jnp.clip(activation, self.minimum_activation, 1.0)
@@ -66,6 +69,8 @@ class DeGrooteActivation(AbstractActivationDynamics):
         self.activation_time_constant = _leaf(activation_time_constant)
         self.deactivation_time_constant = _leaf(deactivation_time_constant)
         self.smoothing = _leaf(smoothing)
+        positive_parameters(self, ("activation_time_constant", "deactivation_time_constant", "smoothing"), "",
+                            "DeGrooteActivation")
 
     def __call__(self, excitation, activation):
         a, u = jnp.asarray(activation), jnp.asarray(excitation)

@@ -1,9 +1,12 @@
 """The tendon forces of all the muscles of a model at once."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._checks import _is_concrete
 from .._errors import ModelError
 from ._musculotendon import MusculotendonForces
 
@@ -42,6 +45,29 @@ def _per_muscle(model, part, fn, *arrays):
     return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[inverse], *outs)
 
 
+def _per_muscle_vectors(caller: str, model, **arrays) -> list[Array]:
+    """The `arrays` as JAX arrays, each checked: shape ``(n_muscles,)`` and finite (eagerly
+    a ``ValueError`` naming the muscles; under ``jit`` through ``eqx.error_if``). A NaN
+    activation or length would otherwise come out as a plausible force: the models'
+    clamps and equilibrium solves do not carry NaN through."""
+    n = len(model.muscles)
+    out = []
+    for what, x in arrays.items():
+        x = jnp.asarray(x)
+        if x.shape != (n,):
+            raise ValueError(f"{caller}: {what} must have shape ({n},) (one per muscle of "
+                             f"{model.name!r}), got {x.shape}; use jax.vmap for batches.")
+        if _is_concrete(x):
+            bad = np.flatnonzero(~np.isfinite(np.asarray(x)))
+            if bad.size:
+                raise ValueError(f"{caller}: {what} must be finite, got NaN or inf for muscles "
+                                 f"{[model.muscle_names[i] for i in bad[:8]]} of {model.name!r}.")
+        else:
+            x = eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{caller}: {what} must be finite, got NaN or inf.")
+        out.append(x)
+    return out
+
+
 def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
                   lengthening_speeds: ArrayLike, *, inextensible_tendon: bool = False) -> MusculotendonForces:
     """The full musculotendon state of every muscle of `model`: fibre length, pennation, fibre
@@ -57,14 +83,14 @@ def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
     **Returns:** a [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces] whose fields have
     shape ``(n_muscles,)``, in `model.muscle_names` order.
     """
-    a = jnp.asarray(activations)
-    l_mt = jnp.asarray(lengths)
-    v_mt = jnp.asarray(lengthening_speeds)
-    n = len(model.muscles)
-    for what, x in (("activations", a), ("lengths", l_mt), ("lengthening_speeds", v_mt)):
-        if x.shape != (n,):
-            raise ValueError(f"muscle_forces: {what} must have shape ({n},) (one per muscle of "
-                             f"{model.name!r}), got {x.shape}; use jax.vmap for batches.")
+    a, l_mt, v_mt = _per_muscle_vectors("muscle_states", model, activations=activations, lengths=lengths,
+                                        lengthening_speeds=lengthening_speeds)
+    return musculotendon_states(model, a, l_mt, v_mt, inextensible_tendon=inextensible_tendon)
+
+
+def musculotendon_states(model, a, l_mt, v_mt, *, inextensible_tendon: bool = False) -> MusculotendonForces:
+    """`muscle_states` without its checks, for callers whose arrays are checked already
+    (a simulation's state by its step guard, static optimization's by its motion)."""
     if inextensible_tendon:
         return _per_muscle(model, "force_model", lambda fm, x, y, z: fm.inextensible_tendon_state(x, y, z),
                            a, l_mt, v_mt)
@@ -82,15 +108,16 @@ def activation_rates(model, excitations: ArrayLike, activations: ArrayLike) -> F
     **Returns:** ``(n_muscles,)`` activation rates (1/s), in `model.muscle_names` order.
 
     **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] naming a muscle without activation
-    dynamics; ``ValueError`` for arrays of the wrong shape.
+    dynamics; ``ValueError`` for arrays of the wrong shape or not finite (under ``jit`` an
+    ``eqx.EquinoxRuntimeError``).
     """
-    u, a = jnp.asarray(excitations), jnp.asarray(activations)
-    n = len(model.muscles)
-    for what, x in (("excitations", u), ("activations", a)):
-        if x.shape != (n,):
-            raise ValueError(f"activation_rates: {what} must have shape ({n},) (one per muscle of "
-                             f"{model.name!r}), got {x.shape}.")
-    if not n:
+    u, a = _per_muscle_vectors("activation_rates", model, excitations=excitations, activations=activations)
+    return musculotendon_activation_rates(model, u, a)
+
+
+def musculotendon_activation_rates(model, u, a) -> Float[Array, " n_muscles"]:
+    """`activation_rates` without its checks (a simulation's state is checked by its step guard)."""
+    if not len(model.muscles):
         return jnp.zeros((0,), a.dtype)
     return _per_muscle(model, "activation_dynamics", lambda dyn, x, y: dyn(x, y), u, a)
 
@@ -115,8 +142,11 @@ def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
     **Returns:** ``(n_muscles,)`` tendon forces (N), in `model.muscle_names` order.
 
     **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] naming a muscle without a force model;
-    ``ValueError`` for arrays of the wrong shape.
+    ``ValueError`` for arrays of the wrong shape or not finite (under ``jit`` an
+    ``eqx.EquinoxRuntimeError``).
     """
     if not model.muscles:
         return jnp.zeros((0,))
-    return muscle_states(model, activations, lengths, lengthening_speeds).tendon_force
+    a, l_mt, v_mt = _per_muscle_vectors("muscle_forces", model, activations=activations, lengths=lengths,
+                                        lengthening_speeds=lengthening_speeds)
+    return musculotendon_states(model, a, l_mt, v_mt).tendon_force

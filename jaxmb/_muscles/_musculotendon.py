@@ -13,10 +13,12 @@ under `jax.lax.stop_gradient`).
 """
 
 import abc
+import math
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
@@ -55,14 +57,28 @@ class MusculotendonForces(eqx.Module):
     equilibrium_residual: Float[Array, "*b"]
 
 
-def positive_parameters(obj, names, name: str):
+def positive_parameters(obj, names, name: str, what: str | None = None):
     """Refuse non-positive values of the parameters `names` of `obj` (a ModelError naming the
-    muscle `name`, the parameter and its value)."""
+    muscle `name`, or beginning with `what`, the parameter and its value)."""
     for p in names:
         v = getattr(obj, p)
-        if concrete(v) and not bool(jnp.all(v > 0.0)):
-            raise ModelError(f"muscle {name!r}: {p} must be positive, got {float(jnp.min(v))}; "
+        # NumPy on concrete values: jnp under an enclosing jit would trace even those
+        if concrete(v) and not np.all(np.asarray(v) > 0.0):
+            raise ModelError(f"{what or f'muscle {name!r}'}: {p} must be positive, got {float(np.min(v))}; "
                              "give a positive value.")
+
+
+def bounded_parameter(obj, p: str, low: float, high: float, what: str, *, high_open: bool = False):
+    """Refuse a value of parameter `p` of `obj` outside ``[low, high]`` (``[low, high)`` with
+    `high_open`), NaN included: a ModelError beginning with `what` (the element named)."""
+    v = getattr(obj, p)
+    if not concrete(v):
+        return
+    v = np.ravel(np.asarray(v))
+    inside = (v >= low) & ((v < high) if high_open else (v <= high))
+    if not inside.all():
+        shown = float(v[np.argmin(inside)])
+        raise ModelError(f"{what}: {p} must be in [{low:g}, {high:g}{')' if high_open else ']'}, got {shown}.")
 
 
 def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
@@ -76,6 +92,8 @@ def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_len
     obj.compliant_tendon = bool(compliant_tendon)
     positive_parameters(obj, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
                               "max_contraction_velocity"), name)
+    # OpenSim's fixed-width pennation model refuses these (MuscleFixedWidthPennationModel)
+    bounded_parameter(obj, "pennation_angle_at_optimal", 0.0, math.pi / 2, f"muscle {name!r}", high_open=True)
 
 
 def _leaf(x):

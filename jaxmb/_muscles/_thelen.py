@@ -11,7 +11,7 @@ from ._checks import concrete
 from ._curves import (THELEN_ETOE_PER_STRAIN, THELEN_FTOE, thelen_active_force_length, thelen_force_velocity,
                       thelen_passive_force_length, thelen_passive_stiffness, thelen_tendon_force,
                       thelen_tendon_stiffness)
-from ._musculotendon import AbstractMusculotendonModel, _leaf, init_common, positive_parameters
+from ._musculotendon import AbstractMusculotendonModel, _leaf, bounded_parameter, init_common, positive_parameters
 
 _SIGNIFICANT_REAL = 1.4901161193847656e-08  # SimTK::SignificantReal (sqrt of machine epsilon)
 
@@ -91,6 +91,8 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
                                    "af"), name)
         if concrete(self.flen) and not bool(jnp.all(self.flen > 1.0)):
             raise ModelError(f"muscle {name!r}: Flen must be greater than 1, got {float(jnp.min(self.flen))}.")
+        bounded_parameter(self, "maximum_pennation_angle", 0.0, math.pi / 2, f"muscle {name!r}")
+        bounded_parameter(self, "minimum_activation", 0.0, 1.0, f"muscle {name!r}", high_open=True)
 
     def _activation(self, a):
         return jnp.clip(a, self.minimum_activation, 1.0)
