@@ -11,9 +11,10 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-from ._checks import coordinate_vector
+from ._checks import _is_concrete, coordinate_vector
 from ._dynamics import _mass_matrix_and_forces
 from ._errors import ModelError
 from ._muscles import (check_path_force_route, muscle_lengths_and_moment_arms, musculotendon_activation_rates,
@@ -58,6 +59,20 @@ class AbstractController(eqx.Module):
         """``z'``: a pytree of the structure, shapes and dtypes of `z`."""
 
 
+def _gains(controller: str, name: str, value, shape: tuple[int, ...], per: str) -> Array:
+    """A controller's gain (or target) as a float array broadcast to `shape`, checked:
+    broadcastable, and finite where concrete (a ``ValueError`` naming the argument)."""
+    x = jnp.asarray(value, dtype=float)
+    try:
+        x = jnp.broadcast_to(x, shape)
+    except ValueError:
+        raise ValueError(f"{controller}: {name} must be a scalar or have shape {shape} ({per}), "
+                         f"got {x.shape}.") from None
+    if _is_concrete(x) and not np.all(np.isfinite(np.asarray(x))):
+        raise ValueError(f"{controller}: {name} must be finite, got {np.asarray(x)}.")
+    return x
+
+
 class PID(AbstractController):
     """PID on selected coordinates: ``tau_k = kp e + ki ∫e dt - kd q'_k`` with ``e = r - q_k``.
 
@@ -88,11 +103,13 @@ class PID(AbstractController):
                  selection: RealLike | None = None):
         self.indices = tuple(int(i) for i in indices)
         k = len(self.indices)
-        self.target = jnp.broadcast_to(jnp.asarray(target, dtype=float), (k,))
-        self.kp = jnp.broadcast_to(jnp.asarray(kp, dtype=float), (k,))
-        self.ki = jnp.broadcast_to(jnp.asarray(ki, dtype=float), (k,))
-        self.kd = jnp.broadcast_to(jnp.asarray(kd, dtype=float), (k,))
+        self.target, self.kp, self.ki, self.kd = (
+            _gains("PID", name, value, (k,), "one per controlled coordinate")
+            for name, value in (("target", target), ("kp", kp), ("ki", ki), ("kd", kd)))
         self.selection = None if selection is None else jnp.asarray(selection, dtype=float)
+        if self.selection is not None and (self.selection.ndim != 2 or self.selection.shape[1] != k):
+            raise ValueError(f"PID: selection must have shape (nq, {k}), one column per controlled coordinate, "
+                             f"got {self.selection.shape}.")
 
     def init(self, q0, qd0):
         return jnp.zeros(len(self.indices), dtype=jnp.asarray(q0).dtype)
@@ -139,8 +156,8 @@ class ComputedTorque(AbstractController):
     def __init__(self, model, reference, kp: RealLike, kd: RealLike):
         self.model = model
         self.reference = reference
-        self.kp = jnp.asarray(kp, dtype=float)
-        self.kd = jnp.asarray(kd, dtype=float)
+        self.kp, self.kd = (_gains("ComputedTorque", name, value, (model.nq,), "one per coordinate")
+                            for name, value in (("kp", kp), ("kd", kd)))
 
     def init(self, q0, qd0):
         return jnp.zeros((0,), dtype=jnp.asarray(q0).dtype)

@@ -100,6 +100,20 @@ def test_computed_torque_is_the_inverse_dynamics():
         ctrl.torque(0.0, q[:2], qd, ctrl.init(q, qd))
 
 
+@pytest.mark.parametrize("make, message", [
+    (lambda m: mb.control.PID([0, 1], 0.0, jnp.ones(3)), r"PID: kp must be a scalar or have shape \(2,\)"),
+    (lambda m: mb.control.PID([0], jnp.nan, 1.0), r"PID: target must be finite"),
+    (lambda m: mb.control.PID([0], 0.0, 1.0, selection=jnp.ones((2, 2))), r"PID: selection must have shape \(nq, 1\)"),
+    (lambda m: mb.control.ComputedTorque(m, lambda t: (jnp.zeros(2),) * 3, jnp.ones(3), 1.0),
+     r"ComputedTorque: kp must be a scalar or have shape \(2,\) \(one per coordinate\), got \(3,\)"),
+    (lambda m: mb.control.ComputedTorque(m, lambda t: (jnp.zeros(2),) * 3, 1.0, jnp.inf), "ComputedTorque: kd must be finite"),
+])
+def test_controller_gains_of_the_wrong_shape_or_not_finite_are_named(make, message):
+    """Before: a JAX broadcasting error naming no argument, or a NaN torque at run time."""
+    with pytest.raises(ValueError, match=message):
+        make(mb.models.double_pendulum())
+
+
 def test_implicit_solver_agrees_with_explicit():
     ts = jnp.linspace(0.0, 1.0, 3)
     chain = mb.models.planar_chain(2)
