@@ -59,12 +59,20 @@ def finite_coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Ar
     **Arguments:** as :func:`coordinate_vector`.
     """
     x = coordinate_vector(model, x, caller, name, dtype)
+    return finite_entries(x, caller, name, model.coordinate_names, f"coordinates {{}} (indices {{}}) of model "
+                          f"{model.name!r}")
+
+
+def finite_entries(x: Array, caller: str, name: str, labels, where: str) -> Array:
+    """`x`, checked finite entry by entry (`labels` names them): eagerly a ``ValueError``
+    ``"{caller}: {name} must be finite, got NaN or inf at " + where`` with `where`'s two
+    ``{}`` filled by the bad entries' labels and indices; under ``jit``, ``vmap`` or
+    ``grad`` through ``eqx.error_if`` at run time (one reduction over `x`)."""
     if _is_concrete(x):
         bad = np.flatnonzero(~np.isfinite(np.asarray(x)))
         if bad.size:
-            names = [model.coordinate_names[i] for i in bad[:8]]
-            raise ValueError(f"{caller}: {name} must be finite, got NaN or inf at coordinates {names} "
-                             f"(indices {bad[:8].tolist()}) of model {model.name!r}.")
+            raise ValueError(f"{caller}: {name} must be finite, got NaN or inf at "
+                             + where.format([labels[i] for i in bad[:8]], bad[:8].tolist()) + ".")
         return x
     return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{caller}: {name} must be finite, got NaN or inf.")
 

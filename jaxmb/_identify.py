@@ -20,7 +20,6 @@ Two solvers:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,7 @@ import optax
 import optimistix as optx
 from jaxtyping import Array, Float, Int
 
-from ._checks import _is_concrete
+from ._checks import _is_concrete, finite_tolerance
 from ._results import RESULTS
 from ._simulate import simulate
 
@@ -173,7 +172,8 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
 
     **Raises:** ``ValueError`` for parameters that are not floating-point arrays, a
     non-positive initial parameter with ``positive=True``, an unknown solver, a
-    `max_steps` below 1, or a tolerance that is not a positive finite number.
+    `max_steps` below 1, or a tolerance that is not a positive finite number the
+    parameters' dtype resolves (float32: loosen them, or switch on float64).
     """
     theta0 = where(model)
     leaves = jax.tree.leaves(theta0)
@@ -190,9 +190,8 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
         max_steps = 100 if solver == _LEVENBERG_MARQUARDT else 1000
     if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
         raise ValueError(f"identify: max_steps must be a positive integer, got {max_steps!r}.")
-    for label, tol in (("rtol", rtol), ("atol", atol)):
-        if not (isinstance(tol, (int, float, np.floating)) and math.isfinite(tol) and tol > 0):
-            raise ValueError(f"identify: {label} must be a positive finite number, got {tol!r}.")
+    dtype = jnp.result_type(*leaves)
+    rtol, atol = (finite_tolerance(tol, "identify", label, dtype) for label, tol in (("rtol", rtol), ("atol", atol)))
     fit = _fit(model, where, residuals, solver, int(max_steps), float(rtol), float(atol), bool(positive))
     if throw:
         fit = eqx.tree_at(lambda f: f.loss, fit, fit.result.error_if(fit.loss, fit.result != RESULTS.successful))

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._checks import _is_concrete
+from ._checks import _is_concrete, finite_tolerance
 from ._errors import ModelError
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
 from ._motion import _external_generalized_force, _spec, ExternalForce, motion_coordinates
@@ -387,8 +387,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
         tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4
     if max_steps is None:
         max_steps = 20000 if solver == "optax" else 100
-    if not (np.isfinite(tolerance) and tolerance > 0):
-        raise ValueError(f"static_optimization: tolerance must be a positive finite number, got {tolerance}.")
+    tolerance = finite_tolerance(tolerance, "static_optimization", "tolerance", dtype)
     if int(max_steps) < 1:
         raise ValueError(f"static_optimization: max_steps must be at least 1, got {max_steps}.")
     options = (solver, matching, None if residual_weight is None else float(residual_weight), moment_arms)

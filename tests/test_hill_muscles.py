@@ -288,7 +288,7 @@ def test_non_finite_muscle_inputs_are_named_not_turned_into_forces():
     model = _slider_model()
     n = len(model.muscles)
     a, l, v = jnp.full(n, 0.5), jnp.full(n, P["tendon_slack_length"] + P["optimal_fiber_length"]), jnp.zeros(n)
-    with pytest.raises(ValueError, match=r"muscle_forces: activations must be finite, got NaN or inf for muscles "
+    with pytest.raises(ValueError, match=r"muscle_forces: activations must be finite, got NaN or inf at muscles "
                                          r"\['" + model.muscle_names[1]):
         mb.muscle_forces(model, a.at[1].set(jnp.nan), l, v)
     with pytest.raises(ValueError, match="muscle_states: lengths must be finite"):

@@ -1,12 +1,10 @@
 """The tendon forces of all the muscles of a model at once."""
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._checks import _is_concrete
+from .._checks import finite_entries
 from .._errors import ModelError
 from ._musculotendon import MusculotendonForces
 
@@ -57,14 +55,7 @@ def _per_muscle_vectors(caller: str, model, **arrays) -> list[Array]:
         if x.shape != (n,):
             raise ValueError(f"{caller}: {what} must have shape ({n},) (one per muscle of "
                              f"{model.name!r}), got {x.shape}; use jax.vmap for batches.")
-        if _is_concrete(x):
-            bad = np.flatnonzero(~np.isfinite(np.asarray(x)))
-            if bad.size:
-                raise ValueError(f"{caller}: {what} must be finite, got NaN or inf for muscles "
-                                 f"{[model.muscle_names[i] for i in bad[:8]]} of {model.name!r}.")
-        else:
-            x = eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{caller}: {what} must be finite, got NaN or inf.")
-        out.append(x)
+        out.append(finite_entries(x, caller, what, model.muscle_names, f"muscles {{}} of {model.name!r}"))
     return out
 
 
