@@ -152,3 +152,11 @@ def test_measurements_that_would_fit_silently_wrong_are_named():
     for bad in (jnp.array([jnp.nan, 1.0]), jnp.array([-1.0, 1.0])):
         with pytest.raises(ValueError, match="weights must be finite and non-negative"):
             mb.trajectory_residuals(TS, MEASURED, Q0, QD0, weights=bad)
+
+
+def test_float32_parameters_with_float64_tolerances_are_named():
+    """The defaults (1e-10) are for float64: a float32 fit could never meet them."""
+    guess = eqx.tree_at(_masses, GUESS, (jnp.float32(1.0), jnp.float32(1.0)))
+    residuals = mb.trajectory_residuals(TS, MEASURED, Q0, QD0, tau=TAU)
+    with pytest.raises(ValueError, match=r"identify: rtol=1e-10 is below what float32 can resolve .*jax_enable_x64"):
+        mb.identify(guess, _masses, residuals)
