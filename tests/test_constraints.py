@@ -274,6 +274,22 @@ def test_premodel_four_bar_quintic_takes_the_loops_exact_derivatives():
             assert abs(float(fn.hessian(q)[0, 0] - hess[k, 0, 0])) <= 1.5 * float(fine.derivative_error[k, 1])
 
 
+@pytest.mark.parametrize("lower, upper, step, kwargs, message", [
+    ([1.0], [0.0], 0.1, {}, r"bounds must be finite with lower < upper, got lower=\[1\.\], upper=\[0\.\]"),
+    ([np.nan], [1.0], 0.1, {}, "bounds must be finite with lower < upper"),
+    ([0.0], [1.0], 0.0, {}, r"step must be positive, finite and at most upper - lower = \[1\.\], got \[0\.\]"),
+    ([0.0], [1.0], 2.0, {}, "step must be positive, finite and at most upper - lower"),
+    ([0.0], [1.0], 0.1, dict(kind="fourier", order=0), r"order \(the Fourier series' harmonics\) must be an integer >= 1"),
+    ([0.0], [1.0], 0.1, dict(kind="hermite"), "kind must be 'spline', 'fourier' or 'quintic', got 'hermite'"),
+])
+def test_premodel_names_a_sweep_it_cannot_make(lower, upper, step, kwargs, message):
+    """Before: NumPy's 'Number of samples, -9, must be non-negative' or an OverflowError from
+    the grid, and an unknown kind only after the whole sweep was solved."""
+    closure = mb.models.four_bar(throw=False).joints[0].function.closure
+    with pytest.raises(mb.LoopClosureError, match=message):
+        mb.constraints.premodel(closure, lower, upper, step, **kwargs)
+
+
 def test_four_bar_range_and_continuation():
     model = mb.models.four_bar(throw=False)
     closure = model.joints[0].function.closure

@@ -169,8 +169,9 @@ def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float
 
     **Raises:**
 
-    [`jaxmb.LoopClosureError`][jaxmb.LoopClosureError] for bounds of the wrong length, an unknown `kind`, a
-    `periodic` fit other than quintic, or more than two coordinates.
+    [`jaxmb.LoopClosureError`][jaxmb.LoopClosureError] for bounds of the wrong length, not finite
+    or not increasing, a step that is not positive or exceeds the range, an unknown `kind`, a
+    Fourier `order` below 1, a `periodic` fit other than quintic, or more than two coordinates.
     """
     lower = np.atleast_1d(np.asarray(lower, dtype=float))
     upper = np.atleast_1d(np.asarray(upper, dtype=float))
@@ -178,6 +179,17 @@ def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float
     nq = closure.nq
     if lower.shape != (nq,) or upper.shape != (nq,):
         raise LoopClosureError(f"premodel: lower/upper must have {nq} entries.")
+    if kind not in ("spline", "fourier", "quintic"):
+        raise LoopClosureError(f"premodel: kind must be 'spline', 'fourier' or 'quintic', got {kind!r}.")
+    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper)) and np.all(lower < upper)):
+        raise LoopClosureError(f"premodel: the sweep's bounds must be finite with lower < upper, got lower={lower}, "
+                               f"upper={upper}.")
+    if not (np.all(np.isfinite(steps)) and np.all(steps > 0) and np.all(steps <= upper - lower)):
+        raise LoopClosureError(f"premodel: step must be positive, finite and at most upper - lower = "
+                               f"{upper - lower}, got {steps}.")
+    if kind == "fourier" and not (isinstance(order, (int, np.integer)) and order >= 1):
+        raise LoopClosureError(f"premodel: order (the Fourier series' harmonics) must be an integer >= 1, "
+                               f"got {order!r}.")
     if periodic and kind != "quintic":
         raise LoopClosureError(f"premodel: periodic=True applies to kind='quintic' (a Fourier fit is periodic "
                                f"by construction, a natural spline cannot be), got kind={kind!r}.")
@@ -198,14 +210,12 @@ def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float
             w = 2 * np.pi / (upper[0] - lower[0]) if omega is None else omega
             slopes = _secular_slopes(x, values) if omega is None else np.zeros(closure.m)
             fns = tuple(FourierSeries.fit(0, x, values[:, k], order, w, slopes[k]) for k in range(closure.m))
-        elif kind == "quintic":
+        else:  # "quintic"
             slopes = _secular_slopes(x, values) if periodic else np.zeros(closure.m)
             _, d1, d2 = _derivatives_along(closure, jnp.asarray(x)[:, None], values)
             fns = tuple(QuinticSpline.fit(0, x, values[:, k], d1[:, k, 0], d2[:, k, 0, 0], periodic=periodic,
                                           slope=slopes[k])
                         for k in range(closure.m))
-        else:
-            raise LoopClosureError(f"premodel: kind must be 'spline', 'fourier' or 'quintic', got {kind!r}.")
         # The midpoints, and the quarter points: a Hermite fit's slope error vanishes at
         # the midpoints by symmetry, so they alone would understate it.
         # In increasing order, so that the warm-started sweep stays on the branch.
