@@ -29,6 +29,7 @@ import lineax as lx
 from jaxtyping import Array, Float
 
 from ._checks import coordinate_vector
+from ._errors import ModelError
 from ._typing import RealLike
 from ._kinematics import (
     angular_jacobians,
@@ -450,6 +451,10 @@ def inverse_dynamics_series(model: Model, q, qd, qdd, *, loads=None, method: Met
 
     An `InverseDynamicsTerms` of `(T, nq)` arrays, N m or N.
     """
+    q, qd, qdd = (jnp.asarray(x) for x in (q, qd, qdd))
+    if not (q.ndim == 2 and q.shape[1] == model.nq and qd.shape == q.shape and qdd.shape == q.shape):
+        raise ModelError(f"inverse_dynamics_series: q, qd and qdd must each have shape (T, nq) with nq = "
+                         f"{model.nq} for model {model.name!r}, got {q.shape}, {qd.shape} and {qdd.shape}.")
     return jax.vmap(lambda a, b, c: inverse_dynamics_terms(model, a, b, c, loads=loads, method=method))(q, qd, qdd)
 
 

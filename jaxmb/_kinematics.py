@@ -19,6 +19,7 @@ from jaxtyping import Array, Float
 from ._typing import RealLike
 
 from ._checks import coordinate_vector
+from ._errors import ModelError
 from ._loop_closure import ImplicitJointFunction, LoopClosure, LoopClosureError
 from ._model import Model
 from ._spatial import own_buffer, small_matmul, small_matvec, vee
@@ -430,10 +431,14 @@ def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
     `(3,)` position in ground (m).
     """
     q = coordinate_vector(model, q, "point_position", "q")
+    point = jnp.asarray(point, dtype=q.dtype)
+    if point.shape != (3,):  # a (1,) point would broadcast, a (2,) one fail in a matrix product
+        raise ModelError(f"point_position: point must have shape (3,), the point in the body's frame (m), "
+                         f"got {point.shape}.")
     if isinstance(body, str) and body == "ground":  # as path points name it: fixed, at its own coordinates
-        return jnp.broadcast_to(jnp.asarray(point, dtype=q.dtype), (3,))
+        return point
     t = body_transforms(model, q)[_body(model, body)]
-    return t[:3, :3] @ jnp.asarray(point, dtype=t.dtype) + t[:3, 3]
+    return t[:3, :3] @ point.astype(t.dtype) + t[:3, 3]
 
 
 def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:

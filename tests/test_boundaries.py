@@ -71,3 +71,18 @@ def test_integer_arguments_work_like_floats(name):
 
 def test_python_lists_are_accepted():
     assert jnp.allclose(mb.mass_matrix(MODEL, [0.3, -0.2]), mb.mass_matrix(MODEL, GOOD))
+
+
+@pytest.mark.parametrize("point", [jnp.zeros(2), jnp.zeros(1)])
+@pytest.mark.parametrize("body", [0, "ground"])
+def test_a_body_point_of_the_wrong_shape_is_named(point, body):
+    """Before: (2,) failed inside a matrix product, and (1,) on 'ground' broadcast to a 3-vector."""
+    with pytest.raises(mb.ModelError, match=rf"point_position: point must have shape \(3,\).*got \({point.shape[0]},\)"):
+        mb.point_velocity(MODEL, GOOD, GOOD, body, point)
+
+
+def test_a_series_of_mismatched_lengths_is_named():
+    """Before: JAX's 'vmap got inconsistent sizes', naming no argument."""
+    with pytest.raises(mb.ModelError, match=r"inverse_dynamics_series: q, qd and qdd must each have shape \(T, nq\) "
+                                            r"with nq = 2 .* got \(5, 2\), \(5, 2\) and \(4, 2\)"):
+        mb.inverse_dynamics_series(MODEL, jnp.zeros((5, 2)), jnp.zeros((5, 2)), jnp.zeros((4, 2)))
