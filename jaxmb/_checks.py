@@ -63,6 +63,15 @@ def finite_coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Ar
                           f"{model.name!r}")
 
 
+def nonfinite_rows(x) -> np.ndarray:
+    """Indices of the rows (leading axis) of a concrete `x` that hold NaN or inf, in NumPy
+    (jnp under an enclosing ``jit`` would trace even concrete values); none for a tracer."""
+    if not _is_concrete(x):
+        return np.zeros(0, int)
+    x = np.asarray(x)
+    return np.flatnonzero(~np.all(np.isfinite(x.reshape(x.shape[0], -1)), axis=1))
+
+
 def finite_entries(x: Array, caller: str, name: str, labels, where: str) -> Array:
     """`x`, checked finite entry by entry (`labels` names them): eagerly a ``ValueError``
     ``"{caller}: {name} must be finite, got NaN or inf at " + where`` with `where`'s two

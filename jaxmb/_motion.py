@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import _is_concrete
+from ._checks import nonfinite_rows
 from ._dynamics import inverse_dynamics
 from ._errors import ModelError
 from ._forces._base import translation, wrench_generalized_force
@@ -225,8 +225,8 @@ def motion_coordinates(caller: str, model: Model, time, q) -> tuple[np.ndarray, 
     if q.ndim != 2 or q.shape != (time.size, model.nq):
         raise ModelError(f"{caller}: q must have shape (n, nq) = ({time.size}, {model.nq}) "
                          f"for {time.size} times and model {model.name!r}, got {q.shape}.")
-    if _is_concrete(q) and not bool(jnp.all(jnp.isfinite(q))):
-        bad = np.flatnonzero(~np.all(np.isfinite(np.asarray(q)), axis=1))
+    bad = nonfinite_rows(q)
+    if bad.size:
         raise ModelError(f"{caller}: q is not finite at {bad.size} frame{'s' if bad.size > 1 else ''} (first at t = "
                          f"{', '.join(f'{t:g}' for t in time[bad[:5]])} s): fill the gaps (e.g. by interpolation) "
                          "or cut the motion before them; the splines would carry a NaN to every frame.")

@@ -366,3 +366,12 @@ def test_bad_muscle_parameters_name_the_muscle_and_line(tmp_path, edit, match):
         mb.load_osim(path)
     msg = str(exc.value)
     assert "muscle 'flexor'" in msg.lower() and f"{path}:" in msg, msg
+
+
+def test_a_muscle_built_inside_jit_checks_its_concrete_parameters():
+    """Concrete parameters (arrays made outside) of a muscle built under jit are checked with
+    NumPy: a jnp comparison there is traced, and the check failed with TracerBoolConversionError."""
+    fmax, bad = jnp.asarray(500.0), jnp.asarray(-100.0)
+    assert float(jax.jit(lambda: mb.Thelen2003Muscle(max_isometric_force=fmax).max_isometric_force)()) == 500.0
+    with pytest.raises(mb.ModelError, match=r"muscle 'Thelen2003Muscle': max_isometric_force must be positive"):
+        jax.jit(lambda: mb.Thelen2003Muscle(max_isometric_force=bad).af)()

@@ -37,8 +37,7 @@ class FirstOrderActivation(AbstractActivationDynamics):
         self.activation_time_constant = _leaf(activation_time_constant)
         self.deactivation_time_constant = _leaf(deactivation_time_constant)
         self.minimum_activation = _leaf(minimum_activation)
-        positive_parameters(self, ("activation_time_constant", "deactivation_time_constant"), "",
-                            "FirstOrderActivation")
+        positive_parameters(self, ("activation_time_constant", "deactivation_time_constant"), "FirstOrderActivation")
         bounded_parameter(self, "minimum_activation", 0.0, 1.0, "FirstOrderActivation", high_open=True)
 
     def __call__(self, excitation, activation):
@@ -69,7 +68,7 @@ class DeGrooteActivation(AbstractActivationDynamics):
         self.activation_time_constant = _leaf(activation_time_constant)
         self.deactivation_time_constant = _leaf(deactivation_time_constant)
         self.smoothing = _leaf(smoothing)
-        positive_parameters(self, ("activation_time_constant", "deactivation_time_constant", "smoothing"), "",
+        positive_parameters(self, ("activation_time_constant", "deactivation_time_constant", "smoothing"),
                             "DeGrooteActivation")
 
     def __call__(self, excitation, activation):

@@ -3,6 +3,7 @@
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
@@ -72,10 +73,10 @@ class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
         self.active_width_scale = _leaf(active_width_scale)
         self.fiber_damping = _leaf(fiber_damping)
         self.passive_scale = _leaf(passive_scale)
-        positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one"), name)
-        if concrete(self.active_width_scale) and not bool(jnp.all(self.active_width_scale >= 1.0)):
+        positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one"), f"muscle {name!r}")
+        if concrete(self.active_width_scale) and not np.all(np.asarray(self.active_width_scale) >= 1.0):
             raise ModelError(f"muscle {name!r}: active_force_width_scale must be at least 1.")
-        if concrete(self.fiber_damping) and not bool(jnp.all(self.fiber_damping >= 0.0)):
+        if concrete(self.fiber_damping) and not np.all(np.asarray(self.fiber_damping) >= 0.0):
             raise ModelError(f"muscle {name!r}: fiber_damping must be non-negative.")
 
     def _activation(self, a):

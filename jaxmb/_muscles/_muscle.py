@@ -9,7 +9,7 @@ from jaxtyping import Array, Float
 from .._errors import ModelError
 from ._activation import AbstractActivationDynamics
 from ._checks import concrete
-from ._musculotendon import AbstractMusculotendonModel
+from ._musculotendon import AbstractMusculotendonModel, positive_parameters
 from ._path_points import AbstractPathPoint
 from ._millard import Millard2012EquilibriumMuscle
 from ._thelen import Thelen2003Muscle
@@ -112,11 +112,8 @@ class Muscle(eqx.Module):
         self.min_control = jnp.asarray(min_control, dtype=float)
         self.max_control = jnp.asarray(max_control, dtype=float)
         _check_controls(self)
-        for p in ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length"):
-            v = getattr(self.parameters, p)
-            if concrete(v) and not bool(jnp.all(v > 0.0)):
-                raise ModelError(f"Muscle {name!r}: {p} must be positive, got {float(jnp.min(v))}; give "
-                                 "a positive value.")
+        positive_parameters(self.parameters, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length"),
+                            f"Muscle {name!r}")
         if force_model is not None and not isinstance(force_model, AbstractMusculotendonModel):
             raise ModelError(f"Muscle {name!r}: force_model must be a musculotendon model (e.g. "
                              f"jaxmb.Thelen2003Muscle), got {type(force_model).__name__}.")

@@ -57,15 +57,16 @@ class MusculotendonForces(eqx.Module):
     equilibrium_residual: Float[Array, "*b"]
 
 
-def positive_parameters(obj, names, name: str, what: str | None = None):
-    """Refuse non-positive values of the parameters `names` of `obj` (a ModelError naming the
-    muscle `name`, or beginning with `what`, the parameter and its value)."""
+def positive_parameters(obj, names, what: str):
+    """Refuse non-positive values of the parameters `names` of `obj`, NaN included: a
+    ModelError beginning with `what` (the element named), naming the parameter and its value."""
     for p in names:
         v = getattr(obj, p)
-        # NumPy on concrete values: jnp under an enclosing jit would trace even those
-        if concrete(v) and not np.all(np.asarray(v) > 0.0):
-            raise ModelError(f"{what or f'muscle {name!r}'}: {p} must be positive, got {float(np.min(v))}; "
-                             "give a positive value.")
+        if not concrete(v):
+            continue
+        v = np.asarray(v)  # NumPy on concrete values: jnp under an enclosing jit would trace even those
+        if not np.all(v > 0.0):
+            raise ModelError(f"{what}: {p} must be positive, got {float(np.min(v))}; give a positive value.")
 
 
 def bounded_parameter(obj, p: str, low: float, high: float, what: str, *, high_open: bool = False):
@@ -91,7 +92,7 @@ def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_len
     obj.max_contraction_velocity = _leaf(max_contraction_velocity)
     obj.compliant_tendon = bool(compliant_tendon)
     positive_parameters(obj, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
-                              "max_contraction_velocity"), name)
+                              "max_contraction_velocity"), f"muscle {name!r}")
     # OpenSim's fixed-width pennation model refuses these (MuscleFixedWidthPennationModel)
     bounded_parameter(obj, "pennation_angle_at_optimal", 0.0, math.pi / 2, f"muscle {name!r}", high_open=True)
 

@@ -4,6 +4,7 @@ import math
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
@@ -88,9 +89,9 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
         self.maximum_pennation_angle = _leaf(maximum_pennation_angle)
         self.minimum_activation = _leaf(minimum_activation)
         positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one", "active_shape", "passive_shape",
-                                   "af"), name)
-        if concrete(self.flen) and not bool(jnp.all(self.flen > 1.0)):
-            raise ModelError(f"muscle {name!r}: Flen must be greater than 1, got {float(jnp.min(self.flen))}.")
+                                   "af"), f"muscle {name!r}")
+        if concrete(self.flen) and not np.all(np.asarray(self.flen) > 1.0):
+            raise ModelError(f"muscle {name!r}: Flen must be greater than 1, got {float(np.min(np.asarray(self.flen)))}.")
         bounded_parameter(self, "maximum_pennation_angle", 0.0, math.pi / 2, f"muscle {name!r}")
         bounded_parameter(self, "minimum_activation", 0.0, 1.0, f"muscle {name!r}", high_open=True)
 
