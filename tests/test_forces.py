@@ -280,3 +280,18 @@ def test_a_nan_parameter_of_any_force_element_is_named(make, message):
     with pytest.raises(mb.ModelError, match=message + " is NaN; give a number"):
         make()
     assert float(mb.CoordinateActuator("a", "q0").min_control) == -np.inf
+
+
+def test_elements_built_inside_jit_check_their_concrete_parameters():
+    """Concrete parameters (arrays made outside) of an element built under jit are checked in
+    NumPy; with jnp the comparison was traced and the check skipped, so a limit force with its
+    limits swapped or a zero torque axis built silently under jit."""
+    lo, hi, axis = jnp.asarray(1.0), jnp.asarray(-1.0), jnp.zeros(3)
+    with pytest.raises(mb.ModelError, match=r"CoordinateLimitForce 'c': lower_limit 1.0 exceeds upper_limit -1.0"):
+        jax.jit(lambda: mb.CoordinateLimitForce("c", "q0", 1, hi, 1, lo).damping)()
+    with pytest.raises(mb.ModelError, match=r"TorqueActuator 't': axis .* is zero"):
+        jax.jit(lambda: mb.TorqueActuator("t", "b1", "b2", axis).optimal_force)()
+    with pytest.raises(mb.ModelError, match=r"Actuator 'a': min_control 1.0 exceeds max_control -1.0"):
+        jax.jit(lambda: mb.CoordinateActuator("a", "q0", 1.0, lo, hi).optimal_force)()
+    ok = jax.jit(lambda: mb.CoordinateLimitForce("c", "q0", 1, lo, 1, hi).damping)()
+    assert float(ok) == 0.0

@@ -375,3 +375,12 @@ def test_a_muscle_built_inside_jit_checks_its_concrete_parameters():
     assert float(jax.jit(lambda: mb.Thelen2003Muscle(max_isometric_force=fmax).max_isometric_force)()) == 500.0
     with pytest.raises(mb.ModelError, match=r"muscle 'Thelen2003Muscle': max_isometric_force must be positive"):
         jax.jit(lambda: mb.Thelen2003Muscle(max_isometric_force=bad).af)()
+
+
+def test_a_muscle_built_inside_jit_checks_its_control_bounds():
+    """The control bounds too are checked in NumPy under jit (jnp raised a tracer error there)."""
+    pts = [mb.PathPoint("ground", (0.0, 0.0, 0.0)), mb.PathPoint("s", (0.0, 0.0, 0.0))]
+    lo, hi = jnp.asarray(0.5), jnp.asarray(0.2)
+    with pytest.raises(mb.ModelError, match=r"Muscle 'm': min_control 0.5 is above max_control 0.2"):
+        jax.jit(lambda: mb.Muscle("m", pts, min_control=lo, max_control=hi).min_control)()
+    assert float(jax.jit(lambda: mb.Muscle("m", pts, min_control=hi, max_control=lo).max_control)()) == 0.5

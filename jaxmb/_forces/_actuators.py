@@ -3,6 +3,7 @@
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._errors import ModelError
@@ -84,7 +85,7 @@ class PointActuator(AbstractActuator):
         self.point_is_global, self.force_is_global = bool(point_is_global), bool(force_is_global)
         self.optimal_force, self.min_control, self.max_control = _actuator_params(
             name, optimal_force, min_control, max_control)
-        if _violated(jnp.linalg.norm(self.direction) > 0):
+        if _violated(lambda d: np.linalg.norm(d) > 0, self.direction):
             raise ModelError(f"PointActuator {name!r}: direction {self.direction.tolist()} is zero; "
                              "give the force's direction.")
 
@@ -135,7 +136,7 @@ class TorqueActuator(AbstractActuator):
         self.torque_is_global = bool(torque_is_global)
         self.optimal_force, self.min_control, self.max_control = _actuator_params(
             name, optimal_force, min_control, max_control)
-        if _violated(jnp.linalg.norm(self.axis) > 0):
+        if _violated(lambda a: np.linalg.norm(a) > 0, self.axis):
             raise ModelError(f"TorqueActuator {name!r}: axis {self.axis.tolist()} is zero; give the torque's axis.")
 
     def check_model(self, model):

@@ -75,14 +75,16 @@ class AbstractActuator(AbstractForce):
         return self.optimal_force * u
 
 
-def _violated(condition) -> bool:
-    """Whether a build-time check fails (skipped for traced values: built under jit or vmap)."""
-    return _is_concrete(condition) and not bool(condition)
+def _violated(check, *values) -> bool:
+    """Whether the build-time check ``check(*values)`` fails, evaluated in NumPy (a jnp
+    comparison under an enclosing jit is traced even on concrete arrays); skipped where a
+    value is traced (an element built under jit or vmap from traced parameters)."""
+    return _is_concrete(values) and not bool(np.all(check(*(np.asarray(v) for v in values))))
 
 
 def _actuator_params(name, optimal_force, min_control, max_control):
     optimal_force, lo, hi = _f(optimal_force), _f(min_control), _f(max_control)
-    if _violated(lo <= hi):
+    if _violated(np.less_equal, lo, hi):
         raise ModelError(f"Actuator {name!r}: min_control {float(lo)} exceeds max_control {float(hi)}.")
     return optimal_force, lo, hi
 

@@ -55,7 +55,7 @@ class Ligament(AbstractForce):
         if not isinstance(path, Muscle):
             raise ModelError(f"Ligament {name!r}: path must be a jaxmb.Muscle (its path points), got "
                              f"{type(path).__name__}.")
-        if _violated(self.resting_length > 0):
+        if _violated(lambda r: r > 0, self.resting_length):
             raise ModelError(f"Ligament {name!r}: resting_length {float(self.resting_length)} must be positive.")
         if force_length_curve.coordinate_indices() not in ((), (0,)):
             raise ModelError(f"Ligament {name!r}: the force-length curve must be a function of coordinate 0 "

@@ -5,6 +5,7 @@ BushingForce (OpenSim 4.6, ``OpenSim/Simulation/Model``; Simbody's
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._errors import ModelError
@@ -61,10 +62,10 @@ class CoordinateLimitForce(AbstractForce):
         self.upper_stiffness, self.upper_limit = _f(upper_stiffness), _f(upper_limit)
         self.lower_stiffness, self.lower_limit = _f(lower_stiffness), _f(lower_limit)
         self.damping, self.transition = _f(damping), _f(transition)
-        if _violated(self.transition > 0):
+        if _violated(lambda w: w > 0, self.transition):
             raise ModelError(f"CoordinateLimitForce {name!r}: transition {float(self.transition)} must be "
                              "positive (the width over which the limit's stiffness ramps in).")
-        if _violated(self.lower_limit <= self.upper_limit):
+        if _violated(np.less_equal, self.lower_limit, self.upper_limit):
             raise ModelError(f"CoordinateLimitForce {name!r}: lower_limit {float(self.lower_limit)} exceeds "
                              f"upper_limit {float(self.upper_limit)}.")
 

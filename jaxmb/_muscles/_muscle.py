@@ -3,12 +3,12 @@
 from collections.abc import Sequence
 
 import equinox as eqx
-import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._errors import ModelError
 from ._activation import AbstractActivationDynamics
-from ._checks import concrete
+from ._checks import concrete, float_array
 from ._musculotendon import AbstractMusculotendonModel, positive_parameters
 from ._path_points import AbstractPathPoint
 from ._millard import Millard2012EquilibriumMuscle
@@ -37,11 +37,11 @@ class MuscleParameters(eqx.Module):
 
     def __init__(self, max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2,
                  pennation_angle_at_optimal=0.0, max_contraction_velocity=10.0):
-        self.max_isometric_force = jnp.asarray(max_isometric_force, dtype=float)
-        self.optimal_fiber_length = jnp.asarray(optimal_fiber_length, dtype=float)
-        self.tendon_slack_length = jnp.asarray(tendon_slack_length, dtype=float)
-        self.pennation_angle_at_optimal = jnp.asarray(pennation_angle_at_optimal, dtype=float)
-        self.max_contraction_velocity = jnp.asarray(max_contraction_velocity, dtype=float)
+        self.max_isometric_force = float_array(max_isometric_force)
+        self.optimal_fiber_length = float_array(optimal_fiber_length)
+        self.tendon_slack_length = float_array(tendon_slack_length)
+        self.pennation_angle_at_optimal = float_array(pennation_angle_at_optimal)
+        self.max_contraction_velocity = float_array(max_contraction_velocity)
 
 
 class Muscle(eqx.Module):
@@ -109,8 +109,8 @@ class Muscle(eqx.Module):
         self.activation_dynamics = activation_dynamics
         if min_control is None:
             min_control = getattr(force_model, "minimum_activation", 0.0)
-        self.min_control = jnp.asarray(min_control, dtype=float)
-        self.max_control = jnp.asarray(max_control, dtype=float)
+        self.min_control = float_array(min_control)
+        self.max_control = float_array(max_control)
         _check_controls(self)
         positive_parameters(self.parameters, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length"),
                             f"Muscle {name!r}")
@@ -135,17 +135,19 @@ def _check_controls(m: Muscle) -> None:
     lo, hi = m.min_control, m.max_control
     if not (concrete(lo) and concrete(hi)):
         return
-    if not (bool(jnp.all(jnp.isfinite(lo))) and bool(jnp.all(jnp.isfinite(hi)))):
+    # NumPy, not jnp: a jnp comparison under an enclosing jit is traced even on concrete arrays.
+    lo_, hi_ = np.asarray(lo), np.asarray(hi)
+    if not (np.all(np.isfinite(lo_)) and np.all(np.isfinite(hi_))):
         raise ModelError(f"Muscle {m.name!r}: min_control and max_control must be finite, got "
                          f"[{float(lo)}, {float(hi)}]; give finite bounds (0 and 1 by default).")
-    if bool(jnp.any(lo > hi)):
+    if np.any(lo_ > hi_):
         raise ModelError(f"Muscle {m.name!r}: min_control {float(lo)} is above max_control {float(hi)}; "
                          "give min_control <= max_control.")
     fm = m.force_model
     # OpenSim 4.6 refuses it for Thelen 2003 and for Millard 2012's classic (compliant, undamped) form.
     floor = isinstance(fm, Thelen2003Muscle) or (
         isinstance(fm, Millard2012EquilibriumMuscle) and fm.compliant_tendon and not fm.damped)
-    if floor and concrete(fm.minimum_activation) and bool(jnp.any(lo < fm.minimum_activation)):
+    if floor and concrete(fm.minimum_activation) and np.any(lo_ < np.asarray(fm.minimum_activation)):
         raise ModelError(f"Muscle {m.name!r}: min_control {float(lo)} is below the {type(fm).__name__} model's "
                          f"minimum_activation {float(fm.minimum_activation)} (OpenSim 4.6 refuses it too); raise "
                          "min_control or lower minimum_activation.")
