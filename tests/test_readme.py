@@ -6,7 +6,10 @@ Each page's ```python blocks run in order in one namespace, as a reader would pa
 import pathlib
 import re
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -98,3 +101,31 @@ def test_batch_examples_run_and_float32_stays_float32():
     assert q_end.shape == (64, 2) and bool(success.all())
     assert jnp.allclose(page["chunked"](page["q0s"]), q_end, rtol=1e-6, atol=1e-8)
     assert page["qdd"].dtype == jnp.float32
+
+
+def test_identification_page_recovers_the_masses_that_made_its_motion():
+    """The page's claim: Levenberg-Marquardt finds the double pendulum's masses (0.8, 1.3) to
+    round-off in about 10 iterations, and the fitted model is the guess with only those leaves
+    changed."""
+    page = run_page("docs/how-to/identification.md")
+    fit, guess, masses, mb = page["fit"], page["guess"], page["masses"], page["mb"]
+    assert fit.result == mb.RESULTS.successful and bool(page["fit"].result == mb.RESULTS.successful)
+    np.testing.assert_allclose(jnp.stack(fit.parameters), (0.8, 1.3), rtol=1e-9)
+    np.testing.assert_allclose(jnp.stack(masses(fit.model)), (0.8, 1.3), rtol=1e-9)
+    assert float(fit.loss) < 1e-20 and 5 <= int(fit.steps) <= 15
+    rest = eqx.tree_at(masses, fit.model, masses(guess))
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), eqx.filter(rest, eqx.is_array),
+                                     eqx.filter(guess, eqx.is_array)))
+
+
+def test_sharp_bits_page_results_are_what_its_comments_say():
+    """A simulation out of steps stops with its result code and its last accepted state; a
+    loop closure out of reach reports ``loop_not_converged`` instead of a number."""
+    page = run_page("docs/sharp-bits.md", min_blocks=2)
+    mb, sol = page["mb"], page["sol"]
+    assert sol.result == mb.RESULTS.max_steps_reached and not bool(sol.success)
+    assert mb.RESULTS[sol.result].startswith("the integrator reached max_steps before t1")
+    assert 0.0 < float(sol.t_end) < 10.0 and bool(jnp.all(jnp.isfinite(sol.state_end.q)))
+    loop = page["loop"]
+    assert loop.solve(jnp.array([9.0]), throw=False).result == mb.RESULTS.loop_not_converged
+    assert loop.solve(jnp.array([0.0]), throw=False).result == mb.RESULTS.successful
