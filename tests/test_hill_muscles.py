@@ -384,3 +384,13 @@ def test_a_muscle_built_inside_jit_checks_its_control_bounds():
     with pytest.raises(mb.ModelError, match=r"Muscle 'm': min_control 0.5 is above max_control 0.2"):
         jax.jit(lambda: mb.Muscle("m", pts, min_control=lo, max_control=hi).min_control)()
     assert float(jax.jit(lambda: mb.Muscle("m", pts, min_control=hi, max_control=lo).max_control)()) == 0.5
+
+
+@pytest.mark.parametrize("make", [mb.Thelen2003Muscle, mb.Millard2012EquilibriumMuscle, mb.DeGrooteFregly2016Muscle])
+def test_every_model_refuses_a_pennation_within_significant_real_of_a_right_angle(make):
+    """OpenSim's pennation models refuse an angle beyond pi/2 - SignificantReal (1.5e-8 rad):
+    one check, shared by every model, with one message (Millard's had a second, with its own
+    wording, for the last 1.5e-8 rad)."""
+    with pytest.raises(mb.ModelError, match=r"pennation_angle_at_optimal must be in \[0, 1.5708\), got 1.57079"):
+        make(pennation_angle_at_optimal=np.pi / 2 - 1e-9)
+    assert float(make(pennation_angle_at_optimal=np.pi / 2 - 1e-6).pennation_angle_at_optimal) > 1.5707

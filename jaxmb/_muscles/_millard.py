@@ -16,9 +16,8 @@ from ._millard_curves import (FIBER_DEFAULTS, TENDON_DEFAULTS, active_force_leng
                               active_force_length_problems, fiber_force_length_curve, fiber_force_length_problems,
                               force_velocity_curve, force_velocity_problems, tendon_force_length_curve,
                               tendon_force_length_problems)
-from ._musculotendon import AbstractMusculotendonModel, _leaf, init_common
+from ._musculotendon import SIGNIFICANT_REAL, AbstractMusculotendonModel, _leaf, init_common
 
-_SIGNIFICANT_REAL = 1.4901161193847656e-08  # SimTK::SignificantReal
 MIN_NONZERO_DAMPING = 0.001
 """OpenSim's ``MIN_NONZERO_DAMPING_COEFFICIENT``: a smaller fibre damping is the undamped model."""
 _CURVE_FIELDS = (
@@ -197,9 +196,6 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
             return  # traced or stacked (e.g. under jax.vmap): not checked
         g = {f: float(v) for f, v in p.items()}
         problems = []
-        if not 0.0 <= float(self.pennation_angle_at_optimal) < math.pi / 2 - _SIGNIFICANT_REAL:
-            problems.append("pennation_angle_at_optimal must be in [0, pi/2), got "
-                            f"{float(self.pennation_angle_at_optimal)}")
         if not 0.0 <= float(self.maximum_pennation_angle) <= math.pi / 2:
             problems.append(f"maximum_pennation_angle must be in [0, pi/2], got {float(self.maximum_pennation_angle)}")
         if float(self.fiber_damping) < 0.0:
@@ -272,9 +268,9 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         (``0.01 l_o`` for a maximum pennation of 0)."""
         lo = self.optimal_fiber_length
         sin_max = jnp.sin(self.maximum_pennation_angle)
-        pennated = jnp.where(self.maximum_pennation_angle > _SIGNIFICANT_REAL,
+        pennated = jnp.where(self.maximum_pennation_angle > SIGNIFICANT_REAL,
                              self.fiber_width() / jnp.where(sin_max > 0.0, sin_max, 1.0), 0.01 * lo)
-        return jnp.maximum(_SIGNIFICANT_REAL, jnp.maximum(self.active_force_length.px[0, 0] * lo, pennated))
+        return jnp.maximum(SIGNIFICANT_REAL, jnp.maximum(self.active_force_length.px[0, 0] * lo, pennated))
 
     def _minimum_fiber_length_along_tendon(self):
         lmin, h = self.minimum_fiber_length(), self.fiber_width()

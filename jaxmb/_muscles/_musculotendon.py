@@ -30,6 +30,8 @@ _NEWTON_ITERATIONS = 24
 24 steps resolve a fibre length to 2^-24 of the bracket (tendon force from 0 to 5 F_max) whatever
 the start, and Newton's quadratic convergence takes the residual to round-off in fewer steps."""
 
+SIGNIFICANT_REAL = 1.4901161193847656e-08  # SimTK::SignificantReal (sqrt of machine epsilon)
+
 
 class MusculotendonForces(eqx.Module):
     """The state of a musculotendon unit at one (activation, length, lengthening speed).
@@ -93,8 +95,10 @@ def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_len
     obj.compliant_tendon = bool(compliant_tendon)
     positive_parameters(obj, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
                               "max_contraction_velocity"), f"muscle {name!r}")
-    # OpenSim's fixed-width pennation model refuses these (MuscleFixedWidthPennationModel)
-    bounded_parameter(obj, "pennation_angle_at_optimal", 0.0, math.pi / 2, f"muscle {name!r}", high_open=True)
+    # OpenSim's pennation models refuse an angle beyond pi/2 - SignificantReal (its muscles
+    # would have no fibre along the tendon); equality is refused too here, a measure-zero difference.
+    bounded_parameter(obj, "pennation_angle_at_optimal", 0.0, math.pi / 2 - SIGNIFICANT_REAL, f"muscle {name!r}",
+                      high_open=True)
 
 
 def _leaf(x):

@@ -12,9 +12,8 @@ from ._checks import concrete
 from ._curves import (THELEN_ETOE_PER_STRAIN, THELEN_FTOE, thelen_active_force_length, thelen_force_velocity,
                       thelen_passive_force_length, thelen_passive_stiffness, thelen_tendon_force,
                       thelen_tendon_stiffness)
-from ._musculotendon import AbstractMusculotendonModel, _leaf, bounded_parameter, init_common, positive_parameters
-
-_SIGNIFICANT_REAL = 1.4901161193847656e-08  # SimTK::SignificantReal (sqrt of machine epsilon)
+from ._musculotendon import (SIGNIFICANT_REAL, AbstractMusculotendonModel, _leaf, bounded_parameter, init_common,
+                            positive_parameters)
 
 
 class Thelen2003Muscle(AbstractMusculotendonModel):
@@ -114,7 +113,7 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
 
     def _minimum_fiber_length(self):
         h = self.fiber_width()
-        return jnp.where(self.maximum_pennation_angle > _SIGNIFICANT_REAL,
+        return jnp.where(self.maximum_pennation_angle > SIGNIFICANT_REAL,
                          h / jnp.sin(self.maximum_pennation_angle), 0.01 * self.optimal_fiber_length)
 
     def _minimum_fiber_length_along_tendon(self):
@@ -143,7 +142,7 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
             fm = fmax * (a * fl * fv + fpe)
             k_m = (d_fm * cos_phi + fm * dcos) * cos_phi
             total = k_m + k_t
-            split = (jnp.abs(total) > _SIGNIFICANT_REAL) & (lt > ls)
+            split = (jnp.abs(total) > SIGNIFICANT_REAL) & (lt > ls)
             v_t = jnp.where(split, k_m / jnp.where(split, total, 1.0) * v_mt, v_mt)
             v = (v_mt - v_t) * cos_phi
             fv = thelen_force_velocity(v / (self.max_contraction_velocity * lo), a, self.af, self.flen,
