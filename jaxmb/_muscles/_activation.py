@@ -6,7 +6,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._musculotendon import _leaf, bounded_parameter, positive_parameters
+from ._checks import float_array
+from ._musculotendon import bounded_parameter, positive_parameters
 
 
 class AbstractActivationDynamics(eqx.Module):
@@ -34,9 +35,9 @@ class FirstOrderActivation(AbstractActivationDynamics):
     minimum_activation: Float[Array, ""]
 
     def __init__(self, activation_time_constant=0.015, deactivation_time_constant=0.05, minimum_activation=0.01):
-        self.activation_time_constant = _leaf(activation_time_constant)
-        self.deactivation_time_constant = _leaf(deactivation_time_constant)
-        self.minimum_activation = _leaf(minimum_activation)
+        self.activation_time_constant = float_array(activation_time_constant)
+        self.deactivation_time_constant = float_array(deactivation_time_constant)
+        self.minimum_activation = float_array(minimum_activation)
         positive_parameters(self, ("activation_time_constant", "deactivation_time_constant"), "FirstOrderActivation")
         bounded_parameter(self, "minimum_activation", 0.0, 1.0, "FirstOrderActivation", high_open=True)
 
@@ -65,9 +66,9 @@ class DeGrooteActivation(AbstractActivationDynamics):
     smoothing: Float[Array, ""]
 
     def __init__(self, activation_time_constant=0.015, deactivation_time_constant=0.06, smoothing=0.1):
-        self.activation_time_constant = _leaf(activation_time_constant)
-        self.deactivation_time_constant = _leaf(deactivation_time_constant)
-        self.smoothing = _leaf(smoothing)
+        self.activation_time_constant = float_array(activation_time_constant)
+        self.deactivation_time_constant = float_array(deactivation_time_constant)
+        self.smoothing = float_array(smoothing)
         positive_parameters(self, ("activation_time_constant", "deactivation_time_constant", "smoothing"),
                             "DeGrooteActivation")
 

@@ -7,10 +7,10 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
-from ._checks import concrete
+from ._checks import concrete, float_array
 from ._curves import (DEGROOTE_C, degroote_active_force_length, degroote_force_velocity,
                       degroote_passive_force_length, degroote_tendon_force, degroote_tendon_stiffness_parameter)
-from ._musculotendon import AbstractMusculotendonModel, _leaf, init_common, positive_parameters
+from ._musculotendon import AbstractMusculotendonModel, init_common, positive_parameters
 
 
 class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
@@ -68,11 +68,11 @@ class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
                  compliant_tendon: bool = True, name: str = "DeGrooteFregly2016Muscle"):
         init_common(self, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
                     max_contraction_velocity, compliant_tendon, name)
-        self.tendon_strain_at_one = _leaf(tendon_strain_at_one)
-        self.passive_strain_at_one = _leaf(passive_strain_at_one)
-        self.active_width_scale = _leaf(active_width_scale)
-        self.fiber_damping = _leaf(fiber_damping)
-        self.passive_scale = _leaf(passive_scale)
+        self.tendon_strain_at_one = float_array(tendon_strain_at_one)
+        self.passive_strain_at_one = float_array(passive_strain_at_one)
+        self.active_width_scale = float_array(active_width_scale)
+        self.fiber_damping = float_array(fiber_damping)
+        self.passive_scale = float_array(passive_scale)
         positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one"), f"muscle {name!r}")
         if concrete(self.active_width_scale) and not np.all(np.asarray(self.active_width_scale) >= 1.0):
             raise ModelError(f"muscle {name!r}: active_force_width_scale must be at least 1.")

@@ -11,12 +11,12 @@ from jaxtyping import Array, ArrayLike, Float
 from .._errors import ModelError
 from .._safe import sqrt0
 from ._bezier import SegmentedQuinticCurve
-from ._checks import concrete
+from ._checks import concrete, float_array
 from ._millard_curves import (FIBER_DEFAULTS, TENDON_DEFAULTS, active_force_length_curve,
                               active_force_length_problems, fiber_force_length_curve, fiber_force_length_problems,
                               force_velocity_curve, force_velocity_problems, tendon_force_length_curve,
                               tendon_force_length_problems)
-from ._musculotendon import SIGNIFICANT_REAL, AbstractMusculotendonModel, _leaf, init_common
+from ._musculotendon import SIGNIFICANT_REAL, AbstractMusculotendonModel, init_common
 
 MIN_NONZERO_DAMPING = 0.001
 """OpenSim's ``MIN_NONZERO_DAMPING_COEFFICIENT``: a smaller fibre damping is the undamped model."""
@@ -138,10 +138,10 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         if unknown:
             raise TypeError(f"Millard2012EquilibriumMuscle: unknown arguments {unknown}; the curve parameters are "
                             f"{sorted(CURVE_PROPERTIES)}.")
-        self.fiber_damping = _leaf(fiber_damping)
-        self.minimum_activation = _leaf(minimum_activation)
-        self.maximum_pennation_angle = _leaf(maximum_pennation_angle)
-        p = {f: _leaf(curve_parameters.get(f, d)) for f, (_, _, d) in CURVE_PROPERTIES.items()
+        self.fiber_damping = float_array(fiber_damping)
+        self.minimum_activation = float_array(minimum_activation)
+        self.maximum_pennation_angle = float_array(maximum_pennation_angle)
+        p = {f: float_array(curve_parameters.get(f, d)) for f, (_, _, d) in CURVE_PROPERTIES.items()
              if curve_parameters.get(f, d) is not None}
         self._fitted_defaults(p, name)
         if concrete(self.fiber_damping):
@@ -187,7 +187,7 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
             if any(present):
                 raise ModelError(f"muscle {name!r}: give all of {[CURVE_PROPERTIES[f][1] for f in fields]} of its "
                                  f"{CURVE_PROPERTIES[fields[0]][0]} or none of them (OpenSim's fitted curve).")
-            p.update({f: _leaf(v) for f, v in zip(fields, defaults())})
+            p.update({f: float_array(v) for f, v in zip(fields, defaults())})
 
     def _check(self, p, name):
         leaves = [self.pennation_angle_at_optimal, self.maximum_pennation_angle, self.fiber_damping,

@@ -23,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from .._safe import safe_div, sqrt0
-from ._checks import concrete
+from ._checks import concrete, float_array
 
 _NEWTON_ITERATIONS = 24
 """Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
@@ -87,11 +87,11 @@ def bounded_parameter(obj, p: str, low: float, high: float, what: str, *, high_o
 def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
                 max_contraction_velocity, compliant_tendon, name):
     """Set (and check) the parameters every model of the family has, in its `__init__`."""
-    obj.max_isometric_force = _leaf(max_isometric_force)
-    obj.optimal_fiber_length = _leaf(optimal_fiber_length)
-    obj.tendon_slack_length = _leaf(tendon_slack_length)
-    obj.pennation_angle_at_optimal = _leaf(pennation_angle_at_optimal)
-    obj.max_contraction_velocity = _leaf(max_contraction_velocity)
+    obj.max_isometric_force = float_array(max_isometric_force)
+    obj.optimal_fiber_length = float_array(optimal_fiber_length)
+    obj.tendon_slack_length = float_array(tendon_slack_length)
+    obj.pennation_angle_at_optimal = float_array(pennation_angle_at_optimal)
+    obj.max_contraction_velocity = float_array(max_contraction_velocity)
     obj.compliant_tendon = bool(compliant_tendon)
     positive_parameters(obj, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
                               "max_contraction_velocity"), f"muscle {name!r}")
@@ -100,12 +100,6 @@ def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_len
     bounded_parameter(obj, "pennation_angle_at_optimal", 0.0, math.pi / 2 - SIGNIFICANT_REAL, f"muscle {name!r}",
                       high_open=True)
 
-
-def _leaf(x):
-    """A parameter as a float array leaf (keeps an existing floating dtype, e.g. float32)."""
-    if hasattr(x, "dtype") and jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating):
-        return jnp.asarray(x)
-    return jnp.asarray(x, dtype=float)
 
 
 class AbstractMusculotendonModel(eqx.Module):
@@ -250,8 +244,8 @@ class AbstractMusculotendonModel(eqx.Module):
         return self._state(activation, length, lengthening_speed, False)
 
     def _state(self, activation, length, lengthening_speed, compliant):
-        a_in = _leaf(activation)
-        l_mt, v_mt = _leaf(length), _leaf(lengthening_speed)
+        a_in = float_array(activation)
+        l_mt, v_mt = float_array(length), float_array(lengthening_speed)
         a = self._activation(a_in)
         if compliant:
             x = self._equilibrium_x(a, l_mt, v_mt)

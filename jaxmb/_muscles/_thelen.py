@@ -8,11 +8,11 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
-from ._checks import concrete
+from ._checks import concrete, float_array
 from ._curves import (THELEN_ETOE_PER_STRAIN, THELEN_FTOE, thelen_active_force_length, thelen_force_velocity,
                       thelen_passive_force_length, thelen_passive_stiffness, thelen_tendon_force,
                       thelen_tendon_stiffness)
-from ._musculotendon import (SIGNIFICANT_REAL, AbstractMusculotendonModel, _leaf, bounded_parameter, init_common,
+from ._musculotendon import (SIGNIFICANT_REAL, AbstractMusculotendonModel, bounded_parameter, init_common,
                             positive_parameters)
 
 
@@ -78,15 +78,15 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
                  minimum_activation=0.01, compliant_tendon: bool = True, name: str = "Thelen2003Muscle"):
         init_common(self, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
                     max_contraction_velocity, compliant_tendon, name)
-        self.tendon_strain_at_one = _leaf(tendon_strain_at_one)
-        self.passive_strain_at_one = _leaf(passive_strain_at_one)
-        self.active_shape = _leaf(active_shape)
-        self.passive_shape = _leaf(passive_shape)
-        self.af = _leaf(af)
-        self.flen = _leaf(flen)
-        self.fv_extrapolation_threshold = _leaf(fv_extrapolation_threshold)
-        self.maximum_pennation_angle = _leaf(maximum_pennation_angle)
-        self.minimum_activation = _leaf(minimum_activation)
+        self.tendon_strain_at_one = float_array(tendon_strain_at_one)
+        self.passive_strain_at_one = float_array(passive_strain_at_one)
+        self.active_shape = float_array(active_shape)
+        self.passive_shape = float_array(passive_shape)
+        self.af = float_array(af)
+        self.flen = float_array(flen)
+        self.fv_extrapolation_threshold = float_array(fv_extrapolation_threshold)
+        self.maximum_pennation_angle = float_array(maximum_pennation_angle)
+        self.minimum_activation = float_array(minimum_activation)
         positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one", "active_shape", "passive_shape",
                                    "af"), f"muscle {name!r}")
         if concrete(self.flen) and not np.all(np.asarray(self.flen) > 1.0):
