@@ -33,8 +33,8 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from . import _loop_solve as _ls
-from ._checks import _is_concrete
-from ._functions import AbstractJointFunction, _as_float_array
+from ._checks import _is_concrete, float_array
+from ._functions import AbstractJointFunction
 from ._results import RESULTS
 from ._typing import RealLike
 
@@ -152,8 +152,8 @@ class LoopClosure(eqx.Module):
                  variable_names: Sequence[str] | None = None, ref_tol: float = 1e-2):
         self.fn = fn
         self.params = params
-        self.q_ref = jnp.atleast_1d(_as_float_array(q_ref))
-        self.f_ref = jnp.atleast_1d(_as_float_array(f_ref))
+        self.q_ref = jnp.atleast_1d(float_array(q_ref))
+        self.f_ref = jnp.atleast_1d(float_array(f_ref))
         self.guess = guess
         self.start = None
         self.branch_fn = branch_fn
@@ -262,7 +262,7 @@ class LoopClosure(eqx.Module):
         return _ls.continuation(self, q)
 
     def _as_q(self, q):
-        q = jnp.atleast_1d(_as_float_array(q))
+        q = jnp.atleast_1d(float_array(q))
         if q.shape != (self.nq,):
             raise LoopClosureError(f"LoopClosure {self.name!r}: q must have shape ({self.nq},), got {q.shape}.")
         return q

@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
 from ._typing import RealLike
 
+from ._checks import float_array
 from ._errors import ModelError
 from ._functions import AbstractJointFunction
 from ._loop_closure import ImplicitJointFunction
@@ -31,9 +33,7 @@ GROUND = "ground"
 
 
 def _f(x, shape=None) -> Array:
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(float)
+    x = float_array(x)
     if shape is not None and x.shape != shape:
         raise ModelError(f"expected an array of shape {shape}, got {x.shape}")
     return x
@@ -64,9 +64,10 @@ class Body(eqx.Module):
         self.name = str(name)
         self.mass = _f(mass)
         self.com = _f(com)
-        self.inertia = _f(jnp.zeros((3, 3)) if inertia is None else inertia)
+        self.inertia = _f(np.zeros((3, 3)) if inertia is None else inertia)
         if self.inertia.shape == (3,):
-            self.inertia = jnp.diag(self.inertia)
+            with jax.ensure_compile_time_eval():  # concrete where given concrete, as float_array
+                self.inertia = jnp.diag(self.inertia)
         self.massless = bool(massless)
         if self.mass.shape != () or self.com.shape != (3,) or self.inertia.shape != (3, 3):
             raise ModelError(

@@ -295,3 +295,17 @@ def test_elements_built_inside_jit_check_their_concrete_parameters():
         jax.jit(lambda: mb.CoordinateActuator("a", "q0", 1.0, lo, hi).optimal_force)()
     ok = jax.jit(lambda: mb.CoordinateLimitForce("c", "q0", 1, lo, 1, hi).damping)()
     assert float(ok) == 0.0
+
+
+def test_elements_built_inside_jit_from_numbers_check_them():
+    """Parameters given as Python numbers to an element built under jit are converted while
+    the trace runs into concrete arrays (`jax.ensure_compile_time_eval`), so they are checked
+    too; before, `jnp.asarray(1.0)` there was a tracer and every check was skipped."""
+    with pytest.raises(mb.ModelError, match=r"CoordinateLimitForce 'c': lower_limit 1.0 exceeds upper_limit -1.0"):
+        jax.jit(lambda: mb.CoordinateLimitForce("c", "q0", 1, -1.0, 1, 1.0).damping)()
+    with pytest.raises(mb.ModelError, match=r"Body 'b' has non-positive mass -1.0 kg"):
+        jax.jit(lambda: mb.Body("b", -1.0, (0, 0, 0), (1.0, 1.0, 1.0)).mass)()
+    with pytest.raises(mb.ModelError, match=r"muscle 'Thelen2003Muscle': max_isometric_force must be positive"):
+        jax.jit(lambda: mb.Thelen2003Muscle(max_isometric_force=-1.0).af)()
+    # a traced parameter is still accepted unchecked: a model built from a fitted value
+    assert float(jax.jit(lambda k: mb.CoordinateLimitForce("c", "q0", k, 1.0, k, -1.0).upper_stiffness)(2.0)) == 2.0

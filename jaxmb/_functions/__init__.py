@@ -13,7 +13,6 @@ Fourier series also have closed forms, which the tests check against autodiff.
 
 from ._base import AbstractJointFunction as AbstractJointFunction
 from ._base import _AbstractUnivariateFunction as _AbstractUnivariateFunction
-from ._base import _as_float_array as _as_float_array
 from ._base import _check_finite as _check_finite
 from ._base import _univariate_outputs as _univariate_outputs
 from ._base import _univariate_rates as _univariate_rates

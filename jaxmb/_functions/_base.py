@@ -20,14 +20,6 @@ from jaxtyping import Array, Float, Scalar
 from .._errors import ModelError
 
 
-def _as_float_array(x) -> Array:
-    """`x` as a JAX array of a floating dtype (integers become the default float)."""
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(float)
-    return x
-
-
 def _is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 

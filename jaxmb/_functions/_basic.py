@@ -9,9 +9,10 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._checks import float_array
 from .._errors import ModelError
 from .._typing import RealLike
-from ._base import AbstractJointFunction, _as_float_array, _check_finite
+from ._base import AbstractJointFunction, _check_finite
 
 
 class _AbstractParametric(AbstractJointFunction):
@@ -75,7 +76,7 @@ class Constant(AbstractJointFunction):
     value: Float[Array, ""]
 
     def __init__(self, value: RealLike):
-        self.value = _as_float_array(value)
+        self.value = float_array(value)
         _check_finite("Constant joint function", "give a finite value.", value=self.value)
 
     def __call__(self, q):
@@ -108,8 +109,8 @@ class Linear(_AbstractParametric):
 
     def __init__(self, indices: Sequence[int], weights: RealLike, offset: RealLike = 0.0):
         self.indices = tuple(int(i) for i in indices)
-        self.weights = _as_float_array(weights)
-        self.offset = _as_float_array(offset)
+        self.weights = float_array(weights)
+        self.offset = float_array(offset)
         if self.weights.shape != (len(self.indices),):
             raise ModelError(
                 f"Linear joint function: {len(self.indices)} indices but weights of "
@@ -147,7 +148,7 @@ class Polynomial(_AbstractParametric):
 
     def __init__(self, index: int, coefficients: RealLike):
         self.index = int(index)
-        self.coefficients = _as_float_array(coefficients)
+        self.coefficients = float_array(coefficients)
         if self.coefficients.ndim != 1 or self.coefficients.shape[0] == 0:
             raise ModelError("Polynomial joint function needs a non-empty 1-D coefficient array.")
         _check_finite(f"Polynomial of coordinate {self.index}", "give finite coefficients.",
@@ -201,7 +202,7 @@ class Scaled(_AbstractWrapper):
 
     def __init__(self, inner: AbstractJointFunction, scale: RealLike):
         self.inner = inner
-        self.scale = _as_float_array(scale)
+        self.scale = float_array(scale)
         _check_finite("Scaled joint function", "give a finite scale.", scale=self.scale)
 
     def _wrapped(self):

@@ -6,10 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import float_array
 from .._errors import ModelError
 from .._spatial import own_buffer
 from .._typing import RealLike
-from ._base import _AbstractUnivariateFunction, _as_float_array, _check_finite
+from ._base import _AbstractUnivariateFunction, _check_finite
 
 
 class FourierSeries(_AbstractUnivariateFunction):
@@ -51,9 +52,9 @@ class FourierSeries(_AbstractUnivariateFunction):
 
     def __init__(self, index: int, a0, a, b, omega, slope=0.0):
         self.index = int(index)
-        self.a0 = _as_float_array(a0)
-        self.a = _as_float_array(a)
-        self.b = _as_float_array(b)
+        self.a0 = float_array(a0)
+        self.a = float_array(a)
+        self.b = float_array(b)
         try:
             self.omega = float(omega)
         except (TypeError, jax.errors.ConcretizationTypeError):
@@ -62,7 +63,7 @@ class FourierSeries(_AbstractUnivariateFunction):
                              "instead.") from None
         if not np.isfinite(self.omega) or self.omega == 0.0:
             raise ModelError(f"FourierSeries: omega must be a finite, non-zero frequency, got {self.omega}.")
-        self.slope = _as_float_array(slope)
+        self.slope = float_array(slope)
         if self.a.shape != self.b.shape or self.a.ndim != 1:
             raise ModelError("FourierSeries: a and b must be 1-D arrays of equal length.")
         _check_finite(f"FourierSeries of coordinate {self.index}",
@@ -85,15 +86,15 @@ class FourierSeries(_AbstractUnivariateFunction):
 
         **Returns:** the fitted `FourierSeries`.
         """
-        x = _as_float_array(x)
-        y = _as_float_array(y)
+        x = float_array(x)
+        y = float_array(y)
         _check_finite(f"FourierSeries.fit of coordinate {index}",
                       "remove the samples with NaN or inf (or fill them in) before fitting.",
                       x=x, y=y, slope=slope)
         if x.ndim != 1 or x.shape != y.shape:
             raise ModelError(f"FourierSeries.fit of coordinate {index}: x and y must be 1-D of equal length, "
                              f"got shapes {x.shape} and {y.shape}.")
-        y = y - _as_float_array(slope) * x
+        y = y - float_array(slope) * x
         k = jnp.arange(1, order + 1, dtype=x.dtype)
         phase = omega * x[:, None] * k[None, :]
         basis = jnp.concatenate([jnp.ones_like(x)[:, None], jnp.cos(phase), jnp.sin(phase)], axis=1)

@@ -9,9 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import float_array
 from .._errors import ModelError
 from .._typing import RealLike
-from ._base import _AbstractUnivariateFunction, _as_float_array, _check_finite, _is_traced
+from ._base import _AbstractUnivariateFunction, _check_finite, _is_traced
 
 _END_CONDITIONS = ("natural", "not-a-knot-fmm")
 
@@ -129,7 +130,7 @@ class CubicSpline(_AbstractUnivariateFunction):
     def __init__(self, index, x, y, b, c, d):
         self.index = int(index)
         self.x, self.y, self.b, self.c, self.d = (
-            _as_float_array(v) for v in (x, y, b, c, d)
+            float_array(v) for v in (x, y, b, c, d)
         )
         _check_finite(f"CubicSpline of coordinate {self.index}",
                       "the knots and coefficients must be finite numbers; build the spline with "
@@ -154,8 +155,8 @@ class CubicSpline(_AbstractUnivariateFunction):
             raise ModelError(
                 f"Unknown spline end condition {end_condition!r}; use 'natural' or 'not-a-knot-fmm'."
             )
-        x = _as_float_array(x)
-        y = _as_float_array(y)
+        x = float_array(x)
+        y = float_array(y)
         if x.ndim != 1 or x.shape != y.shape or x.shape[0] < 2:
             raise ModelError(
                 f"Spline of coordinate {index}: x and y must be 1-D of equal length >= 2, "
@@ -284,11 +285,11 @@ class QuinticSpline(_AbstractUnivariateFunction):
             raise ModelError(f"QuinticSpline of coordinate {index}: the grid needs a finite x0 and a positive "
                              f"step, got x0 = {self.x0}, step = {self.step}.")
         self.periodic = bool(periodic)
-        self.coefficients = _as_float_array(coefficients)
+        self.coefficients = float_array(coefficients)
         if self.coefficients.ndim != 2 or self.coefficients.shape[1] != 6 or self.coefficients.shape[0] < 1:
             raise ModelError(f"QuinticSpline of coordinate {index}: coefficients must have shape (n, 6) with "
                              f"n >= 1 intervals, got {self.coefficients.shape}.")
-        self.slope = _as_float_array(slope)
+        self.slope = float_array(slope)
         _check_finite(f"QuinticSpline of coordinate {self.index}",
                       "the coefficients and slope must be finite; fit the spline with "
                       "QuinticSpline.fit from finite data.", coefficients=self.coefficients, slope=self.slope)
@@ -331,11 +332,11 @@ class QuinticSpline(_AbstractUnivariateFunction):
         if not step > 0 or np.max(np.abs(np.diff(xs) - step)) > 1e-9 * step:
             raise ModelError(f"QuinticSpline.fit of coordinate {index}: x must be a uniform, increasing grid "
                              "(use np.linspace); resample non-uniform data or use CubicSpline.")
-        arrays = [_as_float_array(a) for a in (y, dydx, d2ydx2)]
+        arrays = [float_array(a) for a in (y, dydx, d2ydx2)]
         if any(a.shape != xs.shape for a in arrays):
             raise ModelError(f"QuinticSpline.fit of coordinate {index}: y, dydx and d2ydx2 must have x's shape "
                              f"{xs.shape}, got {[a.shape for a in arrays]}.")
-        slope = _as_float_array(slope)
+        slope = float_array(slope)
         y, dydx, d2ydx2 = arrays
         _check_finite(f"QuinticSpline.fit of coordinate {index}", fix, y=y, dydx=dydx, d2ydx2=d2ydx2,
                       slope=slope)

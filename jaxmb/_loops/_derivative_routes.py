@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._functions import _as_float_array
+from .._checks import float_array
 from .._loop_closure import LoopClosure
 from .._typing import RealLike
 
@@ -69,7 +69,7 @@ def projection_derivatives(closure: LoopClosure, q: RealLike, f: RealLike | None
     `(f, grad, hess)`: the dependent variables (m,), their gradients (m, nq) and
     Hessians (m, nq, nq) with respect to ``q``.
     """
-    q = jnp.atleast_1d(_as_float_array(q))
+    q = jnp.atleast_1d(float_array(q))
     f = closure(q) if f is None else jnp.asarray(f)
     m, nq = closure.m, closure.nq
     gf, gq = closure.jacobians(f, q)
@@ -110,7 +110,7 @@ def molecule_derivatives(closure: LoopClosure, q: RealLike, step: float = 1e-4
     `(f, grad, hess)`: the dependent variables at the centre (m,), their gradients
     (m, nq) and Hessians (m, nq, nq) with respect to ``q``.
     """
-    q = jnp.atleast_1d(_as_float_array(q))
+    q = jnp.atleast_1d(float_array(q))
     nq = closure.nq
     f0 = closure.solve(q).f
     h = jnp.asarray(step, dtype=q.dtype)

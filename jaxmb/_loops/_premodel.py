@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._functions import AbstractJointFunction, CubicSpline, FourierSeries, QuinticSpline, _as_float_array
+from .._checks import float_array
+from .._functions import AbstractJointFunction, CubicSpline, FourierSeries, QuinticSpline
 from .._loop_closure import LoopClosure, LoopClosureError
 from .._model import Model
 from ._model_loops import _closures
@@ -45,7 +46,7 @@ class TensorSpline(AbstractJointFunction):
 
     def __init__(self, indices, x0, x1, values):
         self.indices = (int(indices[0]), int(indices[1]))
-        x0, x1, values = _as_float_array(x0), _as_float_array(x1), _as_float_array(values)
+        x0, x1, values = float_array(x0), float_array(x1), float_array(values)
         self.columns = eqx.filter_jit(eqx.filter_vmap(natural_spline_fit, in_axes=(None, None, 1)))(0, x0, values)
         self.x1 = x1
 

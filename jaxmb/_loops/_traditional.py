@@ -12,7 +12,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from .._functions import Coordinate, _as_float_array
+from .._checks import float_array
+from .._functions import Coordinate
 from .._kinematics import joint_values, point_acceleration, point_position, point_velocity
 from .._loop_closure import ImplicitJointFunction
 from .._model import Joint, Model
@@ -83,7 +84,7 @@ def constraint_kinematics(model: Model, q, qd, qdd):
 
     `(z, zd, zdd)`, each (n_joints,): joint variables, rates and accelerations.
     """
-    q, qd, qdd = (jnp.atleast_1d(_as_float_array(x)) for x in (q, qd, qdd))
+    q, qd, qdd = (jnp.atleast_1d(float_array(x)) for x in (q, qd, qdd))
     phi = constraint_function(model)
     z = jax.lax.stop_gradient(joint_values(model, q))
     pz, pq = jax.jacfwd(phi, argnums=(0, 1))(z, q)

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._checks import float_array
+from .._checks import float_array
 from ._musculotendon import bounded_parameter, positive_parameters
 
 

@@ -5,19 +5,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import float_array
 from .._errors import ModelError
 
 
 def concrete(x) -> bool:
     """Whether `x` has values to check (a tracer, e.g. under `jax.vmap` of a constructor, has not)."""
     return not isinstance(x, jax.core.Tracer)
-
-
-def float_array(x):
-    """`x` as a JAX array, converted to the default float dtype unless it is floating already."""
-    if hasattr(x, "dtype") and jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating):
-        return jnp.asarray(x)
-    return jnp.asarray(x, dtype=float)
 
 
 def finite(x, what: str):

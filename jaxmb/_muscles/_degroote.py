@@ -7,7 +7,8 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
-from ._checks import concrete, float_array
+from .._checks import float_array
+from ._checks import concrete
 from ._curves import (DEGROOTE_C, degroote_active_force_length, degroote_force_velocity,
                       degroote_passive_force_length, degroote_tendon_force, degroote_tendon_stiffness_parameter)
 from ._musculotendon import AbstractMusculotendonModel, init_common, positive_parameters

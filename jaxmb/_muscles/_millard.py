@@ -11,7 +11,8 @@ from jaxtyping import Array, ArrayLike, Float
 from .._errors import ModelError
 from .._safe import sqrt0
 from ._bezier import SegmentedQuinticCurve
-from ._checks import concrete, float_array
+from .._checks import float_array
+from ._checks import concrete
 from ._millard_curves import (FIBER_DEFAULTS, TENDON_DEFAULTS, active_force_length_curve,
                               active_force_length_problems, fiber_force_length_curve, fiber_force_length_problems,
                               force_velocity_curve, force_velocity_problems, tendon_force_length_curve,

@@ -8,7 +8,8 @@ from jaxtyping import Array, Float
 
 from .._errors import ModelError
 from ._activation import AbstractActivationDynamics
-from ._checks import concrete, float_array
+from .._checks import float_array
+from ._checks import concrete
 from ._musculotendon import AbstractMusculotendonModel, positive_parameters
 from ._path_points import AbstractPathPoint
 from ._millard import Millard2012EquilibriumMuscle

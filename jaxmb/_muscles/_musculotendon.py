@@ -23,7 +23,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from .._safe import safe_div, sqrt0
-from ._checks import concrete, float_array
+from .._checks import float_array
+from ._checks import concrete
 
 _NEWTON_ITERATIONS = 24
 """Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
