@@ -14,15 +14,17 @@ from jaxtyping import Array
 from ._errors import ModelError
 
 
-def float_array(x) -> Array:
-    """`x` as a JAX array of a floating dtype: a floating array keeps its dtype (float32
-    stays float32), anything else becomes JAX's default float. Evaluated at once where `x`
-    is concrete (`jax.ensure_compile_time_eval`): under an enclosing jit, `jnp.asarray` of a
-    number is otherwise a tracer, and the build-time checks of a model element given it
-    would be skipped."""
+def float_array(x, dtype=None) -> Array:
+    """`x` as a JAX array of a floating dtype: `dtype` if given; otherwise a floating array
+    keeps its dtype (float32 stays float32) and anything else becomes JAX's default float.
+    Evaluated at once where `x` is concrete (`jax.ensure_compile_time_eval`): under an
+    enclosing jit, `jnp.asarray` of a number is otherwise a tracer, and the build-time
+    checks of a model element given it would be skipped."""
     with jax.ensure_compile_time_eval():
         x = jnp.asarray(x)
-        if not jnp.issubdtype(x.dtype, jnp.floating):
+        if dtype is not None:
+            x = x.astype(dtype)
+        elif not jnp.issubdtype(x.dtype, jnp.floating):
             x = x.astype(float)
     return x
 

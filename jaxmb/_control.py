@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-from ._checks import _is_concrete, coordinate_vector
+from ._checks import _is_concrete, coordinate_vector, float_array
 from ._dynamics import _mass_matrix_and_forces
 from ._errors import ModelError
 from ._muscles import (check_path_force_route, muscle_lengths_and_moment_arms, musculotendon_activation_rates,
@@ -62,9 +62,10 @@ class AbstractController(eqx.Module):
 def _gains(controller: str, name: str, value, shape: tuple[int, ...], per: str) -> Array:
     """A controller's gain (or target) as a float array broadcast to `shape`, checked:
     broadcastable, and finite where concrete (a ``ValueError`` naming the argument)."""
-    x = jnp.asarray(value, dtype=float)
+    x = float_array(value, float)
     try:
-        x = jnp.broadcast_to(x, shape)
+        with jax.ensure_compile_time_eval():  # concrete where given concrete, as float_array
+            x = jnp.broadcast_to(x, shape)
     except ValueError:
         raise ValueError(f"{controller}: {name} must be a scalar or have shape {shape} ({per}), "
                          f"got {x.shape}.") from None
@@ -106,7 +107,7 @@ class PID(AbstractController):
         self.target, self.kp, self.ki, self.kd = (
             _gains("PID", name, value, (k,), "one per controlled coordinate")
             for name, value in (("target", target), ("kp", kp), ("ki", ki), ("kd", kd)))
-        self.selection = None if selection is None else jnp.asarray(selection, dtype=float)
+        self.selection = None if selection is None else float_array(selection, float)
         if self.selection is not None and (self.selection.ndim != 2 or self.selection.shape[1] != k):
             raise ValueError(f"PID: selection must have shape (nq, {k}), one column per controlled coordinate, "
                              f"got {self.selection.shape}.")

@@ -534,6 +534,16 @@ def test_bad_path_points_and_wraps_are_refused_at_construction(case):
         BAD_OBJECTS[case]()
 
 
+# "moving_nan" makes its NaN with a jnp operation, which a jit traces: a traced value.
+@pytest.mark.parametrize("case", sorted(set(BAD_OBJECTS) - {"moving_nan"}))
+def test_bad_path_points_and_wraps_are_refused_when_built_under_jit(case):
+    """The same refusals when the object is built while a jit traces (its parameters given
+    as numbers: the cylinder's and sphere's radii and a conditional point's range passed
+    silently there, their conversion being traced)."""
+    with pytest.raises(mb.ModelError, match="'bad'"):
+        jax.jit(lambda: (BAD_OBJECTS[case](), jnp.zeros(()))[1])()
+
+
 @pytest.mark.parametrize("bounds", [(1.0, -1.0), (np.nan, 1.0)])
 def test_clamped_coordinate_needs_an_interval(bounds):
     with pytest.raises(mb.ModelError, match="ClampedCoordinate"):

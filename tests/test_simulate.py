@@ -112,6 +112,9 @@ def test_controller_gains_of_the_wrong_shape_or_not_finite_are_named(make, messa
     """Before: a JAX broadcasting error naming no argument, or a NaN torque at run time."""
     with pytest.raises(ValueError, match=message):
         make(mb.models.double_pendulum())
+    # the same when the controller is built while a jit traces (its gains given as numbers)
+    with pytest.raises(ValueError, match=message):
+        jax.jit(lambda: (make(mb.models.double_pendulum()), jnp.zeros(()))[1])()
 
 
 def test_implicit_solver_agrees_with_explicit():

@@ -32,7 +32,7 @@ def vector3(x, what: str):
 
 def scalar(x, what: str):
     """A finite scalar of the default float dtype."""
-    x = jnp.asarray(x, dtype=float)
+    x = float_array(x, float)
     if x.shape != ():
         raise ModelError(f"{what}: expected a scalar, got shape {x.shape}.")
     return finite(x, what)

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
+from .._checks import float_array
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from ._checks import concrete, finite, finite_leaves, vector3
@@ -108,7 +109,7 @@ class ConditionalPathPoint(AbstractPathPoint):
         if not isinstance(coordinate, AbstractJointFunction):
             raise ModelError(f"ConditionalPathPoint {name!r}: coordinate must be a joint function of q.")
         self.coordinate = coordinate
-        self.range = jnp.asarray(range, dtype=float)
+        self.range = float_array(range, float)
         if self.range.shape != (2,):
             raise ModelError(f"ConditionalPathPoint {name!r}: range must have two values.")
         finite(self.range, f"ConditionalPathPoint {name!r} range")
@@ -133,8 +134,8 @@ class ClampedCoordinate(AbstractJointFunction):
 
     def __init__(self, inner: AbstractJointFunction, lower, upper):
         self.inner = inner
-        self.lower = jnp.asarray(lower, dtype=float)
-        self.upper = jnp.asarray(upper, dtype=float)
+        self.lower = float_array(lower, float)
+        self.upper = float_array(upper, float)
         bounds = np.asarray([self.lower, self.upper]) if concrete(self.lower) and concrete(self.upper) else None
         if bounds is not None and not (bounds[0] <= bounds[1]):  # also refuses NaN
             raise ModelError(f"ClampedCoordinate: the range ({bounds[0]}, {bounds[1]}) is not an interval.")
