@@ -64,14 +64,14 @@ def _gains(controller: str, name: str, value, shape: tuple[int, ...], per: str) 
     broadcastable, and finite where concrete (a ``ValueError`` naming the argument)."""
     x = float_array(value, float)
     try:
-        with jax.ensure_compile_time_eval():  # concrete where given concrete, as float_array
-            x = jnp.broadcast_to(x, shape)
+        gain = jnp.broadcast_to(x, shape)
     except ValueError:
         raise ValueError(f"{controller}: {name} must be a scalar or have shape {shape} ({per}), "
                          f"got {x.shape}.") from None
+    # checked before the broadcast, which an enclosing jit traces
     if _is_concrete(x) and not np.all(np.isfinite(np.asarray(x))):
         raise ValueError(f"{controller}: {name} must be finite, got {np.asarray(x)}.")
-    return x
+    return gain
 
 
 class PID(AbstractController):

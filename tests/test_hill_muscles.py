@@ -394,3 +394,13 @@ def test_every_model_refuses_a_pennation_within_significant_real_of_a_right_angl
     with pytest.raises(mb.ModelError, match=r"pennation_angle_at_optimal must be in \[0, 1.5708\), got 1.57079"):
         make(pennation_angle_at_optimal=np.pi / 2 - 1e-9)
     assert float(make(pennation_angle_at_optimal=np.pi / 2 - 1e-6).pennation_angle_at_optimal) > 1.5707
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"active_width_scale": 0.5}, r"active_width_scale must be in \[1, inf\], got 0.5"),
+    ({"fiber_damping": -0.1}, r"fiber_damping must be in \[0, inf\], got -0.1"),
+    ({"fiber_damping": float("nan")}, r"fiber_damping must be in \[0, inf\], got nan"),
+])
+def test_de_groote_refuses_a_narrow_width_scale_and_negative_damping(kw, message):
+    with pytest.raises(mb.ModelError, match=r"muscle 'DeGrooteFregly2016Muscle': " + message):
+        mb.DeGrooteFregly2016Muscle(**kw)

@@ -6,12 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._errors import ModelError
 from .._checks import float_array
-from ._checks import concrete
 from ._curves import (DEGROOTE_C, degroote_active_force_length, degroote_force_velocity,
                       degroote_passive_force_length, degroote_tendon_force, degroote_tendon_stiffness_parameter)
-from ._musculotendon import AbstractMusculotendonModel, init_common, positive_parameters
+from ._musculotendon import AbstractMusculotendonModel, bounded_parameter, init_common, positive_parameters
 
 
 class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
@@ -75,10 +73,8 @@ class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
         self.fiber_damping = float_array(fiber_damping)
         self.passive_scale = float_array(passive_scale)
         positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one"), f"muscle {name!r}")
-        if concrete(self.active_width_scale) and not np.all(np.asarray(self.active_width_scale) >= 1.0):
-            raise ModelError(f"muscle {name!r}: active_force_width_scale must be at least 1.")
-        if concrete(self.fiber_damping) and not np.all(np.asarray(self.fiber_damping) >= 0.0):
-            raise ModelError(f"muscle {name!r}: fiber_damping must be non-negative.")
+        bounded_parameter(self, "active_width_scale", 1.0, np.inf, f"muscle {name!r}")
+        bounded_parameter(self, "fiber_damping", 0.0, np.inf, f"muscle {name!r}")
 
     def _activation(self, a):
         return a
