@@ -47,11 +47,17 @@ def _with_torus_search(model, search):
     return eqx.tree_at(lambda m: m.muscles, model, muscles)
 
 
-def _parity(model, d, stride, exact_muscles=None):
+def _parity(model, d, stride, exact_muscles=None, random_states=()):
+    """Length and R errors at every `stride`-th sweep state (only `exact_muscles`' columns,
+    if given); with `random_states`, also R at those random states of `d` (one compiled
+    program for both: the suite is compile-bound)."""
     # L and R from one resolution of the paths (test_muscles.py checks it equals each alone).
     f = jax.jit(lambda qs: jax.lax.map(lambda q: mb.muscle_lengths_and_moment_arms(model, q), qs))
     idx = np.arange(0, len(d["sweep_q_ind"]), stride)
-    length, r = (np.asarray(a) for a in f(jnp.asarray(d["sweep_q_ind"][idx])))
+    qs = np.concatenate([d["sweep_q_ind"][idx], d["random_q_ind"][list(random_states)]])
+    length, r = (np.asarray(a) for a in f(jnp.asarray(qs)))
+    r_random = r[len(idx):]
+    length, r = length[:len(idx)], r[:len(idx)]
     c = d["sweep_coordinate"][idx]
     r_sweep = r[np.arange(len(idx)), c, :]
     smooth = d["sweep_fd_smooth"][idx]
@@ -63,7 +69,8 @@ def _parity(model, d, stride, exact_muscles=None):
     cols = range(len(names)) if exact_muscles is None else [names.index(m) for m in exact_muscles]
     for k in range(len(names)):
         print(f"  {names[k]:10s} |dL| {len_err[:, k].max():.2e}  |dR| {r_err[:, k].max():.2e}")
-    return len_err[:, list(cols)], r_err[:, list(cols)]
+    errors = len_err[:, list(cols)], r_err[:, list(cols)]
+    return (*errors, r_random) if random_states else errors
 
 
 def test_parity_gait2354():
@@ -152,18 +159,34 @@ def test_moving_point_clamps_its_coordinate(shared_dir):
     np.testing.assert_allclose(pt.location(q_out), pt.location(q_hi), atol=0)
 
 
+MOBL_CHAINED = ("TMIN", "ECRL")  # 3 and 2 wraps; the closed form used to be off by ~R here
+MOBL_CHAINED_STATES = (1, 3, 5)  # random states of mobl_arms.npz
+
+
 # Not opt-in (issue 35): the whole model's lengths and closed-form R compile and run
 # 222 states in about 3 minutes on the 2-core VM since the multi-wrap pass is a scan.
 def test_parity_mobl_arms(shared_dir):
     """docs/opensim-parity.md, MoBL-ARMS table: every muscle's length and R = -dL/dq match
     OpenSim's at every 5th sweep state (away from path discontinuities), whatever its wraps
-    (with the default torus search, OpenSim's iterate)."""
+    (with the default torus search, OpenSim's iterate). And at random states, where one
+    wrap's tangent point feeds the next (TMIN, ECRL), R matches OpenSim's central differences
+    in every coordinate: the wrap iterations are differentiated as the iterates OpenSim
+    stops at (with the converged points' derivative TMIN was off by up to 1.3e-5 m here,
+    ECRL by 1.6e-5 m; closed form against autodiff R for chained wraps is
+    test_muscles.py::test_closed_form_equals_autodiff_chained_wraps)."""
     model, d = _load("mobl_arms", "MOBL_ARMS_fixed_41.osim", shared_dir)
     assert model.muscle_names == tuple(d["muscle_names"])
-    len_err, r_err = _parity(model, d, stride=5)
+    len_err, r_err, r_random = _parity(model, d, stride=5, random_states=MOBL_CHAINED_STATES)
     for k, name in enumerate(d["muscle_names"]):
         assert len_err[:, k].max() < TOL_LENGTH, name
         assert r_err[:, k].max() < TOL_R, name
+    cols = [list(d["muscle_names"]).index(m) for m in MOBL_CHAINED]
+    states = list(MOBL_CHAINED_STATES)
+    fd = d["random_moment_arms_fd"][states][:, :, cols]
+    smooth = d["random_fd_smooth"][states][:, :, cols]
+    assert smooth.mean() > 0.9
+    np.testing.assert_allclose(np.where(smooth, r_random[:, :, cols], 0.0), np.where(smooth, fd, 0.0),
+                               atol=TOL_R, rtol=0)
 
 
 @pytest.mark.slow  # the whole MoBL-ARMS path graph compiled once more (about a minute)
@@ -187,38 +210,6 @@ def test_converged_geometry_of_mobl_arms_stays_within_its_documented_distance_of
     still = [k for k in range(len(model.muscles)) if k not in sliding]
     assert len_err[:, still].max() < TOL_LENGTH and r_err[:, still].max() < TOL_R
     assert np.where(spike, 0.0, len_err).max() > 1e-5  # the converged points are not OpenSim's iterates
-
-
-MOBL_CHAINED = ("TMIN", "ECRL")  # 3 and 2 wraps; the closed form used to be off by ~R here
-MOBL_CHAINED_STATES = (1, 3, 5)  # random states of mobl_arms.npz
-
-
-def test_closed_form_equals_autodiff_mobl_multi_wrap(shared_dir):
-    path = pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # skipped ligaments, impossible inertias
-        model = mb.load_osim(path, wrap_geometry="opensim")  # held to OpenSim's derivative below
-    muscles = tuple(m for m in model.muscles if m.name in MOBL_CHAINED)
-    model = eqx.tree_at(lambda m: m.muscles, model, muscles)  # only these two: small graph
-    d = np.load(DATA / "mobl_arms.npz")
-    qs = jnp.asarray(d["random_q_ind"][list(MOBL_CHAINED_STATES)])
-    f = jax.jit(lambda qs: jax.lax.map(
-        lambda q: (mb.moment_arms(model, q), mb.moment_arms(model, q, method="autodiff")), qs))
-    rc, ra = (np.asarray(x) for x in f(qs))
-    assert np.all(np.isfinite(rc))
-    scale = np.abs(ra).max()
-    np.testing.assert_allclose(rc, ra, atol=TOL_CLOSED_VS_AUTODIFF * max(scale, 1.0), rtol=0)
-    # And both equal OpenSim's -dL/dq (central differences, every coordinate) at these
-    # states: the wrap iterations are differentiated as the iterates OpenSim stops at. With
-    # the converged points' derivative TMIN was off by up to 1.3e-5 m here, ECRL by 1.6e-5 m.
-    cols = [list(d["muscle_names"]).index(m.name) for m in muscles]
-    states = list(MOBL_CHAINED_STATES)
-    fd = d["random_moment_arms_fd"][states][:, :, cols]
-    smooth = d["random_fd_smooth"][states][:, :, cols]
-    assert smooth.mean() > 0.9
-    np.testing.assert_allclose(np.where(smooth, rc, 0.0), np.where(smooth, fd, 0.0), atol=TOL_R, rtol=0)
 
 
 @pytest.mark.parametrize("state", [966])
