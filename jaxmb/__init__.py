@@ -120,7 +120,7 @@ from ._muscles import WrapTorus as WrapTorus
 from ._results import RESULTS as RESULTS
 from ._simulate import simulate as simulate
 from ._simulate import Solution as Solution
-from ._simulate import stage_root_finder as stage_root_finder
+from ._solvers import stage_root_finder as stage_root_finder
 from .io._osim import load_osim as load_osim
 
 from importlib import metadata as _metadata

@@ -81,7 +81,7 @@ def finite_coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Ar
 def nonfinite_rows(x) -> np.ndarray:
     """Indices of the rows (leading axis) of a concrete `x` that hold NaN or inf, in NumPy
     (jnp under an enclosing ``jit`` would trace even concrete values); none for a tracer."""
-    if not _is_concrete(x):
+    if not is_concrete(x):
         return np.zeros(0, int)
     x = np.asarray(x)
     return np.flatnonzero(~np.all(np.isfinite(x.reshape(x.shape[0], -1)), axis=1))
@@ -92,7 +92,7 @@ def finite_entries(x: Array, caller: str, name: str, labels, where: str) -> Arra
     ``"{caller}: {name} must be finite, got NaN or inf at " + where`` with `where`'s two
     ``{}`` filled by the bad entries' labels and indices; under ``jit``, ``vmap`` or
     ``grad`` through ``eqx.error_if`` at run time (one reduction over `x`)."""
-    if _is_concrete(x):
+    if is_concrete(x):
         bad = np.flatnonzero(~np.isfinite(np.asarray(x)))
         if bad.size:
             raise ValueError(f"{caller}: {name} must be finite, got NaN or inf at "
@@ -122,6 +122,15 @@ def finite_tolerance(value, caller: str, name: str, dtype) -> float:
     return v
 
 
-def _is_concrete(tree) -> bool:
-    """Whether `tree` holds no tracer (called eagerly, not under jit, vmap or grad)."""
+def is_concrete(tree) -> bool:
+    """Whether `tree` holds no tracer: its values are at hand to check (a model element built
+    eagerly, or under jit from concrete parameters; not from traced ones)."""
     return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
+
+
+def violated(check, *values) -> bool:
+    """Whether the build-time check ``check(*values)`` fails, evaluated in NumPy on the
+    values (a jnp comparison under an enclosing jit is traced even on concrete arrays);
+    False where a value is traced (an element built from traced parameters: nothing to
+    check until run time). NaN fails every comparison, so a NaN parameter is refused."""
+    return is_concrete(values) and not bool(np.all(check(*(np.asarray(v) for v in values))))

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-from ._checks import _is_concrete, coordinate_vector, float_array
+from ._checks import coordinate_vector, float_array, is_concrete, violated
 from ._dynamics import _mass_matrix_and_forces
 from ._errors import ModelError
 from ._muscles import (check_path_force_route, muscle_lengths_and_moment_arms, musculotendon_activation_rates,
@@ -69,7 +69,7 @@ def _gains(controller: str, name: str, value, shape: tuple[int, ...], per: str) 
         raise ValueError(f"{controller}: {name} must be a scalar or have shape {shape} ({per}), "
                          f"got {x.shape}.") from None
     # checked before the broadcast, which an enclosing jit traces
-    if _is_concrete(x) and not np.all(np.isfinite(np.asarray(x))):
+    if is_concrete(x) and not np.all(np.isfinite(np.asarray(x))):
         raise ValueError(f"{controller}: {name} must be finite, got {np.asarray(x)}.")
     return gain
 
@@ -210,8 +210,8 @@ class MuscleExcitations(AbstractController):
 
     **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] for a model without muscles or a
     muscle without a force model or activation dynamics; ``ValueError`` when `excitation`
-    does not return (n_muscles,), `activation0` has the wrong shape or `moment_arms` is
-    unknown.
+    does not return (n_muscles,), `activation0` has the wrong shape or an entry outside
+    [0, 1] (NaN included), or `moment_arms` is unknown.
     """
 
     model: object
@@ -232,13 +232,18 @@ class MuscleExcitations(AbstractController):
         if shape != (n,):
             raise ValueError(f"MuscleExcitations: excitation(t) must return shape ({n},), one excitation per "
                              f"muscle of {model.name!r} ({', '.join(model.muscle_names)}), got {shape}.")
-        a0 = jnp.broadcast_to(jnp.asarray(activation0, dtype=float), (n,)) if jnp.ndim(activation0) == 0 else (
-            jnp.asarray(activation0, dtype=float))
-        if a0.shape != (n,):
+        a0 = float_array(activation0, float)
+        if a0.shape not in ((), (n,)):
             raise ValueError(f"MuscleExcitations: activation0 must be a scalar or have shape ({n},), got {a0.shape}.")
+        # Checked before the broadcast, which under an enclosing jit would trace a concrete value.
+        if violated(lambda a: (a >= 0.0) & (a <= 1.0), a0):  # NaN too: it would pass into the forces silently
+            values = np.broadcast_to(np.asarray(a0), (n,))
+            bad = [f"{m} ({float(a)})" for m, a in zip(model.muscle_names, values) if not 0.0 <= a <= 1.0]
+            raise ValueError(f"MuscleExcitations: activation0 must be in [0, 1]; muscles {', '.join(bad)} are not. "
+                             "Give initial activations between 0 and 1.")
         self.model = model
         self.excitation = excitation
-        self.activation0 = a0
+        self.activation0 = jnp.broadcast_to(a0, (n,))
         self.inextensible_tendon = bool(inextensible_tendon)
         self.moment_arms = moment_arms
 

@@ -32,7 +32,7 @@ import optax
 import optimistix as optx
 from jaxtyping import Array, Float, Int
 
-from ._checks import _is_concrete, finite_tolerance, nonfinite_rows
+from ._checks import is_concrete, finite_tolerance, nonfinite_rows
 from ._results import RESULTS
 from ._simulate import simulate
 
@@ -95,7 +95,7 @@ def trajectory_residuals(ts: Float[Array | np.ndarray, " T"], q_measured: Float[
     if ts.ndim != 1 or q_measured.ndim != 2 or q_measured.shape[0] != ts.shape[0]:
         raise ValueError(f"trajectory_residuals: q_measured must have shape (T, nq) with T = len(ts) = "
                          f"{ts.shape[0] if ts.ndim == 1 else ts.shape}, got {q_measured.shape}.")
-    t = np.asarray(ts) if _is_concrete(ts) else None
+    t = np.asarray(ts) if is_concrete(ts) else None
     if t is not None and not (t.size >= 2 and np.all(np.isfinite(t)) and np.all(np.diff(t) > 0)):
         raise ValueError("trajectory_residuals: ts must hold at least two finite sample times, strictly increasing "
                          f"(the simulation runs from ts[0] to ts[-1]); got {t}.")
@@ -131,7 +131,7 @@ def _weights(weights, q_measured):
     except ValueError:
         raise ValueError(f"trajectory_residuals: weights must have shape (nq,) or (T, nq) = {shape[1:]} or {shape}, "
                          f"got {w.shape}.") from None
-    if _is_concrete(w) and not np.all(np.isfinite(np.asarray(w)) & (np.asarray(w) >= 0)):
+    if is_concrete(w) and not np.all(np.isfinite(np.asarray(w)) & (np.asarray(w) >= 0)):
         raise ValueError("trajectory_residuals: weights must be finite and non-negative (0 leaves a sample out), "
                          f"got {np.asarray(weights)}.")
     return w
@@ -182,7 +182,7 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
                              for x in leaves):
         raise ValueError("identify: where(model) must select floating-point arrays of the model (the parameters "
                          f"to fit), got {jax.tree.map(lambda x: getattr(x, 'dtype', type(x)), theta0)}.")
-    if positive and any(not np.all(np.asarray(x) > 0) for x in leaves if _is_concrete(x)):
+    if positive and any(not np.all(np.asarray(x) > 0) for x in leaves if is_concrete(x)):
         raise ValueError("identify: positive=True fits log(theta): every initial parameter must be > 0.")
     if not (solver == _LEVENBERG_MARQUARDT or isinstance(solver, optax.GradientTransformation)):
         raise ValueError(f"identify: solver must be 'levenberg_marquardt' or an optax.GradientTransformation, "

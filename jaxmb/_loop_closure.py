@@ -33,7 +33,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from . import _loop_solve as _ls
-from ._checks import _is_concrete, float_array
+from ._checks import is_concrete, float_array
 from ._functions import AbstractJointFunction
 from ._results import RESULTS
 from ._typing import RealLike
@@ -176,7 +176,7 @@ class LoopClosure(eqx.Module):
                 f"LoopClosure {name!r}: fn must return m = {m} residuals (one per dependent "
                 f"variable, the length of f_ref), got shape {out.shape}.")
         self.branch = 0
-        if _is_concrete((self.f_ref, self.q_ref, params)):
+        if is_concrete((self.f_ref, self.q_ref, params)):
             self._check_reference(float(ref_tol))
 
     def _check_reference(self, ref_tol: float):
@@ -284,7 +284,7 @@ class LoopClosure(eqx.Module):
         """
         throw = self.throw if throw is None else throw
         q = self._as_q(q)
-        if _is_concrete((self, q, f0)):
+        if is_concrete((self, q, f0)):
             sol = _ls.solve_compiled(self, q, f0)
             return eqx.tree_at(lambda s: s.f, sol, self._check(sol.f, sol.result, q)) if throw else sol
         y0 = self.initial_guess(q) if f0 is None else jax.lax.stop_gradient(jnp.asarray(f0, dtype=q.dtype))
@@ -362,7 +362,7 @@ class LoopClosure(eqx.Module):
         `LoopClosureError` naming the loop and ``q``; under jit through
         ``eqx.branched_error_if`` with the message (``q`` printed on failure)."""
         c = code._value
-        if _is_concrete(c) and _is_concrete(q):
+        if is_concrete(c) and is_concrete(q):
             c = np.asarray(c)
             if np.any(c != SUCCESS):
                 raise LoopClosureError(self._message(int(c.ravel()[np.argmax(c.ravel() != SUCCESS)]), q))

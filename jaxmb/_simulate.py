@@ -6,8 +6,6 @@ for muscle states, so that they integrate together with the mechanics.
 """
 
 
-import re
-import warnings
 from collections.abc import Callable
 
 import diffrax
@@ -15,17 +13,16 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from ._checks import _is_concrete, coordinate_vector, finite_tolerance
+from ._checks import is_concrete, coordinate_vector, finite_tolerance
 from ._kinematics import _closure_joints
 from ._loop_closure import RESULT_MESSAGES, SUCCESS, LoopClosureError
 from ._control import AbstractController
 from ._dynamics import Method
 from ._model import Model
 from ._results import RESULTS
-from ._solvers import _solver_by_name, _TracedOnce, stage_root_finder
+from ._solvers import _solver_by_name, _TracedOnce
 from ._simulate_state import (
     SimulationState,
     _diagnose,
@@ -183,7 +180,7 @@ def _raise_loop_failures(codes: dict, t_end, q_end, outputs):
                 "simulate to get the result flags instead (Solution.loop_results, .t_end, .q_end).")
 
     for name, code in codes.items():
-        if _is_concrete(code) and _is_concrete(q_end):
+        if is_concrete(code) and is_concrete(q_end):
             if int(code) != SUCCESS:
                 where = f" failed at t = {float(t_end)!r}, q = {np.asarray(q_end).tolist()}"
                 raise LoopClosureError(message(name, int(code), where))
@@ -195,7 +192,7 @@ def _raise_loop_failures(codes: dict, t_end, q_end, outputs):
 
 def _finite_argument(x, name: str):
     """Raise a ValueError naming `name` when the concrete array `x` holds NaN or inf."""
-    if _is_concrete(x) and not bool(np.all(np.isfinite(np.asarray(x)))):
+    if is_concrete(x) and not bool(np.all(np.isfinite(np.asarray(x)))):
         bad = np.flatnonzero(~np.isfinite(np.asarray(x))).tolist()
         raise ValueError(f"simulate: {name} must be finite, got NaN or inf at flat index {bad[:8]}: "
                          f"{np.asarray(x).tolist() if np.size(x) <= 16 else '...'}.")
@@ -239,7 +236,7 @@ def _time_span(t0, t1, ts, dtype):
     _finite_argument(ts, "ts")
     if ts.ndim != 1:
         raise ValueError(f"simulate: ts must be a 1-D array of save times, got shape {ts.shape}.")
-    if _is_concrete((t0, t1)):
+    if is_concrete((t0, t1)):
         if float(t1) < float(t0):
             raise ValueError(f"simulate: t1 = {float(t1)!r} is before t0 = {float(t0)!r}; simulate integrates "
                              "forwards in time only.")
@@ -401,7 +398,7 @@ def _raise_failure(result, outputs):
     also the index of the first failing member (along the innermost vmapped axis)."""
     # RESULTS items carry their index as `_value` (equinox's Enumeration).
     code = result._value
-    if _is_concrete(code):  # eagerly: equinox's own error, not a JAX runtime error around it
+    if is_concrete(code):  # eagerly: equinox's own error, not a JAX runtime error around it
         return eqx.branched_error_if(outputs, code != 0, code, _MESSAGES)
     return _checked(outputs, code)
 

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._checks import _is_concrete, finite_tolerance
+from ._checks import is_concrete, finite_tolerance
 from ._errors import ModelError
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
 from ._motion import _external_generalized_force, _spec, ExternalForce, motion_coordinates
@@ -379,7 +379,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if w.shape != (n,):
         raise ValueError(f"static_optimization: weights must have shape ({n},), one per muscle and actuator "
                          f"({names}), got {w.shape}.")
-    if _is_concrete(w) and not np.all(np.asarray(w) > 0):
+    if is_concrete(w) and not np.all(np.asarray(w) > 0):
         raise ValueError("static_optimization: weights must be positive.")
     frames, w0, w1, w2 = opensim_states_operators(time, lowpass_hz=lowpass_hz, time_range=time_range)
     samples = tuple(ext.sample(frames) for ext in externals)

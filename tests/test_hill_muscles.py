@@ -404,3 +404,16 @@ def test_every_model_refuses_a_pennation_within_significant_real_of_a_right_angl
 def test_de_groote_refuses_a_narrow_width_scale_and_negative_damping(kw, message):
     with pytest.raises(mb.ModelError, match=r"muscle 'DeGrooteFregly2016Muscle': " + message):
         mb.DeGrooteFregly2016Muscle(**kw)
+
+
+@pytest.mark.parametrize("flen", [1.0, 0.5, float("nan")])
+def test_thelen_refuses_an_eccentric_plateau_not_above_one(flen):
+    """Thelen 2003's force-velocity curve divides by Flen - 1 (its eccentric plateau above the
+    isometric force), so Flen <= 1 or NaN is refused, as OpenSim does; under jit too, where
+    the number would otherwise be a tracer and the check skipped."""
+    message = r"muscle 'Thelen2003Muscle': Flen must be greater than 1, got "
+    with pytest.raises(mb.ModelError, match=message):
+        mb.Thelen2003Muscle(flen=flen)
+    with pytest.raises(mb.ModelError, match=message):
+        jax.jit(lambda: mb.Thelen2003Muscle(flen=flen).flen)()
+    assert float(jax.jit(lambda: mb.Thelen2003Muscle(flen=1.4).flen)()) == 1.4

@@ -122,6 +122,18 @@ def test_excitations_of_the_wrong_shape_are_an_error():
         mb.control.MuscleExcitations(MODEL, Steps(LEVEL), activation0=jnp.ones(3))
 
 
+@pytest.mark.parametrize("activation0", [1.2, float("nan"), [0.1, -0.1]])
+def test_initial_activations_outside_zero_one_are_named(activation0):
+    """An initial activation outside [0, 1] (or NaN) is refused, naming the muscles; also when
+    the controller is built under jit from numbers (where a jnp check would be skipped)."""
+    message = r"activation0 must be in \[0, 1\]; muscles .*extensor \("
+    with pytest.raises(ValueError, match=message):
+        mb.control.MuscleExcitations(MODEL, Steps(LEVEL), activation0=activation0)
+    with pytest.raises(ValueError, match=message):
+        jax.jit(lambda: mb.control.MuscleExcitations(MODEL, Steps(LEVEL), activation0=activation0).activation0)()
+    assert mb.control.MuscleExcitations(MODEL, Steps(LEVEL), activation0=1.0).activation0.shape == (2,)
+
+
 def test_frozen_path_muscles_pull_along_opensims_moment_arms():
     """``moment_arms="frozen_path"``: the muscles' torque is ``R_frozen F_T`` with the tendon
     forces at the frozen path's lengthening speeds (OpenSim's), not ``-dL/dq``'s, over arm26's

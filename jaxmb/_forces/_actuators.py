@@ -6,13 +6,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import violated
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from .._kinematics import body_transforms
 from .._model import GROUND, _f
 from .._safe import unit
 from .._typing import RealLike
-from ._base import (AbstractActuator, _actuator_params, _violated, check_body, check_coordinate_force,
+from ._base import (AbstractActuator, _actuator_params, check_body, check_coordinate_force,
                     coordinate_terms, translation, wrench_generalized_force)
 
 
@@ -85,7 +86,7 @@ class PointActuator(AbstractActuator):
         self.point_is_global, self.force_is_global = bool(point_is_global), bool(force_is_global)
         self.optimal_force, self.min_control, self.max_control = _actuator_params(
             name, optimal_force, min_control, max_control)
-        if _violated(lambda d: np.linalg.norm(d) > 0, self.direction):
+        if violated(lambda d: np.linalg.norm(d) > 0, self.direction):
             raise ModelError(f"PointActuator {name!r}: direction {self.direction.tolist()} is zero; "
                              "give the force's direction.")
 
@@ -136,7 +137,7 @@ class TorqueActuator(AbstractActuator):
         self.torque_is_global = bool(torque_is_global)
         self.optimal_force, self.min_control, self.max_control = _actuator_params(
             name, optimal_force, min_control, max_control)
-        if _violated(lambda a: np.linalg.norm(a) > 0, self.axis):
+        if violated(lambda a: np.linalg.norm(a) > 0, self.axis):
             raise ModelError(f"TorqueActuator {name!r}: axis {self.axis.tolist()} is zero; give the torque's axis.")
 
     def check_model(self, model):

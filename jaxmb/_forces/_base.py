@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import _is_concrete
+from .._checks import violated
 from .._errors import ModelError
 from .._dynamics import generalized_forces
 from .._kinematics import body_transforms
@@ -40,9 +40,8 @@ class AbstractForce(eqx.Module):
         # Every element, present and future: a NaN parameter would pass into the dynamics
         # silently (infinite control bounds are meaningful, so only NaN is refused).
         for path, leaf in jax.tree_util.tree_flatten_with_path(self)[0]:
-            # NumPy on the concrete leaves: jnp under an enclosing jit would trace even those
-            if (eqx.is_array(leaf) and jnp.issubdtype(leaf.dtype, jnp.floating) and _is_concrete(leaf)
-                    and np.isnan(np.asarray(leaf)).any()):
+            if (eqx.is_array(leaf) and jnp.issubdtype(leaf.dtype, jnp.floating)
+                    and violated(lambda x: ~np.isnan(x), leaf)):
                 raise ModelError(f"{type(self).__name__} {self.name!r}: {jax.tree_util.keystr(path).lstrip('.')} "
                                  "is NaN; give a number.")
 
@@ -75,16 +74,9 @@ class AbstractActuator(AbstractForce):
         return self.optimal_force * u
 
 
-def _violated(check, *values) -> bool:
-    """Whether the build-time check ``check(*values)`` fails, evaluated in NumPy (a jnp
-    comparison under an enclosing jit is traced even on concrete arrays); skipped where a
-    value is traced (an element built under jit or vmap from traced parameters)."""
-    return _is_concrete(values) and not bool(np.all(check(*(np.asarray(v) for v in values))))
-
-
 def _actuator_params(name, optimal_force, min_control, max_control):
     optimal_force, lo, hi = _f(optimal_force), _f(min_control), _f(max_control)
-    if _violated(np.less_equal, lo, hi):
+    if violated(np.less_equal, lo, hi):
         raise ModelError(f"Actuator {name!r}: min_control {float(lo)} exceeds max_control {float(hi)}.")
     return optimal_force, lo, hi
 

@@ -4,12 +4,13 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._checks import violated
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from .._model import Model, _f
 from .._muscles import check_path_force_route, Muscle, muscle_lengths_and_moment_arms
 from .._typing import RealLike
-from ._base import AbstractForce, _violated
+from ._base import AbstractForce
 
 
 class Ligament(AbstractForce):
@@ -55,7 +56,7 @@ class Ligament(AbstractForce):
         if not isinstance(path, Muscle):
             raise ModelError(f"Ligament {name!r}: path must be a jaxmb.Muscle (its path points), got "
                              f"{type(path).__name__}.")
-        if _violated(lambda r: r > 0, self.resting_length):
+        if violated(lambda r: r > 0, self.resting_length):
             raise ModelError(f"Ligament {name!r}: resting_length {float(self.resting_length)} must be positive.")
         if force_length_curve.coordinate_indices() not in ((), (0,)):
             raise ModelError(f"Ligament {name!r}: the force-length curve must be a function of coordinate 0 "

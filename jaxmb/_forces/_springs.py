@@ -8,13 +8,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import violated
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from .._model import _f
 from .._safe import norm
 from .._spatial import body_fixed_xyz, body_fixed_xyz_angles, homogeneous
 from .._typing import RealLike
-from ._base import (AbstractForce, _violated, check_body, check_coordinate_force, coordinate_terms, frame_poses,
+from ._base import (AbstractForce, check_body, check_coordinate_force, coordinate_terms, frame_poses,
                     translation)
 
 
@@ -62,10 +63,10 @@ class CoordinateLimitForce(AbstractForce):
         self.upper_stiffness, self.upper_limit = _f(upper_stiffness), _f(upper_limit)
         self.lower_stiffness, self.lower_limit = _f(lower_stiffness), _f(lower_limit)
         self.damping, self.transition = _f(damping), _f(transition)
-        if _violated(lambda w: w > 0, self.transition):
+        if violated(lambda w: w > 0, self.transition):
             raise ModelError(f"CoordinateLimitForce {name!r}: transition {float(self.transition)} must be "
                              "positive (the width over which the limit's stiffness ramps in).")
-        if _violated(np.less_equal, self.lower_limit, self.upper_limit):
+        if violated(np.less_equal, self.lower_limit, self.upper_limit):
             raise ModelError(f"CoordinateLimitForce {name!r}: lower_limit {float(self.lower_limit)} exceeds "
                              f"upper_limit {float(self.upper_limit)}.")
 

@@ -5,19 +5,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import float_array
+from .._checks import float_array, violated
 from .._errors import ModelError
-
-
-def concrete(x) -> bool:
-    """Whether `x` has values to check (a tracer, e.g. under `jax.vmap` of a constructor, has not)."""
-    return not isinstance(x, jax.core.Tracer)
 
 
 def finite(x, what: str):
     """`x` (float array), refused if any entry is NaN or infinite."""
     x = float_array(x)
-    if concrete(x) and not np.all(np.isfinite(np.asarray(x))):
+    if violated(np.isfinite, x):
         raise ModelError(f"{what} must be finite, got {np.asarray(x).tolist()}.")
     return x
 
@@ -40,7 +35,7 @@ def scalar(x, what: str):
 
 def positive(x, what: str):
     """`x` (a float array: a radius, a length, semi-axes), refused unless every entry is > 0."""
-    if concrete(x) and not np.all(np.asarray(x) > 0.0):
+    if violated(lambda v: v > 0.0, x):
         raise ModelError(f"{what} must be positive, got {np.asarray(x).tolist()}.")
     return x
 

@@ -11,8 +11,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._errors import ModelError
 from .._safe import sqrt0
 from ._bezier import SegmentedQuinticCurve
-from .._checks import float_array
-from ._checks import concrete
+from .._checks import float_array, is_concrete
 from ._millard_curves import (FIBER_DEFAULTS, TENDON_DEFAULTS, active_force_length_curve,
                               active_force_length_problems, fiber_force_length_curve, fiber_force_length_problems,
                               force_velocity_curve, force_velocity_problems, tendon_force_length_curve,
@@ -145,14 +144,14 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         p = {f: float_array(curve_parameters.get(f, d)) for f, (_, _, d) in CURVE_PROPERTIES.items()
              if curve_parameters.get(f, d) is not None}
         self._fitted_defaults(p, name)
-        if concrete(self.fiber_damping):
+        if is_concrete(self.fiber_damping):
             self.damped = bool(float(self.fiber_damping) >= MIN_NONZERO_DAMPING)
         else:
             self.damped = True
         self._check(p, name)
         # NumPy builds the control points of concrete parameters (fast at import); jax.numpy
         # where they are traced, so that gradients reach the curve parameters
-        xp = np if all(concrete(v) for v in p.values()) else jnp
+        xp = np if is_concrete(p) else jnp
         q = {f: (np.asarray(v, dtype=np.float64) if xp is np else v) for f, v in p.items()}
         ylow, con_at, ecc_at = self._in_use(q["active_minimum_value"], q["fv_concentric_slope_at_vmax"],
                                             q["fv_eccentric_slope_at_vmax"], q["fv_concentric_slope_near_vmax"],
@@ -193,7 +192,7 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
     def _check(self, p, name):
         leaves = [self.pennation_angle_at_optimal, self.maximum_pennation_angle, self.fiber_damping,
                   self.minimum_activation] + list(p.values())
-        if not all(concrete(x) for x in leaves) or any(jnp.ndim(x) for x in leaves):
+        if not is_concrete(leaves) or any(jnp.ndim(x) for x in leaves):
             return  # traced or stacked (e.g. under jax.vmap): not checked
         g = {f: float(v) for f, v in p.items()}
         problems = []

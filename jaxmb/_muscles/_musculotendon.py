@@ -23,8 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from .._safe import safe_div, sqrt0
-from .._checks import float_array
-from ._checks import concrete
+from .._checks import float_array, is_concrete, violated
 
 _NEWTON_ITERATIONS = 24
 """Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
@@ -65,10 +64,8 @@ def positive_parameters(obj, names, what: str):
     ModelError beginning with `what` (the element named), naming the parameter and its value."""
     for p in names:
         v = getattr(obj, p)
-        if not concrete(v):
-            continue
-        v = np.asarray(v)  # NumPy on concrete values: jnp under an enclosing jit would trace even those
-        if not np.all(v > 0.0):
+        if violated(lambda x: x > 0.0, v):
+            v = np.asarray(v)
             raise ModelError(f"{what}: {p} must be positive, got {float(np.min(v))}; give a positive value.")
 
 
@@ -76,7 +73,7 @@ def bounded_parameter(obj, p: str, low: float, high: float, what: str, *, high_o
     """Refuse a value of parameter `p` of `obj` outside ``[low, high]`` (``[low, high)`` with
     `high_open`), NaN included: a ModelError beginning with `what` (the element named)."""
     v = getattr(obj, p)
-    if not concrete(v):
+    if not is_concrete(v):
         return
     v = np.ravel(np.asarray(v))
     inside = (v >= low) & ((v < high) if high_open else (v <= high))

@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
-from .._checks import float_array
+from .._checks import float_array, violated
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
-from ._checks import concrete, finite, finite_leaves, vector3
+from ._checks import finite, finite_leaves, vector3
 from .._typing import RealLike
 
 # OpenSim's ConditionalPathPoint is active iff range[0] - 1e-5 <= c <= range[1] + 1e-5
@@ -136,9 +136,9 @@ class ClampedCoordinate(AbstractJointFunction):
         self.inner = inner
         self.lower = float_array(lower, float)
         self.upper = float_array(upper, float)
-        bounds = np.asarray([self.lower, self.upper]) if concrete(self.lower) and concrete(self.upper) else None
-        if bounds is not None and not (bounds[0] <= bounds[1]):  # also refuses NaN
-            raise ModelError(f"ClampedCoordinate: the range ({bounds[0]}, {bounds[1]}) is not an interval.")
+        if violated(np.less_equal, self.lower, self.upper):  # also refuses NaN
+            raise ModelError(f"ClampedCoordinate: the range ({float(self.lower)}, {float(self.upper)}) is not an "
+                             "interval.")
 
     def __call__(self, q):
         return jnp.clip(self.inner(q), self.lower, self.upper)

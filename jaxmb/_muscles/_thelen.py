@@ -8,8 +8,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
-from .._checks import float_array
-from ._checks import concrete
+from .._checks import float_array, violated
 from ._curves import (THELEN_ETOE_PER_STRAIN, THELEN_FTOE, thelen_active_force_length, thelen_force_velocity,
                       thelen_passive_force_length, thelen_passive_stiffness, thelen_tendon_force,
                       thelen_tendon_stiffness)
@@ -90,7 +89,7 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
         self.minimum_activation = float_array(minimum_activation)
         positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one", "active_shape", "passive_shape",
                                    "af"), f"muscle {name!r}")
-        if concrete(self.flen) and not np.all(np.asarray(self.flen) > 1.0):
+        if violated(lambda f: f > 1.0, self.flen):
             raise ModelError(f"muscle {name!r}: Flen must be greater than 1, got {float(np.min(np.asarray(self.flen)))}.")
         bounded_parameter(self, "maximum_pennation_angle", 0.0, math.pi / 2, f"muscle {name!r}")
         bounded_parameter(self, "minimum_activation", 0.0, 1.0, f"muscle {name!r}", high_open=True)

@@ -14,7 +14,6 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import ArrayLike
 
 from .._loop_closure import LoopClosure, implicit_joint_functions
 from .._functions import Coordinate
