@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-from ._checks import coordinate_vector, float_array, is_concrete, violated
+from ._checks import coordinate_vector, float_array, violated
 from ._dynamics import _mass_matrix_and_forces
 from ._errors import ModelError
 from ._muscles import (check_path_force_route, muscle_lengths_and_moment_arms, musculotendon_activation_rates,
@@ -69,7 +69,7 @@ def _gains(controller: str, name: str, value, shape: tuple[int, ...], per: str) 
         raise ValueError(f"{controller}: {name} must be a scalar or have shape {shape} ({per}), "
                          f"got {x.shape}.") from None
     # checked before the broadcast, which an enclosing jit traces
-    if is_concrete(x) and not np.all(np.isfinite(np.asarray(x))):
+    if violated(np.isfinite, x):
         raise ValueError(f"{controller}: {name} must be finite, got {np.asarray(x)}.")
     return gain
 

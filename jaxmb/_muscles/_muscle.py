@@ -8,7 +8,7 @@ from jaxtyping import Array, Float
 
 from .._errors import ModelError
 from ._activation import AbstractActivationDynamics
-from .._checks import float_array, is_concrete, violated
+from .._checks import float_array, violated
 from ._musculotendon import AbstractMusculotendonModel, positive_parameters
 from ._path_points import AbstractPathPoint
 from ._millard import Millard2012EquilibriumMuscle
@@ -133,21 +133,17 @@ def _check_controls(m: Muscle) -> None:
     """Refuse non-finite control bounds, ``min_control > max_control`` and a ``min_control``
     below the minimum activation where OpenSim 4.6 refuses it."""
     lo, hi = m.min_control, m.max_control
-    if not is_concrete((lo, hi)):
-        return
-    # NumPy, not jnp: a jnp comparison under an enclosing jit is traced even on concrete arrays.
-    lo_, hi_ = np.asarray(lo), np.asarray(hi)
-    if not (np.all(np.isfinite(lo_)) and np.all(np.isfinite(hi_))):
+    if violated(lambda a, b: np.isfinite(a) & np.isfinite(b), lo, hi):
         raise ModelError(f"Muscle {m.name!r}: min_control and max_control must be finite, got "
                          f"[{float(lo)}, {float(hi)}]; give finite bounds (0 and 1 by default).")
-    if np.any(lo_ > hi_):
+    if violated(np.less_equal, lo, hi):
         raise ModelError(f"Muscle {m.name!r}: min_control {float(lo)} is above max_control {float(hi)}; "
                          "give min_control <= max_control.")
     fm = m.force_model
     # OpenSim 4.6 refuses it for Thelen 2003 and for Millard 2012's classic (compliant, undamped) form.
     floor = isinstance(fm, Thelen2003Muscle) or (
         isinstance(fm, Millard2012EquilibriumMuscle) and fm.compliant_tendon and not fm.damped)
-    if floor and violated(np.greater_equal, lo_, fm.minimum_activation):
+    if floor and violated(np.greater_equal, lo, fm.minimum_activation):
         raise ModelError(f"Muscle {m.name!r}: min_control {float(lo)} is below the {type(fm).__name__} model's "
                          f"minimum_activation {float(fm.minimum_activation)} (OpenSim 4.6 refuses it too); raise "
                          "min_control or lower minimum_activation.")
