@@ -71,44 +71,53 @@ WRAPS_MULTI = {**WRAPS, "sphere_cylinder": [mb.WrapSphere("sph2", "ground", 0.02
 STATES = jnp.array([(0.1, 0.3), (0.23, 1.5), (-0.3, 1.9)])
 
 
-def test_closed_form_equals_autodiff_hand_models():
-    """Every wrap kind (one muscle each, compiled together) plus a two-wrap muscle; one jit.
-    (The suite is compile-bound: L and the closed-form R come from one resolution of the
-    paths, muscle_lengths_and_moment_arms, which
+_H = 1e-6
+_SHIFTS = jnp.concatenate([jnp.zeros((1, 2)), _H * jnp.eye(2), -_H * jnp.eye(2)])  # (5, 2)
+
+
+@pytest.fixture(scope="module")
+def hand_models():
+    """Every wrap kind (one muscle each) plus a two-wrap muscle, in one compiled program (the
+    suite is compile-bound): at STATES the autodiff R, and L with the closed-form R at STATES
+    and at STATES +- h e_i (`_SHIFTS`). L and the closed-form R come
+    from one resolution of the paths, muscle_lengths_and_moment_arms, which
     test_lengthening_speed_is_minus_R_transpose_qd checks against muscle_lengths and
-    moment_arms.)"""
+    moment_arms."""
     model = _arm(WRAPS_MULTI)
-    h = 1e-6
-    shifts = jnp.concatenate([jnp.zeros((1, 2)), h * jnp.eye(2), -h * jnp.eye(2)])  # (5, 2)
     f = jax.jit(lambda qs: (
         jax.lax.map(lambda q: mb.moment_arms(model, q, method="autodiff"), qs),
         jax.lax.map(lambda q: mb.muscle_lengths_and_moment_arms(model, q),
-                    (qs[None] + shifts[:, None]).reshape(-1, 2))))
+                    (qs[None] + _SHIFTS[:, None]).reshape(-1, 2))))
     ra, (lengths, rc) = f(STATES)
-    rc = np.asarray(rc)[:len(STATES)]  # at the unshifted states
-    lengths = np.asarray(lengths).reshape(5, len(STATES), -1)
-    assert np.all(np.isfinite(np.asarray(rc))) and np.all(np.isfinite(lengths))
+    lengths = np.asarray(lengths).reshape(len(_SHIFTS), len(STATES), -1)
+    return model, np.asarray(ra), lengths, np.asarray(rc)[:len(STATES)]
+
+
+def test_closed_form_equals_autodiff_hand_models(hand_models):
+    """Closed-form R == autodiff R on every wrap kind, and == central differences of L."""
+    model, ra, lengths, rc = hand_models
+    assert np.all(np.isfinite(rc)) and np.all(np.isfinite(lengths))
     np.testing.assert_allclose(rc, ra, atol=TOL_CLOSED_VS_AUTODIFF, rtol=0)
     # Every wrap engages in at least one state (a wrap lengthens the unwrapped path).
     assert np.all((lengths[0, :, 1:] > lengths[0, :, :1] + 1e-9).any(axis=0)), lengths[0]
     # Central differences of L agree with R.
     for i in range(2):
-        fd = -(lengths[1 + i] - lengths[3 + i]) / (2 * h)
-        np.testing.assert_allclose(fd, np.asarray(rc)[:, i], atol=1e-6)
+        fd = -(lengths[1 + i] - lengths[3 + i]) / (2 * _H)
+        np.testing.assert_allclose(fd, rc[:, i], atol=1e-6)
 
 
-def test_frozen_path_moment_arms_are_minus_dl_dq_where_the_wrap_is_a_geodesic():
+def test_frozen_path_moment_arms_are_minus_dl_dq_where_the_wrap_is_a_geodesic(hand_models):
     """`method="frozen_path"` (OpenSim's computeMomentArm: the path frozen at q, a
     MovingPathPoint's own motion included) is -dL/dq where the length is stationary in the
     tangent points: no wrap, and the sphere's great circle (the path here has a
     MovingPathPoint and a ConditionalPathPoint). OpenSim's cylinder, ellipsoid and torus
     place their tangent points by rules whose length is not stationary in them, so there the
-    two differ (tests/test_frozen_path.py holds this route to OpenSim's computeMomentArm)."""
+    two differ (tests/test_frozen_path.py holds this route to OpenSim's computeMomentArm).
+    The autodiff R is the hand models' (the same muscles and one more)."""
     model = _arm(WRAPS)
-    f = jax.jit(jax.vmap(lambda q: (mb.moment_arms(model, q, method="frozen_path"),
-                                     mb.moment_arms(model, q, method="autodiff"))))
-    frozen, autodiff = (np.asarray(x) for x in f(STATES))
     names = model.muscle_names
+    frozen = np.asarray(jax.jit(jax.vmap(lambda q: mb.moment_arms(model, q, method="frozen_path")))(STATES))
+    autodiff = hand_models[1][:, :, [hand_models[0].muscle_names.index(n) for n in names]]
     exact = [names.index("none"), names.index("sphere")]
     np.testing.assert_allclose(frozen[:, :, exact], autodiff[:, :, exact], rtol=0, atol=TOL_CLOSED_VS_AUTODIFF)
     assert np.min(np.abs(autodiff[-1, :, exact])) > 0.005  # both coordinates move both paths
