@@ -35,10 +35,26 @@ def shared_dir() -> pathlib.Path:
     return SHARED
 
 
+# The files whose tests compile the most, heaviest first (CI's `--durations`, 2026-11-28).
+# pytest-xdist (`--dist loadfile --no-loadscope-reorder`, pyproject.toml) hands a worker the
+# next file in collection order when it runs out, so starting with these balances the two
+# workers; by default xdist orders files by their number of tests, which left the heaviest
+# for last. A stale list costs balance, never correctness.
+HEAVIEST_FILES = (
+    "test_muscles.py", "test_dynamics.py", "test_muscle_parity.py", "test_frozen_path.py",
+    "test_muscle_driven.py", "test_identify.py", "test_static_optimization_compliant.py",
+    "test_ellipsoid.py", "test_closed_models.py", "test_converged_wraps.py", "test_readme.py",
+    "test_static_optimization.py", "test_constraints.py", "test_benchmarks.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `slow` (whole-model OpenSim parity runs, minutes each) are deselected
-    unless a marker expression is given: `pytest -m slow` runs them alone,
-    `pytest -m "slow or not slow"` runs everything."""
+    """The heaviest files first (`HEAVIEST_FILES`; the order within a file is kept). Tests
+    marked `slow` (whole-model OpenSim parity runs, minutes each) are deselected unless a
+    marker expression is given: `pytest -m slow` runs them alone, `pytest -m "slow or not
+    slow"` runs everything."""
+    rank = {name: k for k, name in enumerate(HEAVIEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay contiguous
     if config.option.markexpr:
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]
