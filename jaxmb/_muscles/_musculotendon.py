@@ -23,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from .._safe import safe_div, sqrt0
-from .._checks import float_array, is_concrete, violated
+from .._checks import float_array, violated
 
 _NEWTON_ITERATIONS = 24
 """Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
@@ -72,13 +72,13 @@ def positive_parameters(obj, names, what: str):
 def bounded_parameter(obj, p: str, low: float, high: float, what: str, *, high_open: bool = False):
     """Refuse a value of parameter `p` of `obj` outside ``[low, high]`` (``[low, high)`` with
     `high_open`), NaN included: a ModelError beginning with `what` (the element named)."""
+    def inside(x):
+        return (x >= low) & ((x < high) if high_open else (x <= high))
+
     v = getattr(obj, p)
-    if not is_concrete(v):
-        return
-    v = np.ravel(np.asarray(v))
-    inside = (v >= low) & ((v < high) if high_open else (v <= high))
-    if not inside.all():
-        shown = float(v[np.argmin(inside)])
+    if violated(inside, v):
+        flat = np.ravel(np.asarray(v))
+        shown = float(flat[np.argmin(inside(flat))])
         raise ModelError(f"{what}: {p} must be in [{low:g}, {high:g}{')' if high_open else ']'}, got {shown}.")
 
 
