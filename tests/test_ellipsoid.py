@@ -114,7 +114,10 @@ def test_passes_run_the_ellipsoid_on_the_live_muscles_in_chunks(monkeypatch):
     ellipsoid first, a ninth second), the ellipsoid runs on the
     lanes of the muscles still live, a chunk of 2 at a time (`_paths._NARROW`): the paths
     and every record of every pass (what the closed-form moment arms read) equal those of
-    one chunk of all lanes (`_NARROW = 1`) to round-off."""
+    one chunk of all lanes (`_NARROW = 1`) to round-off. The records are compared as values
+    (the chunking is the same code with or without each wrap's local Jacobian); the
+    closed-form moment arms, which read the Jacobian records of the chunked pass, are
+    held to reverse mode through the chunks below."""
     import jaxmb as mb
     from jaxmb._muscles import _paths
     from jaxmb._muscles._layout import layout
@@ -133,7 +136,7 @@ def test_passes_run_the_ellipsoid_on_the_live_muscles_in_chunks(monkeypatch):
         monkeypatch.setattr(_paths, "_NARROW", narrow)
 
         def one(q):
-            r = _paths.resolve_all(lay, q, mb.body_transforms(model, q), jacobians=True)
+            r = _paths.resolve_all(lay, q, mb.body_transforms(model, q))
             return (r.pos, r.active, r.wrap_len, r.converged) + tuple(r.history)
         return jax.jit(lambda qs: jax.lax.map(one, qs))(STATES)
 
