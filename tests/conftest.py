@@ -4,8 +4,6 @@ and runtime type checks of jaxmb's jaxtyping annotations."""
 import importlib.util
 import os
 import pathlib
-import shutil
-import tempfile
 
 # The suite is dominated by XLA compile time, not run time: a lower backend optimisation
 # level compiles 2-3x faster on CPU (and the fusion-emitter trap of DESIGN.md is avoided,
@@ -28,8 +26,6 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 import pytest  # noqa: E402
 
-_CACHE_KEY = pytest.StashKey[str]()
-
 # The repository's sibling folder shared/ (as on developer machines and in CI).
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
 
@@ -50,30 +46,6 @@ HEAVIEST_FILES = (
     "test_ellipsoid.py", "test_closed_models.py", "test_converged_wraps.py", "test_readme.py",
     "test_static_optimization.py", "test_constraints.py", "test_benchmarks.py",
 )
-
-
-_CACHE_VARIABLE = "JAXMB_TESTS_COMPILE_CACHE"
-
-
-def pytest_configure(config):
-    """One persistent compilation cache for the run, shared by pytest-xdist's workers:
-    tests that compile the same program (the same model structure and call, from other
-    tests or files) compile it once. The main process makes a fresh folder before the
-    workers start (they inherit its environment) and removes it at the end, so a run
-    never loads programs from another checkout or jaxlib."""
-    if not hasattr(config, "workerinput"):
-        folder = tempfile.mkdtemp(prefix="jaxmb-tests-xla-")
-        os.environ[_CACHE_VARIABLE] = folder
-        config.stash[_CACHE_KEY] = folder
-    jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE_VARIABLE])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # every program
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
-def pytest_unconfigure(config):
-    folder = config.stash.get(_CACHE_KEY, None)
-    if folder is not None:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

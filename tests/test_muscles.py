@@ -203,6 +203,7 @@ def _chained_wraps_model():
     return b.build()
 
 
+@pytest.mark.slow  # CI: every wrap kind (hand models); TMIN, ECRL against OpenSim (MoBL-ARMS parity)
 def test_closed_form_equals_autodiff_chained_wraps():
     """Closed form == autodiff when one wrap's tangent point feeds the next wrap, and the
     multi-wrap passes stop before the path is consistent (docs/concepts/muscles.md, Wrapping)."""
