@@ -3,6 +3,7 @@
 Each page's ```python blocks run in order in one namespace, as a reader would paste them.
 """
 
+import os
 import pathlib
 import re
 
@@ -20,14 +21,24 @@ QUICK_START = (
 )
 
 
-def run_page(relative, min_blocks=1):
-    """The namespace after running every ```python block of a Markdown page, in order."""
+def run_page(relative, min_blocks=1, upto=None, *, start=0, namespace=None):
+    """The namespace after running the ```python blocks of a Markdown page in order (blocks
+    ``start`` to ``upto``, or all; in ``namespace`` to go on from an earlier call), from the
+    current directory."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / relative).read_text(), re.S)
     assert len(blocks) >= min_blocks, f"the examples of {relative} were not found"
-    namespace = {}
-    for k, block in enumerate(blocks):
+    namespace = {} if namespace is None else namespace
+    for k, block in list(enumerate(blocks))[start:upto]:
         exec(compile(block, f"{relative}, python block {k + 1}", "exec"), namespace)
     return namespace
+
+
+def in_folder_with(monkeypatch, folder, files):
+    """Run from ``folder``, holding links to ``files`` under their own names, as a reader
+    runs a page beside the files it names."""
+    for file in files:
+        (folder / file.name).symlink_to(file)
+    monkeypatch.chdir(folder)
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +140,116 @@ def test_sharp_bits_page_results_are_what_its_comments_say():
     loop = page["loop"]
     assert loop.solve(jnp.array([9.0]), throw=False).result == mb.RESULTS.loop_not_converged
     assert loop.solve(jnp.array([0.0]), throw=False).result == mb.RESULTS.successful
+
+
+# ---- the how-to pages that read a user's files, run beside the files they name ----
+
+MOTION = ROOT / "tests" / "data" / "opensim" / "motion"
+
+
+def test_import_opensim_page_drives_the_force_set_as_its_comments_say():
+    """arm26 imports with its six muscles; on the forces model, forward dynamics adds the
+    passive elements (``Q(u = None)``), and the force set's ``Q(u)`` is the passive part plus
+    the actuators' ``actuator_forces(u)``."""
+    page = run_page("docs/how-to/import-opensim.md", min_blocks=2)   # paths from the repository root
+    mb, model, forced = page["mb"], page["model"], page["forced"]
+    assert page["L"].shape == (6,) and page["R"].shape == (model.nq, 6) == (2, 6)
+    q, qd, u = page["q"], page["qd"], page["u"]
+    assert len(mb.actuator_names(forced)) == u.shape[0] == 4
+    passive = mb.force_set_forces(forced, q, qd)
+    balance = mb.mass_matrix(forced, q) @ page["qdd"] + mb.bias_forces(forced, q, qd) - passive
+    assert float(jnp.abs(balance).max()) < 1e-10 * float(jnp.abs(passive).max())
+    np.testing.assert_allclose(page["Q"], passive + mb.actuator_forces(forced, q, qd, u), rtol=1e-13, atol=1e-13)
+    assert float(jnp.abs(mb.actuator_forces(forced, q, qd, u)).max()) > 1e-2   # the controls act
+    assert bool(page["sol"].success) and bool(jnp.all(jnp.isfinite(page["sol"].q)))
+
+
+def test_motion_files_page_gives_opensims_inverse_dynamics_of_arm26(tmp_path, monkeypatch):
+    """The written table reads back to the bit; the inverse dynamics is OpenSim 4.6's file
+    (8 decimals) for arm26's tutorial motion at 6 Hz."""
+    in_folder_with(monkeypatch, tmp_path, [MOTION / "arm26.osim", MOTION / "arm26_InverseKinematics.mot"])
+    page = run_page("docs/how-to/motion-files.md", min_blocks=4, upto=3)
+    mb, model, result = page["mb"], page["model"], page["result"]
+    written = mb.io.read_storage("out.sto")
+    assert written.labels == model.coordinate_names and np.array_equal(written.values, np.asarray(page["q"]))
+    ref = mb.io.read_storage(MOTION / "arm26_id_lowpass6.sto")
+    assert ref.labels == tuple(f"{c}_moment" for c in model.coordinate_names)
+    np.testing.assert_allclose(np.asarray(result.time), ref.time, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(result.forces), ref.values, rtol=0, atol=1e-8)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"), reason="gait2392 compiles for about a minute; set JAXMB_SLOW=1")
+def test_motion_files_page_gives_opensims_inverse_dynamics_of_the_walk(tmp_path, monkeypatch):
+    in_folder_with(monkeypatch, tmp_path, [MOTION / name for name in (
+        "arm26.osim", "arm26_InverseKinematics.mot", "subject01_simbody.osim", "subject01_walk1_ik.mot",
+        "subject01_walk1_grf.xml", "subject01_walk1_grf.mot")])
+    page = run_page("docs/how-to/motion-files.md", min_blocks=4)
+    mb, gait, walk_id = page["mb"], page["gait"], page["walk_id"]
+    ref = mb.io.read_storage(MOTION / "gait2392_walk1_id.sto")
+    columns = {label: k for k, label in enumerate(ref.labels)}
+    suffix = ["_force" if c.endswith(("_tx", "_ty", "_tz")) else "_moment" for c in gait.coordinate_names]
+    expected = ref.values[:, [columns[c + s] for c, s in zip(gait.coordinate_names, suffix)]]
+    np.testing.assert_allclose(np.asarray(walk_id.time), ref.time, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(walk_id.forces), expected, rtol=0, atol=1e-8)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"), reason="gait2392 compiles for minutes; set JAXMB_SLOW=1")
+def test_static_optimization_page_shares_the_walk_as_opensim_does(tmp_path, monkeypatch):
+    """Block 1 is OpenSim 4.6's Static Optimization of gait2392's walk (interior frames within
+    0.01, as `tests/test_static_optimization.py` holds the command); the compliant tendons
+    and the frozen paths on arm26 balance the torques."""
+    in_folder_with(monkeypatch, tmp_path, [MOTION / name for name in (
+        "arm26.osim", "arm26_InverseKinematics.mot", "subject01_simbody.osim", "subject01_walk1_ik.mot",
+        "subject01_walk1_grf.xml", "subject01_walk1_grf.mot", "gait2392_SO_Residual_Actuators.xml")])
+    page = run_page("docs/how-to/static-optimization.md", min_blocks=3, upto=1)
+    mb, so = page["mb"], page["so"]
+    assert so.activations.shape[1] == 92 and so.controls.shape[1] == 6 and bool(page["ok"].all())
+    ref = mb.io.read_storage(MOTION / "subject01_walk1_StaticOptimization_activation.sto")
+    np.testing.assert_allclose(np.asarray(so.activations)[3:-3], ref.values[3:-3, :92], rtol=0, atol=0.01)
+
+    run_page("docs/how-to/static-optimization.md", start=1, upto=2, namespace=page)
+    so, arm = page["so"], page["arm"]
+    assert bool(jnp.all(so.result == mb.RESULTS.successful))
+    R = jax.vmap(lambda x: mb.moment_arms(arm, x))(so.q)
+    # One reserve per coordinate, in coordinate order: their forces are generalized forces.
+    balance = jnp.einsum("kqn,kn->kq", R, so.muscle_forces) + so.actuator_forces - so.generalized_forces
+    assert float(jnp.abs(balance).max()) < 1e-8
+
+    run_page("docs/how-to/static-optimization.md", start=2, namespace=page)
+    so = page["so"]
+    assert bool(jnp.all(so.result == mb.RESULTS.successful)) and float(jnp.max(so.torque_residual)) < 1e-10
+    ref = mb.io.read_storage(MOTION / "arm26_StaticOptimization_activation.sto")
+    assert float(jnp.max(jnp.abs(so.activations - ref.values))) < 0.005
+
+
+@pytest.mark.slow
+def test_muscle_force_models_page_gives_the_muscles_torques(tmp_path, monkeypatch):
+    """The concept page's torques are ``R F`` with ``R = -dL/dq`` (central differences of the
+    lengths) and ``F`` half-active Thelen muscles at rest, each within their maximum force."""
+    in_folder_with(monkeypatch, tmp_path, [MOTION / "arm26.osim"])
+    page = run_page("docs/concepts/muscle-force-models.md")
+    mb, model, q, F = page["mb"], page["model"], page["q"], page["F"]
+    h = 1e-6
+    minus_dl_dq = jnp.stack([(mb.muscle_lengths(model, q - h * e) - mb.muscle_lengths(model, q + h * e)) / (2 * h)
+                             for e in jnp.eye(2)])
+    np.testing.assert_allclose(page["tau"], minus_dl_dq @ F, rtol=1e-6)
+    fmax = jnp.stack([m.force_model.max_isometric_force for m in model.muscles])
+    assert bool(jnp.all(F > 0)) and bool(jnp.all(F < fmax)) and float(jnp.abs(page["V"]).max()) == 0.0
+
+
+@pytest.mark.slow
+def test_shoulder_study_page_tracks_the_elevation_and_shares_the_torques(tmp_path, monkeypatch, shared_dir):
+    """The page's tracking holds the elevation (within 2e-4 rad, the dissertation's bound) and
+    writes its three figures; the fourteen muscles' forces are finite and non-negative."""
+    mobl = shared_dir / "models" / "MOBL_ARMS_fixed_41.osim"
+    if not mobl.exists():
+        pytest.skip(f"{mobl} is not available")
+    in_folder_with(monkeypatch, tmp_path, [mobl])
+    page = run_page("docs/how-to/shoulder-study.md", min_blocks=2)
+    result, forces = page["result"], page["forces"]
+    assert result.q.shape == result.tau.shape == (201, 3)
+    assert float(jnp.abs(result.q - result.q_ref).max()) < 2e-4
+    assert forces.shape == (201, 14) and bool(jnp.all(jnp.isfinite(forces))) and float(forces.min()) >= 0.0
+    assert all((tmp_path / name).stat().st_size > 0 for name in ("fig19.png", "fig20.png", "fig21.png"))
