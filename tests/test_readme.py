@@ -157,6 +157,7 @@ def test_import_opensim_page_drives_the_force_set_as_its_comments_say():
     q, qd, u = page["q"], page["qd"], page["u"]
     assert len(mb.actuator_names(forced)) == u.shape[0] == 4
     passive = mb.force_set_forces(forced, q, qd)
+    assert float(jnp.abs(passive).max()) > 1e-2   # the springs, bushing and limits act at this state
     balance = mb.mass_matrix(forced, q) @ page["qdd"] + mb.bias_forces(forced, q, qd) - passive
     assert float(jnp.abs(balance).max()) < 1e-10 * float(jnp.abs(passive).max())
     np.testing.assert_allclose(page["Q"], passive + mb.actuator_forces(forced, q, qd, u), rtol=1e-13, atol=1e-13)
