@@ -328,7 +328,7 @@ def test_arm26_gradients_are_finite_at_10000_states_with_range_ends(wrap_geometr
     assert bad.shape[0] == 0, f"non-finite at q = {bad[:5].tolist()}"
 
 
-@pytest.mark.slow  # MoBL-ARMS: every wrap kind; on the 2-core VM 35-40 minutes (converged) and about an hour (opensim)
+@pytest.mark.slow  # MoBL-ARMS: every wrap kind; on the 2-core VM 40 minutes (converged) and 70 (opensim)
 @pytest.mark.parametrize("wrap_geometry", ["converged", "opensim"])
 def test_mobl_arms_gradients_are_finite_at_10000_states_with_range_ends(wrap_geometry, shared_dir):
     """The same on MoBL-ARMS, whose paths also wrap spheres and tori, several wraps per
