@@ -15,6 +15,7 @@ import jaxmb as mb
 from jaxmb._functions._gcvspl import gcvspline_fit, gcvspline_interpolation_operators
 from jaxmb._signal import lowpass_iir, opensim_coordinate_operators, pad_reflect
 from jaxmb.cli import main
+from pages import in_folder_with, run_page
 
 DATA = pathlib.Path(__file__).parent / "data" / "opensim" / "motion"
 
@@ -250,16 +251,16 @@ def test_command_refuses_a_bad_motion(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"), reason="gait2392 compiles for about a minute; set JAXMB_SLOW=1")
-def test_gait2392_with_ground_reactions_equals_opensim():
-    model = mb.load_osim(DATA / "subject01_simbody.osim")
-    motion = mb.io.read_storage(DATA / "subject01_walk1_ik.mot")
-    q = mb.io.coordinates_from_motion(model, motion)
-    loads = mb.io.read_external_loads(DATA / "subject01_walk1_grf.xml", model)
-    result = mb.inverse_dynamics_motion(model, motion.time, q, lowpass_hz=6.0, time_range=(0.4, 1.6),
-                                        external_loads=loads)
+def test_gait2392_with_ground_reactions_equals_opensim(tmp_path, monkeypatch):
+    """As docs/how-to/motion-files.md computes it, run beside the files it names."""
+    in_folder_with(monkeypatch, tmp_path, [DATA / name for name in (
+        "arm26.osim", "arm26_InverseKinematics.mot", "subject01_simbody.osim", "subject01_walk1_ik.mot",
+        "subject01_walk1_grf.xml", "subject01_walk1_grf.mot")])
+    page = run_page("docs/how-to/motion-files.md", min_blocks=4)
+    gait, result = page["gait"], page["walk_id"]
     ref = mb.io.read_storage(DATA / "gait2392_walk1_id.sto")
     np.testing.assert_allclose(np.asarray(result.time), ref.time, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(result.forces), _by_name(model, ref), rtol=0, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(result.forces), _by_name(gait, ref), rtol=0, atol=1e-8)
     assert math.isclose(float(np.max(np.abs(ref.values))), 132.0, rel_tol=0.05)
 
 

@@ -333,7 +333,7 @@ def test_arm26_gradients_are_finite_at_10000_states_with_range_ends(wrap_geometr
 def test_mobl_arms_gradients_are_finite_at_10000_states_with_range_ends(wrap_geometry, shared_dir):
     """The same on MoBL-ARMS, whose paths also wrap spheres and tori, several wraps per
     muscle: finite everywhere in range, including where a path fails (TMIN's metres of
-    length at some states are finite, and reported by `path_status`)."""
+    length at some states)."""
     model, _ = _load("mobl_arms", "MOBL_ARMS_fixed_41.osim", shared_dir, wrap_geometry=wrap_geometry)
     bad = _nonfinite_states(model, _random_states_with_range_ends(model, 10_000, seed=1))
     assert bad.shape[0] == 0, f"non-finite at {bad.shape[0]} states, q = {bad[:5].tolist()}"

@@ -4,8 +4,6 @@ Each page's ```python blocks run in order in one namespace, as a reader would pa
 """
 
 import os
-import pathlib
-import re
 
 import equinox as eqx
 import jax
@@ -13,32 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from pages import ROOT, in_folder_with, run_page
+
 QUICK_START = (
     "python3 -m venv .venv && .venv/bin/pip install -e . && "
     ".venv/bin/jaxmb simulate double-pendulum --t1 20 --out results",
     'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/python -m pytest',
 )
-
-
-def run_page(relative, min_blocks=1, upto=None, *, start=0, namespace=None):
-    """The namespace after running the ```python blocks of a Markdown page in order (blocks
-    ``start`` to ``upto``, or all; in ``namespace`` to go on from an earlier call), from the
-    current directory."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / relative).read_text(), re.S)
-    assert len(blocks) >= min_blocks, f"the examples of {relative} were not found"
-    namespace = {} if namespace is None else namespace
-    for k, block in list(enumerate(blocks))[start:upto]:
-        exec(compile(block, f"{relative}, python block {k + 1}", "exec"), namespace)
-    return namespace
-
-
-def in_folder_with(monkeypatch, folder, files):
-    """Run from ``folder``, holding links to ``files`` under their own names, as a reader
-    runs a page beside the files it names."""
-    for file in files:
-        (folder / file.name).symlink_to(file)
-    monkeypatch.chdir(folder)
 
 
 @pytest.fixture(scope="module")
@@ -177,22 +156,6 @@ def test_motion_files_page_gives_opensims_inverse_dynamics_of_arm26(tmp_path, mo
     assert ref.labels == tuple(f"{c}_moment" for c in model.coordinate_names)
     np.testing.assert_allclose(np.asarray(result.time), ref.time, rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.asarray(result.forces), ref.values, rtol=0, atol=1e-8)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("JAXMB_SLOW"), reason="gait2392 compiles for about a minute; set JAXMB_SLOW=1")
-def test_motion_files_page_gives_opensims_inverse_dynamics_of_the_walk(tmp_path, monkeypatch):
-    in_folder_with(monkeypatch, tmp_path, [MOTION / name for name in (
-        "arm26.osim", "arm26_InverseKinematics.mot", "subject01_simbody.osim", "subject01_walk1_ik.mot",
-        "subject01_walk1_grf.xml", "subject01_walk1_grf.mot")])
-    page = run_page("docs/how-to/motion-files.md", min_blocks=4)
-    mb, gait, walk_id = page["mb"], page["gait"], page["walk_id"]
-    ref = mb.io.read_storage(MOTION / "gait2392_walk1_id.sto")
-    columns = {label: k for k, label in enumerate(ref.labels)}
-    suffix = ["_force" if c.endswith(("_tx", "_ty", "_tz")) else "_moment" for c in gait.coordinate_names]
-    expected = ref.values[:, [columns[c + s] for c, s in zip(gait.coordinate_names, suffix)]]
-    np.testing.assert_allclose(np.asarray(walk_id.time), ref.time, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(walk_id.forces), expected, rtol=0, atol=1e-8)
 
 
 @pytest.mark.slow
