@@ -134,3 +134,24 @@ def violated(check, *values) -> bool:
     False where a value is traced (an element built from traced parameters: nothing to
     check until run time). NaN fails every comparison, so a NaN parameter is refused."""
     return is_concrete(values) and not bool(np.all(check(*(np.asarray(v) for v in values))))
+
+
+def finite(x, what: str) -> Array:
+    """`x` as a float array, refused where its values are at hand and any is NaN or infinite
+    (a ModelError ``"{what} must be finite, got ..."``); traced values pass."""
+    x = float_array(x)
+    if violated(np.isfinite, x):
+        raise ModelError(f"{what} must be finite, got {np.asarray(x).tolist()}.")
+    return x
+
+
+def positive_values(what: str, **values) -> None:
+    """A ModelError ``"{what}: {name} must be positive and finite, got ..."`` for the first of
+    `values` (numbers or arrays, by argument name) whose values are at hand and not all
+    positive and finite (NaN included); traced values pass (a model built from traced
+    parameters, e.g. under ``jax.grad``)."""
+    for name, value in values.items():
+        if violated(lambda x: np.isfinite(x) & (x > 0.0), value):
+            v = np.asarray(value)
+            shown = v.item() if v.size == 1 else v.tolist()
+            raise ModelError(f"{what}: {name} must be positive and finite, got {shown}.")

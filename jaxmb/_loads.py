@@ -114,8 +114,8 @@ class PointForce(_PoseLoad):
 
     def __init__(self, body: str, point: RealLike, force: RealLike):
         self.body = str(body)
-        self.point = _f(point, (3,))
-        self.force = _f(force, (3,))
+        self.point = _f(point, (3,), f"PointForce on body {self.body!r}: point")
+        self.force = _f(force, (3,), f"PointForce on body {self.body!r}: force")
 
     def body_wrench(self, rotation, translation):
         return _point_force_wrench(rotation, self.point.astype(rotation.dtype), self.force.astype(rotation.dtype))
@@ -129,7 +129,7 @@ class BodyTorque(_PoseLoad):
 
     def __init__(self, body: str, torque: RealLike):
         self.body = str(body)
-        self.torque = _f(torque, (3,))
+        self.torque = _f(torque, (3,), f"BodyTorque on body {self.body!r}: torque")
 
     def body_wrench(self, rotation, translation):
         return jnp.concatenate([small_matvec(rotation.T, self.torque.astype(rotation.dtype)),
@@ -149,10 +149,11 @@ class LinearSpring(_PoseLoad):
 
     def __init__(self, body: str, point: RealLike, anchor: RealLike, stiffness: RealLike, rest_length: RealLike):
         self.body = str(body)
-        self.point = _f(point, (3,))
-        self.anchor = _f(anchor, (3,))
-        self.stiffness = _f(stiffness)
-        self.rest_length = _f(rest_length)
+        what = f"LinearSpring on body {self.body!r}"
+        self.point = _f(point, (3,), f"{what}: point")
+        self.anchor = _f(anchor, (3,), f"{what}: anchor")
+        self.stiffness = _f(stiffness, (), f"{what}: stiffness")
+        self.rest_length = _f(rest_length, (), f"{what}: rest_length")
 
     def _length_from_joints(self, model, f):
         t = _body_pose_from_joints(model, f, self.body)

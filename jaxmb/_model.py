@@ -22,7 +22,7 @@ from jaxtyping import Array, Float
 
 from ._typing import RealLike
 
-from ._checks import float_array
+from ._checks import finite, float_array
 from ._errors import ModelError
 from ._functions import AbstractJointFunction
 from ._loop_closure import ImplicitJointFunction
@@ -32,11 +32,13 @@ from ._spatial import homogeneous, rotation_about_axis, skew
 GROUND = "ground"
 
 
-def _f(x, shape=None) -> Array:
+def _f(x, shape=None, what: str | None = None) -> Array:
+    """`x` as a float array of `shape`; with `what` (the object and argument, for the
+    message), also finite where its values are at hand (NaN or inf: a ModelError)."""
     x = float_array(x)
     if shape is not None and x.shape != shape:
-        raise ModelError(f"expected an array of shape {shape}, got {x.shape}")
-    return x
+        raise ModelError(f"{what or 'expected an array'}: must have shape {shape}, got {x.shape}.")
+    return x if what is None else finite(x, what)
 
 
 class Body(eqx.Module):
@@ -141,18 +143,15 @@ class Joint(eqx.Module):
                 raise ModelError(f"Joint {name!r} has a zero (or non-finite) axis {vals[0]}; give a unit vector.")
             axis = axis / norm
         self.axis = axis
-        self.parent_translation = _f(parent_translation)
-        self.parent_rotation = _f(jnp.eye(3) if parent_rotation is None else parent_rotation)
-        self.child_translation = _f(child_translation)
-        self.child_rotation = _f(jnp.eye(3) if child_rotation is None else child_rotation)
-        for label, arr, shape in (("parent_translation", self.parent_translation, (3,)),
-                                  ("parent_rotation", self.parent_rotation, (3, 3)),
-                                  ("child_translation", self.child_translation, (3,)),
-                                  ("child_rotation", self.child_rotation, (3, 3))):
-            if arr.shape != shape:
-                raise ModelError(f"Joint {name!r}: {label} must have shape {shape}, got {arr.shape}.")
+        self.parent_translation = _f(parent_translation, (3,), f"Joint {name!r}: parent_translation")
+        self.parent_rotation = _f(jnp.eye(3) if parent_rotation is None else parent_rotation, (3, 3),
+                                  f"Joint {name!r}: parent_rotation")
+        self.child_translation = _f(child_translation, (3,), f"Joint {name!r}: child_translation")
+        self.child_rotation = _f(jnp.eye(3) if child_rotation is None else child_rotation, (3, 3),
+                                 f"Joint {name!r}: child_rotation")
+        for label, arr in (("parent_rotation", self.parent_rotation), ("child_rotation", self.child_rotation)):
             vals = _concrete(arr)
-            if vals is not None and shape == (3, 3):
+            if vals is not None:
                 r = vals[0]
                 if np.max(np.abs(r.T @ r - np.eye(3))) > _round_off(r, 1e-9) or np.linalg.det(r) < 0:
                     raise ModelError(f"Joint {name!r}: {label} is not a proper rotation matrix:\n{r}")
@@ -367,7 +366,7 @@ class Model(eqx.Module):
                 placed.add(i)
                 remaining.remove(i)
         self.order = tuple(order)
-        self.gravity = _f(gravity, (3,))
+        self.gravity = _f(gravity, (3,), f"Model {name!r}: gravity")
         for load in loads:
             if load.body not in index:
                 raise ModelError(f"Load {type(load).__name__} on unknown body {load.body!r}.")

@@ -50,6 +50,26 @@ def _rev(name, parent, child, fn=None):
         (lambda: _model([mb.Body("ground", 1.0, **ROD)], [_rev("j", "ground", "ground")]), "may not be called"),
         (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q", "q")), "Duplicate coordinate"),
         (lambda: mb.models.planar_chain(0), "n >= 1"),
+        # Non-finite parameters, named with their object (NaN would pass into every result).
+        (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",),
+                          gravity=(0.0, jnp.nan, 0.0)), "gravity must be finite"),
+        (lambda: mb.revolute("j", "ground", "b", (0, 0, 1.0), mb.Coordinate(0), offset=(0.0, jnp.inf, 0.0)),
+         "Joint 'j': parent_translation must be finite"),
+        (lambda: mb.Joint("j", "ground", "b", "revolute", (0, 0, 1.0), mb.Coordinate(0),
+                          child_rotation=jnp.full((3, 3), jnp.nan)), "Joint 'j': child_rotation must be finite"),
+        (lambda: mb.PointForce("a", (0.0, 0.0, 0.0), (jnp.nan, 0.0, 0.0)), "PointForce on body 'a': force"),
+        (lambda: mb.BodyTorque("a", (0.0, jnp.inf, 0.0)), "BodyTorque on body 'a': torque"),
+        (lambda: mb.LinearSpring("a", (0.0, 0.0, 0.0), (1.0, 0.0, 0.0), jnp.nan, 0.1),
+         "LinearSpring on body 'a': stiffness"),
+        # The examples' parameters: a rod of length zero turns about its end and its
+        # coordinate carries no inertia (the double pendulum's M would be singular).
+        (lambda: mb.models.double_pendulum(l1=0.0), "double_pendulum: l1 must be positive"),
+        (lambda: mb.models.double_pendulum(m2=-1.0), "double_pendulum: m2 must be positive"),
+        (lambda: mb.models.planar_chain(3, length=-1.0), "planar_chain: length must be positive"),
+        (lambda: mb.models.three_link_arm(l=(0.3, 0.2)), "l must hold three values"),
+        (lambda: mb.models.three_link_arm(m=(1.0, jnp.nan, 1.0)), "three_link_arm: m must be positive"),
+        (lambda: mb.models.five_bar(l0=0.0), "five_bar: l0 must be positive"),
+        (lambda: mb.models.four_bar(density=-1.0), "four_bar: density must be positive"),
     ],
 )
 def test_invalid_models_raise_clear_errors(build, match):

@@ -5,16 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import float_array, violated
+from .._checks import finite, float_array, violated
 from .._errors import ModelError
-
-
-def finite(x, what: str):
-    """`x` (float array), refused if any entry is NaN or infinite."""
-    x = float_array(x)
-    if violated(np.isfinite, x):
-        raise ModelError(f"{what} must be finite, got {np.asarray(x).tolist()}.")
-    return x
 
 
 def vector3(x, what: str):

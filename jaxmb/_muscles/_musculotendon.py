@@ -23,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from .._safe import safe_div, sqrt0
-from .._checks import float_array, violated
+from .._checks import float_array, positive_values, violated
 
 _NEWTON_ITERATIONS = 24
 """Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
@@ -60,13 +60,10 @@ class MusculotendonForces(eqx.Module):
 
 
 def positive_parameters(obj, names, what: str):
-    """Refuse non-positive values of the parameters `names` of `obj`, NaN included: a
-    ModelError beginning with `what` (the element named), naming the parameter and its value."""
-    for p in names:
-        v = getattr(obj, p)
-        if violated(lambda x: x > 0.0, v):
-            v = np.asarray(v)
-            raise ModelError(f"{what}: {p} must be positive, got {float(np.min(v))}; give a positive value.")
+    """Refuse non-positive or infinite values of the parameters `names` of `obj`, NaN
+    included: a ModelError beginning with `what` (the element named), naming the parameter
+    and its value."""
+    positive_values(what, **{p: getattr(obj, p) for p in names})
 
 
 def bounded_parameter(obj, p: str, low: float, high: float, what: str, *, high_open: bool = False):

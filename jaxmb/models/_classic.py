@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import jax.numpy as jnp
 
+from .._checks import positive_values
 from .._functions import Coordinate, Linear
 from .._builder import ModelBuilder
 from .._loads import PointForce
@@ -39,7 +40,13 @@ def double_pendulum(m1: float = 1.0, l1: float = 1.0, m2: float = 1.0, l2: float
     **Returns:**
 
     The [`jaxmb.Model`][jaxmb.Model] (nq = 2, angles in rad).
+
+    **Raises:**
+
+    `ValueError` if a mass or a length is not positive (a rod of length zero turns
+    about its own end: the mass matrix is singular).
     """
+    positive_values("double_pendulum", m1=m1, l1=l1, m2=m2, l2=l2)
     b = ModelBuilder("double_pendulum", gravity=(0.0, -g, 0.0))
     t1 = b.add_coordinate("theta1")
     t2 = b.add_coordinate("theta2")
@@ -93,7 +100,17 @@ def three_link_arm(l: Sequence[float] = (0.30, 0.26, 0.19), d: Sequence[float] =
     **Returns:**
 
     The [`jaxmb.Model`][jaxmb.Model] (nq = 3, angles in rad).
+
+    **Raises:**
+
+    `ValueError` if `l`, `d`, `m` or `I` does not hold three values, or a length or a
+    mass is not positive.
     """
+    for name, values in (("l", l), ("d", d), ("m", m), ("I", I)):
+        if len(values) != 3:
+            raise ValueError(f"three_link_arm: {name} must hold three values (upper arm, forearm, hand), "
+                             f"got {len(values)}.")
+    positive_values("three_link_arm", l=l, m=m)
     b = ModelBuilder("three_link_arm", gravity=(0.0, -g, 0.0))
     names = ("upper_arm", "forearm", "hand")
     joints = ("shoulder", "elbow", "wrist")
@@ -127,13 +144,15 @@ def planar_chain(n: int, length: float = 1.0, mass: float = 1.0, g: float = 9.81
 
     **Raises:**
 
-    `ValueError` if ``n < 1``.
+    `ValueError` if `n` is not a whole number of at least 1, or `length` or `mass` is not positive.
     """
-    if int(n) < 1:
-        raise ValueError(f"planar_chain needs n >= 1 rods, got {n}.")
+    if not float(n).is_integer() or int(n) < 1:
+        raise ValueError(f"planar_chain needs a whole number n >= 1 of rods, got {n}.")
+    positive_values("planar_chain", length=length, mass=mass)
+    n = int(n)
     b = ModelBuilder(f"planar_chain_{n}", gravity=(0.0, -g, 0.0))
     parent = "ground"
-    for k in range(int(n)):
+    for k in range(n):
         c = b.add_coordinate(f"q{k}")
         name = f"rod{k}"
         b.add_body(Body(name, mass, (0.0, -length / 2, 0.0), _rod_inertia(mass, length, "y")))

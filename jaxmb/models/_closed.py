@@ -15,6 +15,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._checks import positive_values
 from .._loop_closure import LoopClosure, implicit_joint_functions
 from .._functions import Coordinate
 from .._builder import ModelBuilder
@@ -123,8 +124,9 @@ def five_bar(l0: float = 3.0, l1: float = 1.0, l2: float = 1.0, l3: float = 3.0,
 
     **Raises:**
 
-    `ValueError` if `branch` is not 1 or -1.
+    `ValueError` if `branch` is not 1 or -1, or a length or the density is not positive.
     """
+    positive_values("five_bar", l0=l0, l1=l1, l2=l2, l3=l3, l4=l4, density=density)
     if branch not in (1, -1):
         raise ValueError(f"five_bar: branch must be 1 or -1, got {branch!r}.")
     params = jnp.asarray([l0, l1, l2, l3, l4], dtype=float)
@@ -199,7 +201,12 @@ def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0,
     **Returns:**
 
     The [`jaxmb.Model`][jaxmb.Model] (nq = 1, q in m) with one loop closure.
+
+    **Raises:**
+
+    `ValueError` if a length or the density is not positive.
     """
+    positive_values("four_bar", l0=l0, l1=l1, l2=l2, l3=l3, density=density)
     params = jnp.asarray([l0, l1, l2, l3, lcm2], dtype=float)
     closure = LoopClosure(_four_bar_g, jnp.zeros(1), jnp.asarray(f_ref, dtype=float), params,
                           name="four_bar", throw=throw, n_continuation=8,
