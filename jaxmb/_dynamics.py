@@ -322,7 +322,12 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
 
     **Returns:**
 
-    `(nq,)`, rad/s² or m/s².
+    `(nq,)`, rad/s² or m/s². Where ``M(q)`` is singular (a coordinate that moves no mass
+    at this state, e.g. a joint function whose derivative vanishes there) the result is
+    not finite: this call is the hot path of `jaxmb.simulate`, which reports such a state
+    as ``RESULTS.singular_mass_matrix`` rather than paying a check on every call. The
+    structural causes (a massless end body, no inertia about a joint axis, a coordinate
+    no joint reads) are refused when the model is built.
     """
     q = coordinate_vector(model, q, "forward_dynamics", "q")
     qd = coordinate_vector(model, qd, "forward_dynamics", "qd", dtype=q.dtype)
@@ -345,8 +350,9 @@ def _forward_dynamics(model: Model, q, qd, tau, *, method: Method):
         # One coordinate (a crank): the solve is a division, not three LAPACK calls per right-hand side.
         return rhs / m[0, 0]
     operator = lx.MatrixLinearOperator(m, lx.positive_semidefinite_tag)
-    # M is symmetric positive definite by construction (validated masses and inertias),
-    # so the factorisation cannot fail; throw=False avoids a host check on every call.
+    # M is symmetric positive semi-definite by construction (validated masses and
+    # inertias) and definite but where the joint functions lose rank; throw=False avoids a
+    # host check on every call (simulate diagnoses a singular M at the state it stops).
     return lx.linear_solve(operator, rhs, solver=lx.Cholesky(), throw=False).value
 
 
