@@ -225,8 +225,9 @@ def _torque_function(tau, tau_ts, model: Model, dtype):
 
 def _time_span(t0, t1, ts, dtype):
     """`t0`, `t1` and the save times `ts` (default ``[t1]``) as arrays of `dtype`,
-    checked: finite and ``t0 <= t1`` (a ValueError naming the argument when concrete,
-    an ``eqx.error_if`` under jit)."""
+    checked: finite, ``t0 <= t1`` and `ts` non-decreasing within ``[t0, t1]`` (a
+    ValueError naming the argument when concrete, an ``eqx.error_if`` under jit, where
+    diffrax checks `ts` itself)."""
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     ts = jnp.reshape(t1, (1,)) if ts is None else jnp.asarray(ts, dtype)
     for name, t in (("t0", t0), ("t1", t1)):
@@ -240,6 +241,16 @@ def _time_span(t0, t1, ts, dtype):
         if float(t1) < float(t0):
             raise ValueError(f"simulate: t1 = {float(t1)!r} is before t0 = {float(t0)!r}; simulate integrates "
                              "forwards in time only.")
+        if is_concrete(ts):
+            times = np.asarray(ts)
+            outside = np.flatnonzero((times < float(t0)) | (times > float(t1)))
+            if outside.size:
+                raise ValueError(f"simulate: the save times ts must lie within [t0, t1] = [{float(t0)!r}, "
+                                 f"{float(t1)!r}]; ts[{int(outside[0])}] = {float(times[outside[0]])!r}.")
+            if np.any(np.diff(times) < 0.0):
+                k = int(np.flatnonzero(np.diff(times) < 0.0)[0])
+                raise ValueError(f"simulate: the save times ts must be non-decreasing; ts[{k + 1}] = "
+                                 f"{float(times[k + 1])!r} comes after ts[{k}] = {float(times[k])!r}.")
     else:
         bad = ~jnp.isfinite(t0) | ~jnp.isfinite(t1)
         t1 = eqx.error_if(t1, bad, "simulate: t0 and t1 must be finite.")
@@ -264,7 +275,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     - `q0`, `qd0`: (nq,) initial coordinates and rates (rad or m, rad/s or m/s), finite.
     - `t1`, `t0`: end and start time, s, finite, ``t0 <= t1`` (integration runs
       forwards only).
-    - `ts`: save times (default: ``t1`` only).
+    - `ts`: save times (default: ``t1`` only), non-decreasing, within ``[t0, t1]``.
     - `tau`: generalized forces: ``None`` (zero), a constant (nq,), a (T, nq) array
       sampled at `tau_ts` (T,) s (linearly interpolated), or a callable
       ``tau(t, q, q')``; N m or N per coordinate.

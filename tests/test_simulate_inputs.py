@@ -52,6 +52,14 @@ def test_backwards_time_span_is_an_error():
         eqx.filter_jit(lambda t1: mb.simulate(PENDULUM, Q0, QD0, t1).q)(jnp.asarray(-1.0))
 
 
+@pytest.mark.parametrize("ts, match", [([0.5, 2.0], r"ts must lie within \[t0, t1\] = \[0\.0, 1\.0\]; ts\[1\] = 2\.0"),
+                                       ([-0.1, 0.5], r"ts must lie within .*; ts\[0\] = -0\.1"),
+                                       ([0.2, 0.5, 0.4], r"ts must be non-decreasing; ts\[2\] = 0\.4 comes after")])
+def test_save_times_outside_the_span_or_unsorted_are_named(ts, match):
+    with pytest.raises(ValueError, match=f"simulate: the save times {match}"):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, ts=jnp.asarray(ts))
+
+
 @pytest.mark.parametrize("name", ["q0", "qd0", "tau"])
 def test_nonfinite_inputs_fail_at_the_call(name):
     args = dict(q0=Q0, qd0=QD0, tau=jnp.zeros(2))
