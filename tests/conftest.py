@@ -4,8 +4,6 @@ and runtime type checks of jaxmb's jaxtyping annotations."""
 import importlib.util
 import os
 import pathlib
-import shutil
-import tempfile
 
 # The suite is dominated by XLA compile time, not run time: a lower backend optimisation
 # level compiles 2-3x faster on CPU (and the fusion-emitter trap of DESIGN.md is avoided,
@@ -27,36 +25,6 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 import pytest  # noqa: E402
-
-# Tests compile many programs alike (a model's muscle paths, its dynamics) from new
-# function objects, which JAX's in-memory caches do not recognise; the persistent
-# compilation cache, keyed by the program itself, compiles each once per run. The folder
-# is this run's own (made by the first process, inherited by pytest-xdist's workers
-# through the environment, removed at the end), so no program of another checkout loads.
-if "JAXMB_TESTS_XLA_CACHE" not in os.environ:
-    os.environ["JAXMB_TESTS_XLA_CACHE"] = tempfile.mkdtemp(prefix="jaxmb-tests-xla-")
-    _OWN_CACHE = True
-else:
-    _OWN_CACHE = False
-_CACHE = {"jax_compilation_cache_dir": os.environ["JAXMB_TESTS_XLA_CACHE"],
-          "jax_persistent_cache_min_compile_time_secs": 0.5}
-for _name, _value in _CACHE.items():
-    jax.config.update(_name, _value)
-
-
-@pytest.fixture(autouse=True)
-def _shared_compilation_cache():
-    """The run's compilation cache again after a test that switched it (the command-line
-    tests pass ``--compile-cache``)."""
-    yield
-    for name, value in _CACHE.items():
-        if getattr(jax.config, name) != value:
-            jax.config.update(name, value)
-
-
-def pytest_unconfigure(config):
-    if _OWN_CACHE:
-        shutil.rmtree(os.environ["JAXMB_TESTS_XLA_CACHE"], ignore_errors=True)
 
 # The repository's sibling folder shared/ (as on developer machines and in CI).
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
