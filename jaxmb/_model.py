@@ -37,7 +37,7 @@ def _f(x, shape=None, what: str | None = None) -> Array:
     message), also finite where its values are at hand (NaN or inf: a ModelError)."""
     x = float_array(x)
     if shape is not None and x.shape != shape:
-        raise ModelError(f"{what or 'expected an array'}: must have shape {shape}, got {x.shape}.")
+        raise ModelError(f"{what + ' must have' if what else 'expected an array of'} shape {shape}, got {x.shape}.")
     return x if what is None else finite(x, what)
 
 

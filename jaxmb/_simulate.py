@@ -247,8 +247,9 @@ def _time_span(t0, t1, ts, dtype):
             if outside.size:
                 raise ValueError(f"simulate: the save times ts must lie within [t0, t1] = [{float(t0)!r}, "
                                  f"{float(t1)!r}]; ts[{int(outside[0])}] = {float(times[outside[0]])!r}.")
-            if np.any(np.diff(times) < 0.0):
-                k = int(np.flatnonzero(np.diff(times) < 0.0)[0])
+            backwards = np.flatnonzero(np.diff(times) < 0.0)
+            if backwards.size:
+                k = int(backwards[0])
                 raise ValueError(f"simulate: the save times ts must be non-decreasing; ts[{k + 1}] = "
                                  f"{float(times[k + 1])!r} comes after ts[{k}] = {float(times[k])!r}.")
     else:

@@ -53,6 +53,8 @@ def _rev(name, parent, child, fn=None):
         # Non-finite parameters, named with their object (NaN would pass into every result).
         (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",),
                           gravity=(0.0, jnp.nan, 0.0)), "gravity must be finite"),
+        (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",), gravity=(0.0, -9.81)),
+         r"Model 'model': gravity must have shape \(3,\), got \(2,\)"),
         (lambda: mb.revolute("j", "ground", "b", (0, 0, 1.0), mb.Coordinate(0), offset=(0.0, jnp.inf, 0.0)),
          "Joint 'j': parent_translation must be finite"),
         (lambda: mb.Joint("j", "ground", "b", "revolute", (0, 0, 1.0), mb.Coordinate(0),
