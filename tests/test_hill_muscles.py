@@ -153,6 +153,19 @@ def test_compliant_equilibrium_residual(name):
     np.testing.assert_allclose(r.fiber_length * jnp.cos(r.pennation_angle) + r.tendon_length, l, rtol=1e-13)
 
 
+@pytest.mark.parametrize("name", ["thelen_compliant", "degroote_compliant"])
+def test_a_unit_stretched_past_the_bracket_gets_five_max_forces_and_says_it_is_not_in_equilibrium(name):
+    """Stretched so far that the fibre would pull harder than 5 F_max, the tendon stops at the
+    bracket's 5 F_max and the residual (fibre along the tendon minus tendon) is what tells."""
+    m, F = MODELS[name], P["max_isometric_force"]
+    l = P["tendon_slack_length"] + np.array([1.0, 4.0]) * P["optimal_fiber_length"]
+    r = _EVAL(m, np.ones(2), l, np.zeros(2))
+    assert abs(float(r.equilibrium_residual[0])) < TOL_RESIDUAL  # in range: an equilibrium
+    np.testing.assert_allclose(r.tendon_force[1], 5.0 * F, rtol=1e-9)
+    assert float(r.equilibrium_residual[1]) > 5.0 * F
+    assert np.all(np.isfinite(np.asarray(r.fiber_force_along_tendon)))
+
+
 def _richardson(f, x, h):
     """Central differences with Richardson extrapolation: error O(h^4)."""
     d = lambda h: (f(x + h) - f(x - h)) / (2 * h)

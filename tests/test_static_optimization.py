@@ -43,8 +43,10 @@ def _slsqp(B, b, w, lo, hi, p, x0=None):
     from some starts ("Positive directional derivative", which starts depends on the scipy
     release), and with p > 1 and w > 0 the problem is strictly convex, so a start that
     succeeds gives the one solution."""
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    lo_f, hi_f = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)  # no inf - inf below
     starts = [np.clip(np.full(B.shape[1], 0.5), lo, hi) if x0 is None else x0,
-              np.where(np.isfinite(lo) & np.isfinite(hi), lo + 0.1 * (hi - lo), np.clip(0.0, lo, hi))]
+              np.where(finite, lo_f + 0.1 * (hi_f - lo_f), np.clip(0.0, lo, hi))]
     for start in starts:
         res = minimize(lambda x: np.sum(w * np.abs(x) ** p), start,
                        jac=lambda x: p * w * np.sign(x) * np.abs(x) ** (p - 1), method="SLSQP",

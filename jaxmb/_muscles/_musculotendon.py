@@ -43,6 +43,13 @@ class MusculotendonForces(eqx.Module):
     `passive_force_length`, `force_velocity` (the normalised multipliers), and
     `equilibrium_residual` (N: fibre force along the tendon minus tendon force; 0 for a rigid
     tendon).
+
+    A compliant tendon's equilibrium is sought between the fibre's shortest length and the
+    tendon force 5 `F_max` (the bracket of OpenSim's De Groote model). Where it lies outside,
+    the state is the bracket's end: a tendon at 5 `F_max` for a unit stretched so far that its
+    fibre would pull harder, the fibre at its shortest for a unit shorter than its slack
+    tendon. The forces are then finite but not in equilibrium, and `equilibrium_residual`
+    says by how much (read it from [`jaxmb.muscle_states`][jaxmb.muscle_states]).
     """
 
     fiber_length: Float[Array, "*b"]
