@@ -79,9 +79,14 @@ def test_computed_torque_tracks_a_reference():
 
     ctrl = mb.control.ComputedTorque(model, reference, kp=jnp.full(3, 100.0), kd=jnp.full(3, 20.0))
     q0 = reference(0.0)[0] + 0.05
-    sol = jax.jit(lambda: mb.simulate(model, q0, reference(0.0)[1], 2.0, ts=jnp.array([2.0]), controller=ctrl,
-                                      rtol=1e-9, atol=1e-9))()
-    np.testing.assert_allclose(sol.q[-1], reference(2.0)[0], atol=1e-3)
+    ts = jnp.linspace(0.0, 2.0, 9)
+    sol = jax.jit(lambda: mb.simulate(model, q0, reference(0.0)[1], 2.0, ts=ts, controller=ctrl,
+                                      rtol=1e-11, atol=1e-11))()
+    # The computed torque cancels the dynamics exactly, so the error obeys e'' + 20 e' + 100 e = 0:
+    # critically damped, e(t) = e0 (1 + 10 t) exp(-10 t) from e(0) = 0.05, e'(0) = 0.
+    error = 0.05 * (1.0 + 10.0 * ts) * jnp.exp(-10.0 * ts)
+    expected = jax.vmap(lambda t: reference(t)[0])(ts) + error[:, None]
+    np.testing.assert_allclose(sol.q, expected, rtol=0, atol=1e-9)
 
 
 def test_computed_torque_is_the_inverse_dynamics():
