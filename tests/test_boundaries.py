@@ -70,7 +70,7 @@ def test_integer_arguments_work_like_floats(name):
 
 
 def test_python_lists_are_accepted():
-    assert jnp.allclose(mb.mass_matrix(MODEL, [0.3, -0.2]), mb.mass_matrix(MODEL, GOOD))
+    assert jnp.array_equal(mb.mass_matrix(MODEL, [0.3, -0.2]), mb.mass_matrix(MODEL, GOOD))  # the same program
 
 
 @pytest.mark.parametrize("point", [jnp.zeros(2), jnp.zeros(1)])

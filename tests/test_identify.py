@@ -56,7 +56,8 @@ def test_forward_jacobian_and_reverse_gradient_agree():
     J = jax.jit(jax.jacfwd(lambda m: at(forward, m)))(x)
     r = jax.jit(lambda m: at(forward, m))(x)
     g = jax.jit(jax.grad(lambda m: 0.5 * jnp.sum(at(reverse, m) ** 2)))(x)
-    np.testing.assert_allclose(J.T @ r, g, rtol=1e-8)
+    # Both differentiate the same discrete solve (the steps fixed): equal to round-off.
+    np.testing.assert_allclose(J.T @ r, g, rtol=1e-12)
     assert float(jnp.min(jnp.abs(g))) > 1e-3
 
 

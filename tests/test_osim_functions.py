@@ -73,7 +73,7 @@ def test_gcvspline_interpolates_and_extrapolates_as_a_natural_spline():
         for _ in range(m):
             deriv = jax.grad(deriv)
         for t in (x[0] - 0.7, x[-1] + 0.9):
-            assert abs(float(deriv(jnp.asarray(t)))) < 1e-9
+            assert float(deriv(jnp.asarray(t))) == 0.0
     g = GCVSpline.fit(0, x, y, 3)
     check_grads(jax.jit(lambda q: g(q)), (jnp.array([x[3] + 0.1]),), order=2,
                 modes=["fwd", "rev"])

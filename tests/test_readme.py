@@ -89,7 +89,8 @@ def test_batch_examples_run_and_float32_stays_float32():
     page = run_page("docs/how-to/batches.md", min_blocks=3)
     q_end, success = page["final_states"](page["q0s"])
     assert q_end.shape == (64, 2) and bool(success.all())
-    assert jnp.allclose(page["chunked"](page["q0s"]), q_end, rtol=1e-6, atol=1e-8)
+    # The same per-member steps, mapped in chunks: equal to round-off (bit for bit on a CPU).
+    np.testing.assert_allclose(page["chunked"](page["q0s"]), q_end, rtol=1e-12, atol=1e-12)
     assert page["qdd"].dtype == jnp.float32
 
 

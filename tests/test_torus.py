@@ -111,6 +111,11 @@ def test_converged_search_is_finite_at_degenerate_segments():
     u, g = jax.jit(jax.vmap(jax.value_and_grad(
         lambda a, b: _torus_closest_u_converged(a, b, R_OUT), argnums=(0, 1))))(p1, p2)
     assert np.all(np.isfinite(np.asarray(u))) and all(np.all(np.isfinite(np.asarray(x))) for x in g)
+    # Parallel to the axis the residual is 2 (p1·n + u): u = 0.1, level with the circle; by the
+    # implicit function theorem du/dp1 = ((1 - 2R/ρ) p1_xy / L, 1) and du/dp2 = (-(1 - 2R/ρ) p1_xy / L, 0),
+    # with ρ = |p1_xy| and L = |p2 - p1| = 0.2.
+    xy = (1.0 - 2.0 * R_OUT / np.hypot(0.03, 0.01)) * np.array([0.03, 0.01]) / 0.2
+    np.testing.assert_allclose([u[1], *g[0][1], *g[1][1]], [0.1, *xy, 1.0, *-xy, 0.0], rtol=1e-13, atol=1e-15)
 
 
 def test_opensims_iterate_is_an_option_and_agrees_where_it_converges():
