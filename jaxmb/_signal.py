@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 
 import numpy as np
 
 from ._functions._gcvspl import gcvspline_interpolation_operators
+from ._errors import warn
 
 __all__ = ["lowpass_iir", "pad_reflect", "opensim_coordinate_operators", "opensim_states_operators"]
 
@@ -70,8 +70,8 @@ def lowpass_iir(x: np.ndarray, dt: float, cutoff_hz: float) -> np.ndarray:
         raise ValueError(f"lowpass_iir: dt ({dt}) and cutoff ({cutoff_hz} Hz) must be > 0.")
     fs = 1.0 / dt
     if cutoff_hz >= 0.5 * fs:
-        warnings.warn(f"low-pass cutoff {cutoff_hz} Hz is not below half the sampling rate ({0.5 * fs} Hz); "
-                      f"lowered to {0.49 * fs} Hz as OpenSim does.", stacklevel=2)
+        warn(f"low-pass cutoff {cutoff_hz} Hz is not below half the sampling rate ({0.5 * fs} Hz); "
+                      f"lowered to {0.49 * fs} Hz as OpenSim does.")
         cutoff_hz = 0.49 * fs
     wa = math.tan(2.0 * math.pi * cutoff_hz * dt / 2.0)
     wa2, wa3 = wa * wa, wa * wa * wa

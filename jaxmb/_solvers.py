@@ -2,13 +2,13 @@
 its implicit solvers, and the wrapper that makes diffrax trace a vector field once."""
 
 import re
-import warnings
 from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import optimistix as optx
+from ._errors import warn
 
 
 class _TracedOnce(eqx.Module):
@@ -108,12 +108,12 @@ def _solver_by_name(solver: "str | diffrax.AbstractSolver", caller: str = "simul
         root_finder = getattr(solver, "root_finder", None)
         if (_STOCK_VERYCHORD_STOPS_EARLY and isinstance(root_finder, diffrax.VeryChord)
                 and not isinstance(root_finder, _VeryChord)):
-            warnings.warn(
+            warn(
                 f"{caller}: {type(solver).__name__} with diffrax's VeryChord root finder gives each "
                 f"implicit stage at most two iterations (diffrax {diffrax.__version__}), and a stage that needs a "
                 "third rejects the step (several times the steps; see the docs, Concepts: dynamics routes, \"Simulation\"). Pass "
                 "solver=\"kvaerno5\", or build the solver with root_finder=jaxmb.stage_root_finder().",
-                UserWarning, stacklevel=3)
+                UserWarning)
         return solver
     try:
         return _SOLVERS[solver.lower()]()

@@ -1,6 +1,7 @@
 """simulate(): energy conservation, torque inputs, controllers, vmap and gradients."""
 
 import logging
+import inspect
 import warnings
 
 import diffrax
@@ -191,6 +192,15 @@ def test_an_implicit_solver_with_diffraxs_stage_iteration_gets_a_warning():
             _solver_by_name(solver, "simulate")
     assert isinstance(mb.stage_root_finder(), _VeryChord)
     assert isinstance(_solver_by_name("kvaerno5").root_finder, _VeryChord)
+
+
+def test_a_warning_names_the_line_of_the_users_call():
+    """However deep in jaxmb (and in JAX's tracing) the cause is found, the warning is
+    attributed to the caller's line, not to the library's."""
+    with pytest.warns(UserWarning, match=r"Kvaerno4 .*stage_root_finder") as record:
+        mb.simulate(PENDULUM, Q0, QD0, 0.01, solver=diffrax.Kvaerno4())  # the line the warning names
+    (w,) = [w for w in record if "stage_root_finder" in str(w.message)]
+    assert (w.filename, w.lineno) == (__file__, inspect.currentframe().f_lineno - 2)
 
 
 def test_vmap_over_initial_conditions_and_masses():

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import difflib
 import os
-import warnings
 
-from .._errors import ModelError
+from .._errors import ModelError, warn
 from .._model import Model
 from .._motion import ExternalForce
 from ._storage import MotionData, read_storage
@@ -69,8 +68,8 @@ def read_external_loads(path: str | os.PathLike, model: Model | None = None) -> 
     for tag in ("external_loads_model_kinematics_file", "lowpass_cutoff_frequency_for_load_kinematics"):
         value = xml.text(loads, tag, "")
         if value and value != "Unassigned" and not value.startswith("-"):
-            warnings.warn(f"{xml.where(loads)}: <{tag}> {value!r} is ignored: jaxmb places points expressed in "
-                          "ground on their body at each frame's coordinates.", stacklevel=2)
+            warn(f"{xml.where(loads)}: <{tag}> {value!r} is ignored: jaxmb places points expressed in "
+                          "ground on their body at each frame's coordinates.")
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
     default_file = xml.text(loads, "datafile", "")
     tables: dict[str, MotionData] = {}

@@ -36,10 +36,9 @@ MovingPathPoint functions are evaluated at the coordinate clamped to its range
 
 from __future__ import annotations
 
-import warnings
 import xml.etree.ElementTree as ET
 
-from .._errors import ModelError
+from .._errors import ModelError, warn
 from .._functions import AbstractJointFunction, Constant
 from .._muscles import (ClampedCoordinate, ConditionalPathPoint, MovingPathPoint, Muscle, MuscleParameters, PathPoint,
                         WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus)
@@ -210,8 +209,8 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
         muscles.append(_parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges))
     if skipped:
         parts = [f"{len(v)} {k} ({', '.join(v)})" for k, v in skipped.items()]
-        warnings.warn(f"{xml.path}: the ForceSet's non-muscle forces are not part of the model; skipped "
-                      f"{sum(len(v) for v in skipped.values())}: " + "; ".join(parts) + ".", stacklevel=4)
+        warn(f"{xml.path}: the ForceSet's non-muscle forces are not part of the model; skipped "
+                      f"{sum(len(v) for v in skipped.values())}: " + "; ".join(parts) + ".")
     return tuple(muscles)
 
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-import warnings
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .._errors import ModelError
+from .._errors import ModelError, warn
 from .._model import GROUND, Body
 from ._xml import REQUIRED, XmlReader
 
@@ -216,9 +215,9 @@ class _OsimReader:
         if not (mass > 0 and np.all(np.isfinite(inertia)) and np.all(np.isfinite(com))
                 and moments[0] >= -1e-9 * scale and "triangle inequality" in str(exc)):
             self.fail(el, str(exc))
-        warnings.warn(f"{self.where(el)}: principal moments of inertia {moments} violate the "
+        warn(f"{self.where(el)}: principal moments of inertia {moments} violate the "
                       "triangle inequality I1 + I2 >= I3 (no real mass distribution has them); "
-                      "kept as in the file, as OpenSim does.", stacklevel=5)
+                      "kept as in the file, as OpenSim does.")
         import equinox as eqx
         import jax.numpy as jnp
 

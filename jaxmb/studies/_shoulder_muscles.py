@@ -3,7 +3,6 @@ the musculotendon units by static optimization with compliant tendons."""
 
 from __future__ import annotations
 
-import warnings
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -13,6 +12,7 @@ from jaxtyping import Array, Float
 from .._forces._base import unit_actuation_matrix
 from .._static_optimization import _bounds, _frame
 from .._static_optimization_compliant import compliant_frames
+from .._errors import warn
 
 
 def _given_torque(model, specs, q, qd, tau, sample):
@@ -69,7 +69,7 @@ def compliant_static_optimization(model, ts: Float[Array, " T"], q: Float[Array,
     _, forces, _, _, ok = _share(model, q, qd, tau, float(exponent), float(tolerance), 50)
     bad = np.flatnonzero(~np.asarray(ok))
     if bad.size:
-        warnings.warn(f"compliant_static_optimization: {bad.size} of {ok.shape[0]} frames have no activations in "
+        warn(f"compliant_static_optimization: {bad.size} of {ok.shape[0]} frames have no activations in "
                       f"[0, 1] that balance the torques (frames {bad[:10].tolist()}...); their forces are the "
-                      "last iterate's.", RuntimeWarning, stacklevel=2)
+                      "last iterate's.", RuntimeWarning)
     return np.asarray(forces)
