@@ -71,7 +71,7 @@ def lowpass_iir(x: np.ndarray, dt: float, cutoff_hz: float) -> np.ndarray:
     fs = 1.0 / dt
     if cutoff_hz >= 0.5 * fs:
         warn(f"low-pass cutoff {cutoff_hz} Hz is not below half the sampling rate ({0.5 * fs} Hz); "
-                      f"lowered to {0.49 * fs} Hz as OpenSim does.")
+             f"lowered to {0.49 * fs} Hz as OpenSim does.")
         cutoff_hz = 0.49 * fs
     wa = math.tan(2.0 * math.pi * cutoff_hz * dt / 2.0)
     wa2, wa3 = wa * wa, wa * wa * wa

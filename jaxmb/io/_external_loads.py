@@ -69,7 +69,7 @@ def read_external_loads(path: str | os.PathLike, model: Model | None = None) -> 
         value = xml.text(loads, tag, "")
         if value and value != "Unassigned" and not value.startswith("-"):
             warn(f"{xml.where(loads)}: <{tag}> {value!r} is ignored: jaxmb places points expressed in "
-                          "ground on their body at each frame's coordinates.")
+                 "ground on their body at each frame's coordinates.")
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
     default_file = xml.text(loads, "datafile", "")
     tables: dict[str, MotionData] = {}

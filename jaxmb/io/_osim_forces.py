@@ -210,7 +210,7 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
     if skipped:
         parts = [f"{len(v)} {k} ({', '.join(v)})" for k, v in skipped.items()]
         warn(f"{xml.path}: the ForceSet's non-muscle forces are not part of the model; skipped "
-                      f"{sum(len(v) for v in skipped.values())}: " + "; ".join(parts) + ".")
+             f"{sum(len(v) for v in skipped.values())}: " + "; ".join(parts) + ".")
     return tuple(muscles)
 
 

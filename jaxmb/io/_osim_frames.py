@@ -216,8 +216,8 @@ class _OsimReader:
                 and moments[0] >= -1e-9 * scale and "triangle inequality" in str(exc)):
             self.fail(el, str(exc))
         warn(f"{self.where(el)}: principal moments of inertia {moments} violate the "
-                      "triangle inequality I1 + I2 >= I3 (no real mass distribution has them); "
-                      "kept as in the file, as OpenSim does.")
+             "triangle inequality I1 + I2 >= I3 (no real mass distribution has them); "
+             "kept as in the file, as OpenSim does.")
         import equinox as eqx
         import jax.numpy as jnp
 

@@ -70,6 +70,6 @@ def compliant_static_optimization(model, ts: Float[Array, " T"], q: Float[Array,
     bad = np.flatnonzero(~np.asarray(ok))
     if bad.size:
         warn(f"compliant_static_optimization: {bad.size} of {ok.shape[0]} frames have no activations in "
-                      f"[0, 1] that balance the torques (frames {bad[:10].tolist()}...); their forces are the "
-                      "last iterate's.", RuntimeWarning)
+             f"[0, 1] that balance the torques (frames {bad[:10].tolist()}...); their forces are the "
+             "last iterate's.", RuntimeWarning)
     return np.asarray(forces)
