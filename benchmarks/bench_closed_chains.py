@@ -20,7 +20,13 @@ per route and solver) and the model's arrays as one flat vector argument
 - scipy's Radau on the same DAE and DOP853 on the embedded ODE (jitted jaxmb right-hand
   sides), at one tolerance; skipped with a note when scipy is missing.
 
-    python benchmarks/bench_closed_chains.py [--quick] [--model-as flat|constant]
+A second section, ``shoulder`` (`benchmarks/_shoulder.py`), asks the same question of a
+musculoskeletal loop: the shoulder rhythm of MoBL-ARMS (Ehsani 2016) embedded as joint
+functions against the same computed-torque tracking as an index-1 DAE, at equal accuracy,
+and the frames per second it tracks.
+
+    python benchmarks/bench_closed_chains.py [--quick] [--sections andrews,shoulder]
+                                             [--model-as flat|constant] [--shoulder-model PATH]
 """
 
 from __future__ import annotations
@@ -41,7 +47,10 @@ import numpy as np  # noqa: E402
 from jax.flatten_util import ravel_pytree  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
+from benchmarks import _shoulder  # noqa: E402
 from benchmarks._scipy_rhs import dae_rhs_numpy, ode_rhs_numpy  # noqa: E402
+
+SECTIONS = ("andrews", "shoulder")
 
 T1 = 0.03
 BETA0 = -0.0617138900142764496358948458001  # the Test Set's initial crank angle, at rest
@@ -157,8 +166,33 @@ def scipy_rows(models, tol, notes):
     return rows
 
 
-def run(quick=False, tols=None, solvers=None, baumgarte=None, kinds=None, targets=None, rounds=None,
-        model_as="flat", scipy_tol=None, trace_tol=True, out_dir=H.RESULTS):
+def run(quick=False, sections=SECTIONS, shoulder_model=None, out_dir=H.RESULTS, **andrews_options):
+    """Both sections (or those named in `sections`) in one result, ``closed_chains``: the
+    Andrews rows at the top level (`andrews_options` go to `andrews`), the shoulder study's
+    under ``"shoulder"``."""
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
+    result = {"rows": [], "speedups": [], "scipy": [], "notes": [], "headline": [], "table": "", "meta": {}}
+    if "andrews" in sections:
+        result.update(andrews(quick=quick, **andrews_options))
+    tables = [result.pop("table")] if result["table"] else []
+    meta = result.pop("meta")
+    if "shoulder" in sections:
+        shoulder = _shoulder.section(quick=quick, model=shoulder_model)
+        result["shoulder"] = {k: v for k, v in shoulder.items() if k not in ("table", "headline", "notes")}
+        result["headline"] = result["headline"] + shoulder["headline"]
+        result["notes"] = result["notes"] + [f"shoulder: {n}" for n in shoulder["notes"]]
+        if shoulder["table"]:
+            tables.append("The shoulder study (MoBL-ARMS, Ehsani 2016):\n\n" + shoulder["table"])
+    result["meta"] = H.meta("closed_chains", quick=quick, sections=list(sections), **meta)
+    return H.write(result, out_dir, "\n\n".join(tables))
+
+
+def andrews(quick=False, tols=None, solvers=None, baumgarte=None, kinds=None, targets=None, rounds=None,
+            model_as="flat", scipy_tol=None, trace_tol=True):
+    """The Andrews section: its ``rows``, ``speedups``, ``scipy`` rows, ``notes``, ``headline``
+    rows, markdown ``table`` and ``meta`` entries."""
     # trace_tol: one compilation per route for every tolerance (jaxmb's `simulate` annotates
     # rtol as a float, so its run-time type checks, as in the test suite, need trace_tol=False).
     tols = tols or ((1e-5, 1e-7, 1e-9) if quick else
@@ -203,16 +237,15 @@ def run(quick=False, tols=None, solvers=None, baumgarte=None, kinds=None, target
     if len(tols) < 10:
         notes.append("a coarse tolerance grid charges a route for accuracy it was not asked for, which moves the "
                      "ratios by up to 2x: quote the full run (three tolerances per decade)")
-    result = {"meta": H.meta("closed_chains", quick=quick, model_as=model_as, solvers=list(solvers),
-                             baumgarte=list(baumgarte), tols=list(tols), rounds=rounds),
-              "rows": rows, "speedups": summary, "scipy": scipy, "notes": notes,
-              "headline": headline(summary, scipy)}
     table = (H.markdown_table(summary, [("target", "digits ≥"), ("kind", "embedded"), ("run_ms", "ms"),
                                         ("config", "its cheapest run"), ("dae_ms", "DAE ms"),
                                         ("dae_config", "DAE's cheapest run"), ("speedup", "DAE / embedded")])
              + "\n\n" + H.markdown_table(scipy, [("route", "scipy"), ("tol", "tol"), ("run_s", "s"),
                                                  ("digits", "digits"), ("steps", "steps"), ("vs_jaxmb", "")]))
-    return H.write(result, out_dir, table)
+    return {"meta": dict(model_as=model_as, solvers=list(solvers), baumgarte=list(baumgarte), tols=list(tols),
+                         rounds=rounds),
+            "rows": rows, "speedups": summary, "scipy": scipy, "notes": notes, "headline": headline(summary, scipy),
+            "table": table}
 
 
 def headline(summary, scipy):
@@ -239,13 +272,19 @@ def headline(summary, scipy):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="3 tolerances, Dopri8, Baumgarte 100, no Fourier fit")
-    p.add_argument("--tols", help="comma-separated rtol = atol values")
+    p.add_argument("--quick", action="store_true",
+                   help="Andrews: 3 tolerances, Dopri8, Baumgarte 100, no Fourier fit; shoulder: 2 tolerances, batch 8")
+    p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    p.add_argument("--tols", help="Andrews: comma-separated rtol = atol values")
     p.add_argument("--model-as", default="flat", choices=("flat", "constant"))
+    p.add_argument("--shoulder-model", help="MoBL-ARMS .osim (default ../shared/models/MOBL_ARMS_fixed_41.osim)")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
-    run(quick=a.quick, tols=tuple(float(x) for x in a.tols.split(",")) if a.tols else None, model_as=a.model_as,
-        out_dir=a.out_dir)
+    sections = tuple(x for x in a.sections.split(",") if x.strip())
+    if set(sections) - set(SECTIONS):
+        p.error(f"unknown section in {a.sections!r}; choose from {','.join(SECTIONS)}")
+    run(quick=a.quick, sections=sections, shoulder_model=a.shoulder_model, out_dir=a.out_dir,
+        tols=tuple(float(x) for x in a.tols.split(",")) if a.tols else None, model_as=a.model_as)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ RajagopalLaiUhlrich2023 from the opensim-models repository
     python benchmarks/bench_muscles.py [--quick] [--models mobl_arms,gait2354,PATH.osim]
                                        [--batch-sizes 16,256] [--states 20] [--opensim-python PY]
                                        [--wrap-geometry converged,opensim]
+                                       [--sections geometry,static_optimization]
 
 ``--wrap-geometry converged,opensim`` times both of `load_osim`'s wrap geometries in the
 same run (the converged points, `load_osim`'s default, and OpenSim's iterates:
@@ -28,6 +29,14 @@ docs/opensim-parity.md). ``--moment-arms closed_form,frozen_path`` times both of
 `muscle_lengths_and_moment_arms`'s definitions of R: ``-dL/dq`` (the default, the quantity
 of OpenSim's central differences) and the frozen path (the quantity of OpenSim's
 computeMomentArm).
+
+A second section, ``static_optimization`` (`benchmarks/_static_optimization.py`), times
+what the geometry is for: OpenSim's Static Optimization tool on gait2392's walk (91
+frames, 92 muscles, ground reactions, residual actuators; arm26's motion with
+``--quick``) against jaxmb's `static_optimization` and scipy's SLSQP frame by frame;
+``--frozen-path`` adds jaxmb on OpenSim's own problem (its wrap iterates, the frozen path).
+
+    python benchmarks/bench_muscles.py --sections static_optimization [--frozen-path]
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmb as mb  # noqa: E402
+from benchmarks import _static_optimization  # noqa: E402
 
 DATA = H.ROOT / "tests" / "data" / "opensim"
 # The headline names the other geometries; this one is what a user gets.
@@ -61,6 +71,7 @@ MODELS = {"mobl_arms": H.ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41
           "gait2354": H.ROOT / "jaxmb" / "data" / "gait2354_simbody.osim",
           "arm26": H.ROOT / "jaxmb" / "data" / "arm26.osim"}
 ROUTES = ("compute_moment_arm", "central_differences")
+SECTIONS = ("geometry", "static_optimization")
 
 
 def model_path(model: str) -> tuple[str, Path]:
@@ -151,21 +162,47 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
 
 
 def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python=None, rounds=None, n_states=None,
-        out_dir=H.RESULTS, geometries=(DEFAULT_GEOMETRY,), methods=(DEFAULT_METHOD,)):
+        out_dir=H.RESULTS, geometries=(DEFAULT_GEOMETRY,), methods=(DEFAULT_METHOD,), sections=SECTIONS,
+        frozen_path=False):
+    """Both sections (or those named in `sections`) in one result, ``muscles``: the geometry's
+    rows at the top level, static optimization's under ``"static_optimization"``
+    (`frozen_path` adds jaxmb on OpenSim's problem there)."""
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
+    opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
+    result, tables = {"rows": [], "notes": [], "headline": []}, []
+    meta = dict(quick=quick, sections=list(sections))
+    if "geometry" in sections:
+        geometry, table, extra = _geometry(quick, models, batch_sizes, muscles, opensim_python, rounds, n_states,
+                                           geometries, methods)
+        result.update(geometry)
+        meta.update(extra)
+        tables.append(table)
+    if "static_optimization" in sections:
+        so = _static_optimization.section(quick=quick, opensim_python=opensim_python, rounds=rounds,
+                                          frozen_path=frozen_path)
+        result["static_optimization"] = {k: v for k, v in so.items() if k not in ("table", "headline", "notes")}
+        result["headline"] = result["headline"] + so["headline"]
+        result["notes"] = result["notes"] + [f"static optimization: {n}" for n in so["notes"]]
+        tables.append(f"Static optimization ({so['meta']['model']}, {so['meta']['frames']} frames):\n\n"
+                      + so["table"])
+    result["meta"] = H.meta("muscles", **meta)
+    return H.write(result, out_dir, "\n\n".join(tables))
+
+
+def _geometry(quick, models, batch_sizes, muscles, opensim_python, rounds, n_states, geometries, methods):
+    """The geometry section: (its rows, notes and headline rows; its table; meta entries)."""
     models = tuple(models) if models else (("arm26",) if quick else ("mobl_arms", "gait2354"))
     # Batches compile for minutes even on arm26 (every wrap's iterations under vmap): not in --quick.
     batch_sizes = batch_sizes if batch_sizes is not None else (() if quick else (16, 256))
     rounds = rounds or (3 if quick else 5)
     n_states = n_states or (8 if quick else 20)
-    opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
     notes, rows, summaries = [], [], []
     for model in models:
         r, s = one_model(model, batch_sizes, muscles, n_states, rounds, opensim_python, notes, geometries, methods)
         rows += r
         summaries.append(s)
-    result = {"meta": H.meta("muscles", batch_sizes=list(batch_sizes), quick=quick, rounds=rounds, states=n_states,
-                             models=summaries, wrap_geometries=list(geometries), moment_arms=list(methods)),
-              "rows": rows, "notes": notes, "headline": headline(rows, summaries)}
     table = H.markdown_table(rows, [("model", "model"), ("wraps", "wrap geometry"), ("moment_arms", "R"),
                                     ("how", "how"), ("batch", "batch"),
                                     ("compile_s", "compile s"), ("ms_per_state", "ms/state"),
@@ -173,7 +210,9 @@ def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python
                                     ("compute_moment_arm_over_this", "OpenSim computeMomentArm / jaxmb"),
                                     ("central_differences_over_this", "OpenSim central differences / jaxmb"),
                                     ("central_differences_over_this_wall", "the same, wall-clock")])
-    return H.write(result, out_dir, table)
+    return ({"rows": rows, "notes": notes, "headline": headline(rows, summaries)}, table,
+            dict(batch_sizes=list(batch_sizes), rounds=rounds, states=n_states, models=summaries,
+                 wrap_geometries=list(geometries), moment_arms=list(methods)))
 
 
 def headline(rows, summaries):
@@ -198,7 +237,8 @@ def headline(rows, summaries):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="arm26, single states only")
+    p.add_argument("--quick", action="store_true",
+                   help="arm26, single states only; static optimization of arm26's motion")
     p.add_argument("--models", help=f"comma-separated names ({', '.join(MODELS)}) or .osim paths")
     p.add_argument("--batch-sizes", help="comma-separated; empty for single states only")
     p.add_argument("--states", type=int, help="random in-range states timed singly (default 20, 8 with --quick)")
@@ -210,13 +250,19 @@ def main(argv=None):
                    help="comma-separated definitions of R to time side by side: closed_form (-dL/dq, the "
                         "quantity of OpenSim's central differences) and frozen_path (OpenSim's computeMomentArm) "
                         f"(default: {DEFAULT_METHOD})")
+    p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    p.add_argument("--frozen-path", action="store_true",
+                   help="static optimization: also jaxmb on OpenSim's problem (its wrap iterates, the frozen path)")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
+    sections = tuple(x for x in a.sections.split(",") if x.strip())
+    if set(sections) - set(SECTIONS):
+        p.error(f"unknown section in {a.sections!r}; choose from {','.join(SECTIONS)}")
     batches = None if a.batch_sizes is None else tuple(int(x) for x in a.batch_sizes.split(",") if x.strip())
     models = None if a.models is None else tuple(x for x in a.models.split(",") if x.strip())
     run(quick=a.quick, models=models, batch_sizes=batches, n_states=a.states, opensim_python=a.opensim_python,
         out_dir=a.out_dir, geometries=tuple(x for x in a.wrap_geometry.split(",") if x.strip()),
-        methods=tuple(x for x in a.moment_arms.split(",") if x.strip()))
+        methods=tuple(x for x in a.moment_arms.split(",") if x.strip()), sections=sections, frozen_path=a.frozen_path)
 
 
 if __name__ == "__main__":

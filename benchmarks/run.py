@@ -20,7 +20,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import _harness as H  # noqa: E402  (sets XLA flags and x64 before jax)
 
-SCRIPTS = ("dynamics", "closed_chains", "muscles", "gradients", "batches", "static_optimization", "shoulder")
+SCRIPTS = ("dynamics", "closed_chains", "muscles", "gradients", "batches")
 README = H.ROOT / "benchmarks" / "README.md"
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 

@@ -152,7 +152,7 @@ NOTEBOOKS["shoulder_study"] = [
              "studies.plot_torques(result);"),
     ("md", "## Embedded ODE against the DAE\n\nThe same tracking with the rhythm as eleven algebraic "
            "constraints on 14 joint variables (index 1). Ehsani reports the embedded route more than 3 times "
-           "faster; `benchmarks/bench_shoulder.py` compares them at equal accuracy."),
+           "faster; `benchmarks/bench_closed_chains.py --sections shoulder` compares them at equal accuracy."),
     ("code", "track_dae = eqx.filter_jit(lambda m, tr: studies.track_shoulder_dae(m, tr, rtol=1e-10, atol=1e-10))\n"
              "dae = track_dae(model, trajectory)  # compiles\n"
              "def timed(f):\n    t = time.process_time(); jax.block_until_ready(f(model, trajectory)); return time.process_time() - t\n"

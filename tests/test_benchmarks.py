@@ -122,7 +122,7 @@ def test_bench_closed_chains_tiny(bench):
 
     result = bench_closed_chains.run(tols=(1e-5,), solvers=("dopri8",), baumgarte=(100.0,), kinds=("quintic",),
                                      targets=(3,), rounds=1, scipy_tol=1e-4, trace_tol=False,
-                                     out_dir=None)
+                                     sections=("andrews",), out_dir=None)
     rows = _check(result, "closed_chains")
     assert {r["kind"] for r in rows} == {"quintic", "DAE"}
     for r in rows:  # rtol = atol = 1e-5 gives 3-6 digits of the Test Set's solution
@@ -136,7 +136,8 @@ def test_bench_muscles_tiny(bench):
     from benchmarks import bench_muscles
 
     result = bench_muscles.run(quick=True, batch_sizes=(), muscles=("BRA",), rounds=1, n_states=2, out_dir=None,
-                               geometries=("converged", "opensim"), methods=("closed_form", "frozen_path"))
+                               geometries=("converged", "opensim"), methods=("closed_form", "frozen_path"),
+                               sections=("geometry",))
     row, frozen, iterates, _ = _check(result, "muscles")
     assert row["model"] == "arm26" and row["how"] == "jit" and row["ms_per_state"] > 0.0
     assert (row["wraps"], iterates["wraps"]) == ("converged", "opensim") and iterates["ms_per_state"] > 0.0
@@ -180,6 +181,18 @@ def test_bench_batches_tiny(bench):
     assert {r["how"] for r in rows} == {"vmap", "lax.map, chunks of 2"}
 
 
+def test_one_script_per_question_and_run_runs_them_all(bench):
+    """At most five scripts (issue 34: dynamics, closed chains, muscles, gradients,
+    batches), each run by `python -m benchmarks` and named in the README's table."""
+    from benchmarks import run
+
+    scripts = sorted(p.stem.removeprefix("bench_") for p in (ROOT / "benchmarks").glob("bench_*.py"))
+    assert scripts == sorted(run.SCRIPTS) and len(scripts) <= 5
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    for name in scripts:
+        assert f"| `bench_{name}.py` |" in readme, name
+
+
 def test_run_writes_the_headline_between_the_readme_markers(bench, tmp_path):
     from benchmarks import run
 
@@ -193,28 +206,32 @@ def test_run_writes_the_headline_between_the_readme_markers(bench, tmp_path):
     assert "old" not in text and "| w | 1 | 2 | bench_dynamics.py |" in text and text.endswith(f"{run.END}\nafter\n")
 
 
-def test_bench_shoulder_reads_the_studys_shoulder(bench, shared_dir):
-    from benchmarks import bench_shoulder
+def test_the_shoulder_section_reads_the_studys_shoulder(bench, shared_dir):
+    from benchmarks import _shoulder
 
     path = shared_dir / "models" / "MOBL_ARMS_fixed_41.osim"
     if not path.exists():
         pytest.skip("MoBL-ARMS is not available")
-    assert bench_shoulder.shoulder(path).nq == 3  # the study's three shoulder coordinates
+    assert _shoulder.shoulder(path).nq == 3  # the study's three shoulder coordinates
 
 
-def test_bench_shoulder_tiny(bench, tmp_path):
-    """Without MoBL-ARMS the script says so; its comparison at equal accuracy charges each
-    route its cheapest run that reaches a target (the MoBL-ARMS compile is minutes, so the
-    run itself is not repeated here: `python benchmarks/bench_shoulder.py --quick`)."""
-    from benchmarks import bench_shoulder
+def test_the_shoulder_section_tiny(bench, tmp_path):
+    """Without MoBL-ARMS the closed-chain benchmark's shoulder section says so; its
+    comparison at equal accuracy charges each route its cheapest run that reaches a target
+    (the MoBL-ARMS compile is minutes, so the run itself is not repeated here:
+    `python benchmarks/bench_closed_chains.py --sections shoulder --quick`)."""
+    from benchmarks import _shoulder, bench_closed_chains
 
-    result = bench_shoulder.run(model=tmp_path / "missing.osim", out_dir=None)
-    assert result["rows"] == [] and "not found" in result["notes"][0]
+    result = bench_closed_chains.run(sections=("shoulder",), shoulder_model=tmp_path / "missing.osim", out_dir=None)
+    assert result["meta"]["benchmark"] == "closed_chains" and result["meta"]["sections"] == ["shoulder"]
+    assert result["rows"] == [] and result["shoulder"]["rows"] == [] and "not found" in result["notes"][0]
+    with pytest.raises(ValueError, match="unknown sections"):
+        bench_closed_chains.run(sections=("shoulders",), out_dir=None)
     rows = [dict(route="embedded ODE", kind="embedded ODE", tol=1e-7, run_ms=10.0, error=1e-9, steps=600),
             dict(route="embedded ODE", kind="embedded ODE", tol=1e-9, run_ms=20.0, error=1e-11, steps=1200),
             dict(route="DAE, Baumgarte 0", kind="DAE", tol=1e-7, run_ms=40.0, error=5e-9, steps=500),
             dict(route="DAE, Baumgarte 0", kind="DAE", tol=1e-9, run_ms=90.0, error=5e-11, steps=1100)]
-    summary = bench_shoulder.speedups(rows, (1e-8, 1e-10))
+    summary = _shoulder.speedups(rows, (1e-8, 1e-10))
     assert [s["speedup"] for s in summary] == [4.0, 4.5]
-    for row in bench_shoulder.headline(summary, [], [dict(batch=8, frames_per_s=1200.0)]):
-        assert set(row) == {"what", "jaxmb", "alternative", "script"}
+    for row in _shoulder.headline(summary, [], [dict(batch=8, frames_per_s=1200.0)]):
+        assert set(row) == {"what", "jaxmb", "alternative", "script"} and row["script"] == "bench_closed_chains.py"

@@ -1,6 +1,7 @@
-"""Static optimization of gait2392's walk (OpenSim's Static Optimization tool).
+"""Static optimization of gait2392's walk (OpenSim's Static Optimization tool): the
+``static_optimization`` section of ``bench_muscles.py``.
 
-    python benchmarks/bench_static_optimization.py [--quick] [--opensim-python PY]
+    python benchmarks/bench_muscles.py --sections static_optimization [--quick] [--frozen-path]
 
 gait2392 (``subject01_simbody.osim``, 92 muscles, 23 coordinates) walking from 0.5 to
 2.0 s (91 frames), its ground reactions and 6 residual actuators, coordinates low-pass
@@ -24,24 +25,19 @@ paths (arm26's; gait2392 has none).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 import warnings
-from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import _harness as H  # noqa: E402  (sets XLA flags and x64 before jax)
+from benchmarks import _harness as H  # sets XLA flags and x64 before jax
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy.optimize import minimize  # noqa: E402
+import jax
+import numpy as np
+from scipy.optimize import minimize
 
-import jaxmb as mb  # noqa: E402
+import jaxmb as mb
 
 DATA = H.ROOT / "tests" / "data" / "opensim" / "motion"
 CASES = {"gait2392": ("subject01_simbody.osim", "subject01_walk1_ik.mot", "subject01_walk1_grf.xml",
@@ -96,7 +92,9 @@ def per_frame_solvers(B, b, lo, hi, rounds):
     return out
 
 
-def run(quick=False, opensim_python=None, rounds=None, out_dir=H.RESULTS, frozen_path=False):
+def section(quick=False, opensim_python=None, rounds=None, frozen_path=False):
+    """Time the case (gait2392's walk; arm26's motion with `quick`). Returns the section's
+    ``rows``, ``notes``, ``headline`` rows, markdown ``table`` and ``meta`` entries."""
     case = "arm26" if quick else "gait2392"
     model_file, motion_file, loads_file, actuator_file, time_range, name = CASES[case]
     rounds = rounds or (3 if quick else 5)
@@ -171,28 +169,13 @@ def run(quick=False, opensim_python=None, rounds=None, out_dir=H.RESULTS, frozen
              f"OpenSim's figure {source}; its time includes reading the model and states, jaxmb's includes "
              "smoothing the motion and sampling the external loads",
              f"largest torque residual {float(np.max(np.asarray(result.torque_residual))):.2g}"]
-    result_json = {"meta": H.meta("static_optimization", quick=quick, model=model_file, frames=k, rounds=rounds,
-                                  opensim_seconds=osim, opensim_source=source),
-                   "rows": rows, "notes": notes,
-                   "headline": [{"what": f"{model_file}: static optimization of {k} frames ({len(model.muscles)} "
-                                         f"muscles), s", "jaxmb": f"{warm:.3g} warm (compile {first - warm:.0f} s)",
-                                 "alternative": f"OpenSim 4.6 {osim:.3g} CPU; scipy SLSQP {scipy_s:.3g}",
-                                 "script": "bench_static_optimization.py"}]}
-    table = H.markdown_table(rows, [("what", "what"), ("seconds", "s"), ("ms_per_frame", "ms/frame"),
-                                    ("compile_s", "compile s"), ("max_diff", "max |activation diff| vs jaxmb")])
-    return H.write(result_json, out_dir, table)
+    return {"meta": dict(model=model_file, frames=k, rounds=rounds, opensim_seconds=osim, opensim_source=source),
+            "rows": rows, "notes": notes,
+            "headline": [{"what": f"{model_file}: static optimization of {k} frames ({len(model.muscles)} muscles), s",
+                          "jaxmb": f"{warm:.3g} warm (compile {first - warm:.0f} s)",
+                          "alternative": f"OpenSim 4.6 {osim:.3g} CPU; scipy SLSQP {scipy_s:.3g}",
+                          "script": "bench_muscles.py"}],
+            "table": H.markdown_table(rows, [("what", "what"), ("seconds", "s"), ("ms_per_frame", "ms/frame"),
+                                             ("compile_s", "compile s"),
+                                             ("max_diff", "max |activation diff| vs jaxmb")])}
 
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="arm26's tutorial motion instead of gait2392's walk")
-    p.add_argument("--opensim-python", help="a Python with `opensim` (default: $JAXMB_OPENSIM_PYTHON)")
-    p.add_argument("--frozen-path", action="store_true",
-                   help="also jaxmb on OpenSim's problem: OpenSim's wrap iterates, muscles along their frozen paths")
-    p.add_argument("--out-dir", default=str(H.RESULTS))
-    a = p.parse_args(argv)
-    print(run(quick=a.quick, opensim_python=a.opensim_python, out_dir=a.out_dir, frozen_path=a.frozen_path)["table"])
-
-
-if __name__ == "__main__":
-    main()

@@ -13,28 +13,25 @@ Throughput: frames of the study (tracked states with their torques, 100 Hz) per 
 of CPU, one simulation, and ``vmap`` over a batch of trajectories (the highest elevation
 varied), the issue's target being 1000 frames per second.
 
-Needs MoBL-ARMS at ../shared/models/MOBL_ARMS_fixed_41.osim (``--model``).
+Needs MoBL-ARMS at ../shared/models/MOBL_ARMS_fixed_41.osim (``--shoulder-model``). The
+``shoulder`` section of ``bench_closed_chains.py``:
 
-    python benchmarks/bench_shoulder.py [--quick] [--model PATH]
+    python benchmarks/bench_closed_chains.py --sections shoulder [--quick] [--shoulder-model PATH]
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import warnings
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import _harness as H  # noqa: E402  (sets XLA flags and x64 before jax)
+from benchmarks import _harness as H  # sets XLA flags and x64 before jax
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-import jaxmb as mb  # noqa: E402
-from jaxmb import studies  # noqa: E402
+import jaxmb as mb
+from jaxmb import studies
 
 MODEL = H.ROOT.parent / "shared" / "models" / "MOBL_ARMS_fixed_41.osim"
 FRAMES = 201  # 2 s at 100 Hz
@@ -60,7 +57,9 @@ def shoulder(path):
         return studies.shoulder_model(mb.io.read_osim(path, muscles=False, locked=studies.locked_coordinates()).model)
 
 
-def run(quick=False, model=None, tols=None, batch_sizes=None, baumgarte=None, rounds=None, out_dir=H.RESULTS):
+def section(quick=False, model=None, tols=None, batch_sizes=None, baumgarte=None, rounds=None):
+    """Time both routes (fewer tolerances and batches with `quick`). Returns the section's
+    ``rows``, ``notes``, ``headline`` rows, markdown ``table`` and ``meta`` entries."""
     path = Path(model) if model else MODEL
     tols = tols or ((1e-7, 1e-8) if quick else (1e-6, 1e-7, 1e-8, 1e-9, 1e-10))
     batch_sizes = batch_sizes or ((8,) if quick else (8, 32))
@@ -69,8 +68,7 @@ def run(quick=False, model=None, tols=None, batch_sizes=None, baumgarte=None, ro
     notes = []
     if not path.exists():
         notes.append(f"{path} not found: nothing measured")
-        return H.write({"meta": H.meta("shoulder", quick=quick), "rows": [], "headline": [], "notes": notes},
-                       out_dir, "")
+        return {"meta": {}, "rows": [], "headline": [], "notes": notes, "table": ""}
     # The study owns its model: both routes compile it in as a constant (XLA folds the
     # joints' constant frames and the bodies' inertias into the right-hand side).
     model = shoulder(path)
@@ -92,10 +90,6 @@ def run(quick=False, model=None, tols=None, batch_sizes=None, baumgarte=None, ro
                          drift=float(drift), steps=int(steps), frames_per_s=FRAMES / t["best_s"]))
     summary = speedups(rows, (1e-4, 1e-6, 1e-8))
     batch_rows = batches(model, batch_sizes, rounds)
-    result = {"meta": H.meta("shoulder", quick=quick, tols=list(tols), baumgarte=list(baumgarte),
-                             batch_sizes=list(batch_sizes), rounds=rounds, frames=FRAMES),
-              "rows": rows, "speedups": summary, "batches": batch_rows, "notes": notes,
-              "headline": headline(summary, rows, batch_rows)}
     table = (H.markdown_table(rows, [("route", "route"), ("tol", "tol"), ("run_ms", "ms"), ("steps", "steps"),
                                      ("error", "max |elevation error| rad"), ("drift", "max |Φ| rad"),
                                      ("frames_per_s", "frames/s"), ("compile_s", "compile s")])
@@ -106,7 +100,10 @@ def run(quick=False, model=None, tols=None, batch_sizes=None, baumgarte=None, ro
              + "\n\n" + H.markdown_table(batch_rows, [("batch", "trajectories"), ("tol", "tol"),
                                                       ("run_ms", "ms per batch"), ("frames_per_s", "frames/s"),
                                                       ("compile_s", "compile s")]))
-    return H.write(result, out_dir, table)
+    return {"meta": dict(tols=list(tols), baumgarte=list(baumgarte), batch_sizes=list(batch_sizes), rounds=rounds,
+                         frames=FRAMES),
+            "rows": rows, "speedups": summary, "batches": batch_rows, "notes": notes,
+            "headline": headline(summary, rows, batch_rows), "table": table}
 
 
 def speedups(rows, targets):
@@ -145,7 +142,7 @@ def headline(summary, rows, batch_rows):
                             "DAE at equal elevation accuracy",
                     "jaxmb": f"{min(ratios):.1f}-{max(ratios):.1f}x faster",
                     "alternative": "the same tracking as a DAE (jaxmb.studies.track_shoulder_dae)",
-                    "script": "bench_shoulder.py"})
+                    "script": "bench_closed_chains.py"})
     single = [r for r in rows if r["kind"] == "embedded ODE" and r["tol"] == 1e-8]
     best = max(batch_rows, key=lambda r: r["frames_per_s"]) if batch_rows else None
     if single or best:
@@ -154,18 +151,6 @@ def headline(summary, rows, batch_rows):
             parts.append(f"{best['frames_per_s']:.0f} frames/s batched ({best['batch']} trajectories)")
         out.append({"what": "shoulder study throughput (tracked frames with torques, 100 Hz)",
                     "jaxmb": ", ".join(parts), "alternative": "target: 1000 frames/s",
-                    "script": "bench_shoulder.py"})
+                    "script": "bench_closed_chains.py"})
     return out
 
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="2 tolerances, Baumgarte 0 only, batch 8")
-    p.add_argument("--model", help="MoBL-ARMS .osim (default ../shared/models/MOBL_ARMS_fixed_41.osim)")
-    p.add_argument("--out-dir", default=str(H.RESULTS))
-    a = p.parse_args(argv)
-    run(quick=a.quick, model=a.model, out_dir=a.out_dir)
-
-
-if __name__ == "__main__":
-    main()
