@@ -154,6 +154,25 @@ def test_bench_muscles_tiny(bench):
         assert row["compute_moment_arm_over_this"] > 0.0
 
 
+def test_bench_muscles_keeps_static_optimization_in_a_section_of_its_own(bench, monkeypatch):
+    """The static optimization section's rows stay under their key, its headline rows and
+    notes join the script's (the section itself compiles for half a minute on arm26:
+    `python benchmarks/bench_muscles.py --quick --sections static_optimization`)."""
+    from benchmarks import _static_optimization, bench_muscles
+
+    row = {"what": "so", "jaxmb": "1", "alternative": "2", "script": "bench_muscles.py"}
+    monkeypatch.setattr(_static_optimization, "section", lambda **kw: {
+        "meta": {"model": "arm26.osim", "frames": 3}, "rows": [{"what": "x"}], "notes": ["n"], "headline": [row],
+        "table": "| x |"})
+    result = bench_muscles.run(quick=True, sections=("static_optimization",), out_dir=None)
+    assert result["meta"]["benchmark"] == "muscles" and result["meta"]["sections"] == ["static_optimization"]
+    assert result["rows"] == [] and result["static_optimization"]["rows"] == [{"what": "x"}]
+    assert result["headline"] == [row] and result["notes"] == ["static optimization: n"]
+    assert result["table"].startswith("Static optimization (arm26.osim, 3 frames)") and "| x |" in result["table"]
+    with pytest.raises(ValueError, match="unknown sections"):
+        bench_muscles.run(sections=("geometry", "so"), out_dir=None)
+
+
 def test_bench_muscles_states_lie_in_the_coordinate_ranges(bench):
     from benchmarks import bench_muscles
 
