@@ -396,10 +396,41 @@ def test_joint_space_loads_equal_jacobian_transpose_route():
         bare = eqx.tree_at(lambda m: m.loads, model, ())
         assert_tree_allclose(forward_dynamics(model, q, qd), forward_dynamics(bare, q, qd, want), rtol=1e-11, normwise=True)
 
+def test_eager_calls_trace_and_compile_once_per_model_structure():
+    """Outside `jit`, `mass_matrix`, `bias_forces`, `forward_dynamics` and `inverse_dynamics`
+    each compile one program per model structure (they used to run their passes operation
+    by operation, tracing them again on every call: about a second per call on gait2354).
+    A new state, or the same structure with other masses, traces and compiles nothing."""
+    events = []
+
+    def record(name, secs, **kw):
+        events.append(name)
+
+    model = mb.models.planar_chain(3)
+    heavier = eqx.tree_at(lambda m: m.bodies[1].mass, model, 2.0 * model.bodies[1].mass)
+    q, qd = jnp.array([0.1, 0.2, 0.3]), jnp.array([0.3, -0.2, 0.1])
+
+    def calls(m, q):
+        return (mb.mass_matrix(m, q), mb.bias_forces(m, q, qd), mb.forward_dynamics(m, q, qd),
+                mb.inverse_dynamics(m, q, qd, qd))
+
+    first, moved = calls(model, q), q + 0.1
+    jax.monitoring.register_event_duration_secs_listener(record)
+    try:
+        again, other = calls(model, moved), calls(heavier, q)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(record)
+    traced = [e for e in events if e.startswith("/jax/core/compile/")]
+    assert traced == [], traced
+    np.testing.assert_allclose(again[1], mb.bias_forces(model, moved, qd, method="autodiff"), rtol=1e-12)
+    np.testing.assert_allclose(other[0], mb.mass_matrix(heavier, q, method="autodiff"), rtol=1e-12)
+    assert not np.allclose(other[0], first[0])
+
 
 # A batch larger than one chunk (jaxmb._batching.CHUNK = 128 states): a plain vmap runs
 # in chunks on CPU.
 _BATCH = 300
+
 
 
 def _batched_state(n, batch, seed=0):
