@@ -43,6 +43,25 @@ def test_forces_match_opensim():
             assert_tree_allclose(got[k], ref, rtol=0, atol=1e-10 * np.max(np.abs(ref)), what=f"{name}, state {n}")
 
 
+def test_eager_force_set_calls_run_one_compiled_program_and_sum_opensims_elements():
+    """Outside `jit`, `force_set_forces` and `actuator_forces` each run one compiled program,
+    cached per model structure (they ran every element operation by operation, half a
+    second a call on this model). Each is the sum of OpenSim's forces of its elements
+    applied alone."""
+    model = mb.load_osim(MODEL_FILE)
+    actuated = np.isin(REF["force_names"], REF["actuator_names"])
+    for n in range(2):
+        q, qd, u = (jnp.asarray(REF[k][n]) for k in ("q", "qd", "u"))
+        for call in (mb.force_set_forces, mb.actuator_forces):
+            program = jax.make_jaxpr(lambda q, qd, u, call=call: call(model, q, qd, u))(q, qd, u)
+            assert [e.primitive.name for e in program.eqns] in (["jit"], ["pjit"]), program
+        scale = np.abs(REF["Q"][n]).max()
+        np.testing.assert_allclose(mb.force_set_forces(model, q, qd, u), REF["Q"][n].sum(axis=0), rtol=0,
+                                   atol=1e-10 * scale)
+        np.testing.assert_allclose(mb.actuator_forces(model, q, qd, u), REF["Q"][n][actuated].sum(axis=0), rtol=0,
+                                   atol=1e-10 * scale)
+
+
 def _broken(tmp_path, old, new, count=1):
     text = MODEL_FILE.read_text()
     assert text.count(old) >= count, old

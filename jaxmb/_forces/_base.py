@@ -191,7 +191,13 @@ def _controls(model: Model, controls, dtype):
 def _sum(model: Model, q, qd, controls, elements) -> Float[Array, " nq"]:
     q = jnp.asarray(q)
     qd = jnp.asarray(qd, q.dtype)
-    u = _controls(model, controls, q.dtype)
+    return _summed(model, q, qd, _controls(model, controls, q.dtype), elements)
+
+
+# Compiled, one program per model structure (equinox caches it on the static parts), so
+# that an eager call does not run every element's kinematics operation by operation.
+@eqx.filter_jit
+def _summed(model: Model, q, qd, u, elements) -> Float[Array, " nq"]:
     total = jnp.zeros(model.nq, q.dtype)
     k = 0
     for force in elements:
