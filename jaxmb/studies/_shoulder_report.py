@@ -198,8 +198,8 @@ def report_markdown(tracking: ShoulderTracking, *, dae: ShoulderTracking | None 
         lines += ["", "| step | seconds |", "|---|---|"] + [f"| {k} | {v:.3g} |" for k, v in timings.items()]
         if "embedded ODE run" in timings and "DAE run" in timings:
             lines += ["", f"DAE / embedded run time: {timings['DAE run'] / timings['embedded ODE run']:.2f}x "
-                          "(one run each, after compilation; `benchmarks/bench_closed_chains.py --sections shoulder` compares them at "
-                          "equal accuracy)."]
+                          "(one run each, after compilation; `benchmarks/bench_closed_chains.py --sections shoulder` "
+                          "compares them at equal accuracy)."]
     lines += ["", "## Muscle forces (Fig. 21)", ""]
     if forces is None:
         lines.append("Not computed: no force-sharing function was given (`jaxmb shoulder-study --muscles`, or "
