@@ -151,7 +151,11 @@ def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -
     `(nq,)`, N m (rotational) or N (translational).
     """
     _check_method(method)
-    q = coordinate_vector(model, q, "gravity_forces", "q")
+    return _gravity_forces(model, coordinate_vector(model, q, "gravity_forces", "q"), method=method)
+
+
+@eqx.filter_jit
+def _gravity_forces(model: Model, q, *, method: Method):
     if method == "recursive":
         zero = jnp.zeros_like(q)
         return -_recursive_inverse_dynamics(model, q, zero, zero)
@@ -182,6 +186,11 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
     _check_method(method)
     q = coordinate_vector(model, q, "velocity_forces", "q")
     qd = coordinate_vector(model, qd, "velocity_forces", "qd", dtype=q.dtype)
+    return _velocity_forces(model, q, qd, method=method)
+
+
+@eqx.filter_jit
+def _velocity_forces(model: Model, q, qd, *, method: Method):
     if method == "recursive":
         return _recursive_inverse_dynamics(model, q, qd, jnp.zeros_like(q), gravity_on=False)
     if method == "autodiff":

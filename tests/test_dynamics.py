@@ -397,8 +397,8 @@ def test_joint_space_loads_equal_jacobian_transpose_route():
         assert_tree_allclose(forward_dynamics(model, q, qd), forward_dynamics(bare, q, qd, want), rtol=1e-11, normwise=True)
 
 def test_eager_calls_trace_and_compile_once_per_model_structure():
-    """Outside `jit`, `mass_matrix`, `bias_forces`, `forward_dynamics` and `inverse_dynamics`
-    each compile one program per model structure (they used to run their passes operation
+    """Outside `jit`, `mass_matrix`, `gravity_forces`, `velocity_forces`, `bias_forces`,
+    `forward_dynamics` and `inverse_dynamics` each compile one program per model structure (they used to run their passes operation
     by operation, tracing them again on every call: about a second per call on gait2354).
     A new state, or the same structure with other masses, traces and compiles nothing."""
     events = []
@@ -412,7 +412,7 @@ def test_eager_calls_trace_and_compile_once_per_model_structure():
 
     def calls(m, q):
         return (mb.mass_matrix(m, q), mb.bias_forces(m, q, qd), mb.forward_dynamics(m, q, qd),
-                mb.inverse_dynamics(m, q, qd, qd))
+                mb.inverse_dynamics(m, q, qd, qd), mb.gravity_forces(m, q), mb.velocity_forces(m, q, qd))
 
     first, moved = calls(model, q), q + 0.1
     jax.monitoring.register_event_duration_secs_listener(record)
@@ -424,6 +424,8 @@ def test_eager_calls_trace_and_compile_once_per_model_structure():
     assert traced == [], traced
     np.testing.assert_allclose(again[1], mb.bias_forces(model, moved, qd, method="autodiff"), rtol=1e-12)
     np.testing.assert_allclose(other[0], mb.mass_matrix(heavier, q, method="autodiff"), rtol=1e-12)
+    np.testing.assert_allclose(other[4], mb.gravity_forces(heavier, q, method="autodiff"), rtol=1e-12)
+    np.testing.assert_allclose(again[5], mb.velocity_forces(model, moved, qd, method="autodiff"), rtol=1e-12)
     assert not np.allclose(other[0], first[0])
 
 
