@@ -184,6 +184,28 @@ def markdown_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def sections(names, known: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` (a comma-separated string or a sequence) checked against a script's `known`
+    sections."""
+    names = tuple(x for x in names.split(",") if x.strip()) if isinstance(names, str) else tuple(names)
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"unknown sections {unknown}; choose from {','.join(known)}")
+    return names
+
+
+def add_section(result: dict, tables: list[str], key: str, section: dict, title: str) -> None:
+    """Merge a section (``rows``, ``notes``, ``headline``, ``table``, ``meta``, ...) into a
+    script's `result`: its data under `key`, its headline rows and notes (prefixed with
+    `key`) with the script's, its table after `title` in `tables`."""
+    result[key] = {k: v for k, v in section.items() if k not in ("table", "headline", "notes")}
+    result["headline"] = result.get("headline", []) + section["headline"]
+    label = key.replace("_", " ")
+    result["notes"] = result.get("notes", []) + [f"{label}: {n}" for n in section["notes"]]
+    if section["table"]:
+        tables.append(f"{title}:\n\n{section['table']}")
+
+
 def write(result: dict, out_dir: Path | str | None, table: str) -> dict:
     """Write ``<name>.json`` and ``<name>.md`` (the meta line, `table`, the notes) to
     `out_dir` (``benchmarks/results`` by default; None writes nothing); print the

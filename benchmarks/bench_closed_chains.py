@@ -170,21 +170,15 @@ def run(quick=False, sections=SECTIONS, shoulder_model=None, out_dir=H.RESULTS, 
     """Both sections (or those named in `sections`) in one result, ``closed_chains``: the
     Andrews rows at the top level (`andrews_options` go to `andrews`), the shoulder study's
     under ``"shoulder"``."""
-    unknown = set(sections) - set(SECTIONS)
-    if unknown:
-        raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
+    sections = H.sections(sections, SECTIONS)
     result = {"rows": [], "speedups": [], "scipy": [], "notes": [], "headline": [], "table": "", "meta": {}}
     if "andrews" in sections:
         result.update(andrews(quick=quick, **andrews_options))
     tables = [result.pop("table")] if result["table"] else []
     meta = result.pop("meta")
     if "shoulder" in sections:
-        shoulder = _shoulder.section(quick=quick, model=shoulder_model)
-        result["shoulder"] = {k: v for k, v in shoulder.items() if k not in ("table", "headline", "notes")}
-        result["headline"] = result["headline"] + shoulder["headline"]
-        result["notes"] = result["notes"] + [f"shoulder: {n}" for n in shoulder["notes"]]
-        if shoulder["table"]:
-            tables.append("The shoulder study (MoBL-ARMS, Ehsani 2016):\n\n" + shoulder["table"])
+        H.add_section(result, tables, "shoulder", _shoulder.section(quick=quick, model=shoulder_model),
+                      "The shoulder study (MoBL-ARMS, Ehsani 2016)")
     result["meta"] = H.meta("closed_chains", quick=quick, sections=list(sections), **meta)
     return H.write(result, out_dir, "\n\n".join(tables))
 
@@ -280,9 +274,10 @@ def main(argv=None):
     p.add_argument("--shoulder-model", help="MoBL-ARMS .osim (default ../shared/models/MOBL_ARMS_fixed_41.osim)")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
-    sections = tuple(x for x in a.sections.split(",") if x.strip())
-    if set(sections) - set(SECTIONS):
-        p.error(f"unknown section in {a.sections!r}; choose from {','.join(SECTIONS)}")
+    try:
+        sections = H.sections(a.sections, SECTIONS)
+    except ValueError as e:
+        p.error(str(e))
     run(quick=a.quick, sections=sections, shoulder_model=a.shoulder_model, out_dir=a.out_dir,
         tols=tuple(float(x) for x in a.tols.split(",")) if a.tols else None, model_as=a.model_as)
 

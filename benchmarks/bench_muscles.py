@@ -167,9 +167,7 @@ def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python
     """Both sections (or those named in `sections`) in one result, ``muscles``: the geometry's
     rows at the top level, static optimization's under ``"static_optimization"``
     (`frozen_path` adds jaxmb on OpenSim's problem there)."""
-    unknown = set(sections) - set(SECTIONS)
-    if unknown:
-        raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
+    sections = H.sections(sections, SECTIONS)
     opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
     result, tables = {"rows": [], "notes": [], "headline": []}, []
     meta = dict(quick=quick, sections=list(sections))
@@ -182,11 +180,8 @@ def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python
     if "static_optimization" in sections:
         so = _static_optimization.section(quick=quick, opensim_python=opensim_python, rounds=rounds,
                                           frozen_path=frozen_path)
-        result["static_optimization"] = {k: v for k, v in so.items() if k not in ("table", "headline", "notes")}
-        result["headline"] = result["headline"] + so["headline"]
-        result["notes"] = result["notes"] + [f"static optimization: {n}" for n in so["notes"]]
-        tables.append(f"Static optimization ({so['meta']['model']}, {so['meta']['frames']} frames):\n\n"
-                      + so["table"])
+        H.add_section(result, tables, "static_optimization", so,
+                      f"Static optimization ({so['meta']['model']}, {so['meta']['frames']} frames)")
     result["meta"] = H.meta("muscles", **meta)
     return H.write(result, out_dir, "\n\n".join(tables))
 
@@ -255,9 +250,10 @@ def main(argv=None):
                    help="static optimization: also jaxmb on OpenSim's problem (its wrap iterates, the frozen path)")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
-    sections = tuple(x for x in a.sections.split(",") if x.strip())
-    if set(sections) - set(SECTIONS):
-        p.error(f"unknown section in {a.sections!r}; choose from {','.join(SECTIONS)}")
+    try:
+        sections = H.sections(a.sections, SECTIONS)
+    except ValueError as e:
+        p.error(str(e))
     batches = None if a.batch_sizes is None else tuple(int(x) for x in a.batch_sizes.split(",") if x.strip())
     models = None if a.models is None else tuple(x for x in a.models.split(",") if x.strip())
     run(quick=a.quick, models=models, batch_sizes=batches, n_states=a.states, opensim_python=a.opensim_python,

@@ -8,6 +8,7 @@ import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import optimistix as optx
+
 from ._errors import warn
 
 

@@ -3,16 +3,15 @@ the musculotendon units by static optimization with compliant tendons."""
 
 from __future__ import annotations
 
-
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._errors import warn
 from .._forces._base import unit_actuation_matrix
 from .._static_optimization import _bounds, _frame
 from .._static_optimization_compliant import compliant_frames
-from .._errors import warn
 
 
 def _given_torque(model, specs, q, qd, tau, sample):
