@@ -31,16 +31,11 @@ from jaxtyping import Array, Float
 from ._checks import coordinate_vector
 from ._errors import ModelError
 from ._typing import RealLike
-from ._kinematics import (
-    angular_jacobians,
-    body_angular_velocities,
-    body_transforms,
-    joint_gradients,
-    joint_values,
-)
+from ._kinematics import body_transforms, joint_gradients, joint_values
 from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _path_twist_jacobian
 from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
 from ._model import Model
+from ._point_kinematics import angular_jacobians, body_angular_velocities
 from ._batching import batches_in_chunks
 from ._rigid_body import _joint_space_crba, _joint_space_rnea, _joint_space_terms, _projected_terms, _projects
 
@@ -248,6 +243,11 @@ def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
     """
     q = coordinate_vector(model, q, "generalized_forces", "q")
     loads = model.loads if loads is None else tuple(loads)
+    return _generalized_forces(model, q, loads) if loads else jnp.zeros_like(q)
+
+
+@eqx.filter_jit
+def _generalized_forces(model: Model, q, loads):
     return _applied_forces(model, q, loads)
 
 
@@ -413,10 +413,16 @@ def inverse_dynamics_terms(model: Model, q, qd, qdd, *, loads=None, method: Meth
     q = coordinate_vector(model, q, "inverse_dynamics_terms", "q")
     qd = coordinate_vector(model, qd, "inverse_dynamics_terms", "qd", dtype=q.dtype)
     qdd = coordinate_vector(model, qdd, "inverse_dynamics_terms", "qdd", dtype=q.dtype)
-    inertial = mass_matrix(model, q, method=method) @ qdd
-    velocity = velocity_forces(model, q, qd, method=method)
-    gravity = -gravity_forces(model, q, method=method)
-    external = -generalized_forces(model, q, loads)
+    _check_method(method)
+    return _inverse_dynamics_terms(model, q, qd, qdd, model.loads if loads is None else tuple(loads), method=method)
+
+
+@eqx.filter_jit
+def _inverse_dynamics_terms(model: Model, q, qd, qdd, loads, *, method: Method):
+    inertial = _mass_matrix(model, q, method=method) @ qdd
+    velocity = _velocity_forces(model, q, qd, method=method)
+    gravity = -_gravity_forces(model, q, method=method)
+    external = -_applied_forces(model, q, loads)
     return InverseDynamicsTerms(inertial, velocity, gravity, external, inertial + velocity + gravity + external)
 
 
@@ -497,6 +503,11 @@ def kinetic_energy(model: Model, q, qd) -> Float[Array, ""]:
     """
     q = coordinate_vector(model, q, "kinetic_energy", "q")
     qd = coordinate_vector(model, qd, "kinetic_energy", "qd", dtype=q.dtype)
+    return _kinetic_energy(model, q, qd)
+
+
+@eqx.filter_jit
+def _kinetic_energy(model: Model, q, qd):
     vc = jax.jvp(lambda x: _com_positions(model, x), (q,), (qd,))[1]
     w = body_angular_velocities(model, q, qd)
     rot = body_transforms(model, q)[:, :3, :3]
@@ -520,5 +531,10 @@ def potential_energy(model: Model, q) -> Float[Array, ""]:
     A scalar, J.
     """
     q = coordinate_vector(model, q, "potential_energy", "q")
+    return _potential_energy(model, q)
+
+
+@eqx.filter_jit
+def _potential_energy(model: Model, q):
     masses = jnp.stack([b.mass for b in model.bodies]).astype(q.dtype)
     return -jnp.sum(masses * (_com_positions(model, q) @ model.gravity.astype(q.dtype)))

@@ -1,16 +1,14 @@
 """Kinematics in the generalized coordinates ``q`` (Ehsani 2016, section 3-2).
 
-Joint variables ``f(q)`` and their derivatives, body poses ``0_i A4(q)``, and the
-position, velocity and acceleration of points on bodies. Velocities and
-accelerations are exact directional derivatives (``jax.jvp``) of the poses, so
-they equal Ehsani's ``D_i^T (r ⊗ q')`` (Eq. 44) and
-``D'_i^T (r ⊗ q'^[2]) + D_i^T (r ⊗ q'')`` (Eq. 57); :mod:`jaxmb.matrix_calculus` builds
-``D_i`` and ``D'_i`` themselves and the tests compare the two.
+Joint variables ``f(q)`` and their derivatives, the joints' local transforms and the
+body poses ``0_i A4(q)``; `jaxmb._point_kinematics` derives the motion of body points
+from the poses.
 """
 
 import functools
 from collections.abc import Sequence
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,7 +20,14 @@ from ._checks import coordinate_vector
 from ._errors import ModelError
 from ._loop_closure import ImplicitJointFunction, LoopClosure, LoopClosureError
 from ._model import Model
-from ._spatial import own_buffer, small_matmul, small_matvec, vee
+from ._spatial import own_buffer, small_matmul, small_matvec
+
+
+# The public calls convert and check their arguments, then run a body compiled once per
+# model structure and argument shapes (`eqx.filter_jit`: equinox caches the program on
+# the static parts). Called eagerly, the bodies otherwise run operation by operation and
+# are traced again on every call (tens of milliseconds per call on gait2354's coupled
+# joints). Under a user's `jit`, `vmap` or `grad` the inner `jit` is inlined.
 
 
 def _loop_closure_of(model: Model, members: Sequence[int]) -> LoopClosure:
@@ -127,7 +132,11 @@ def joint_values(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nj"]:
     `(n_joints,)` joint variables in the order of `model.joint_names` (rad for a
     revolute joint, m for a prismatic one), in the dtype of `q`.
     """
-    q = jnp.asarray(q)
+    return _joint_values(model, jnp.asarray(q))
+
+
+@eqx.filter_jit
+def _joint_values(model: Model, q):
     return jnp.stack(_per_joint(model, "__call__", q)).astype(q.dtype)
 
 
@@ -148,7 +157,11 @@ def joint_gradients(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq
     `(n_joints, nq)` array whose row i is ``∇f_i`` (dimensionless, or m/rad, rad/m for
     mixed joint and coordinate kinds), rows in the order of `model.joint_names`.
     """
-    q = jnp.asarray(q)
+    return _joint_gradients(model, jnp.asarray(q))
+
+
+@eqx.filter_jit
+def _joint_gradients(model: Model, q):
     return jnp.stack(_per_joint(model, "gradient", q))
 
 
@@ -168,7 +181,11 @@ def joint_hessians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq 
     `(n_joints, nq, nq)` symmetric Hessians, in the order of `model.joint_names`
     (units of ``f_i`` per product of the units of two coordinates).
     """
-    q = jnp.asarray(q)
+    return _joint_hessians(model, jnp.asarray(q))
+
+
+@eqx.filter_jit
+def _joint_hessians(model: Model, q):
     return jnp.stack(_per_joint(model, "hessian", q))
 
 
@@ -193,12 +210,18 @@ def joint_rates(model: Model, q, qd, qdd=None):
     per second squared), in the order of `model.joint_names`. With `qdd=None` the
     returned ``f''`` is the velocity-product part ``q'ᵀ H q'`` alone.
     """
-    q, qd = jnp.asarray(q), jnp.asarray(qd, dtype=jnp.asarray(q).dtype)
+    q = jnp.asarray(q)
+    qd = jnp.asarray(qd, dtype=q.dtype)
+    return _joint_rates(model, q, qd, None if qdd is None else jnp.asarray(qdd, dtype=q.dtype))
+
+
+@eqx.filter_jit
+def _joint_rates(model: Model, q, qd, qdd):
     if qdd is None:
         return tuple(jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
     # J q'' from the same evaluation (one solve per loop), not from a second pass.
     f, fd, fdd, jac = _joint_rates_and_gradients(model, q, qd)
-    return f, fd, fdd + jac @ jnp.asarray(qdd, dtype=q.dtype)
+    return f, fd, fdd + jac @ qdd
 
 
 def _joint_rates_and_gradients(model: Model, q, qd):
@@ -402,160 +425,14 @@ def body_transforms(model: Model, q: RealLike) -> Float[Array, "nb 4 4"]:
     Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
     """
     q = coordinate_vector(model, q, "body_transforms", "q")
+    return _body_transforms(model, q)
+
+
+@eqx.filter_jit
+def _body_transforms(model: Model, q):
     return body_transforms_from_joints(model, joint_values(model, q))
 
 
 def body_transforms_from_joints(model: Model, f: Float[Array, " nj"]) -> Float[Array, "nb 4 4"]:
     """Ground-from-body transforms from the joint variables ``f`` (nj,) directly (Eq. 38-40)."""
     return _poses_from_local(model, joint_transforms(model, f))
-
-
-def _body(model: Model, body) -> int:
-    return model.body_index(body) if isinstance(body, str) else int(body)
-
-
-def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
-    """Ground position of a point fixed on a body (Ehsani 2016, Eq. 41).
-
-    ``{0_r_p; 1} = 0_i A4 {i_r_p; 1}``.
-
-    **Arguments:**
-
-    - `model`: the model.
-    - `q`: `(nq,)` generalized coordinates (rad or m).
-    - `body`: the body, by name or index into `model.body_names`, or ``"ground"``.
-    - `point`: `(3,)` position of the point in the body frame (m); default its origin.
-
-    **Returns:**
-
-    `(3,)` position in ground (m).
-    """
-    q = coordinate_vector(model, q, "point_position", "q")
-    point = jnp.asarray(point, dtype=q.dtype)
-    if point.shape != (3,):  # a (1,) point would broadcast, a (2,) one fail in a matrix product
-        raise ModelError(f"point_position: point must have shape (3,), the point in the body's frame (m), "
-                         f"got {point.shape}.")
-    if isinstance(body, str) and body == "ground":  # as path points name it: fixed, at its own coordinates
-        return point
-    t = body_transforms(model, q)[_body(model, body)]
-    return t[:3, :3] @ point.astype(t.dtype) + t[:3, 3]
-
-
-def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
-    """Ground velocity of a point fixed on a body (Ehsani 2016, Eq. 44).
-
-    ``{0_v_p; 0} = D_iᵀ ({i_r_p; 1} ⊗ q')``, evaluated as the directional derivative
-    (``jax.jvp``) of [`jaxmb.point_position`][jaxmb.point_position] along ``q'``, which is the same
-    quantity; [`jaxmb.matrix_calculus.D_closed_form`][jaxmb.matrix_calculus.D_closed_form]
-    builds ``D_i`` itself.
-
-    **Arguments:**
-
-    - `model`: the model.
-    - `q`: `(nq,)` generalized coordinates (rad or m).
-    - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
-    - `body`: the body, by name or index into `model.body_names`, or ``"ground"``.
-    - `point`: `(3,)` position of the point in the body frame (m); default its origin.
-
-    **Returns:**
-
-    `(3,)` velocity in ground axes (m/s).
-    """
-    q = coordinate_vector(model, q, "point_velocity", "q")
-    qd = coordinate_vector(model, qd, "point_velocity", "qd", dtype=q.dtype)
-    return jax.jvp(lambda x: point_position(model, x, body, point), (q,), (qd,))[1]
-
-
-def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
-    """Ground acceleration of a point fixed on a body (Ehsani 2016, Eq. 57).
-
-    ``{0_a_p; 0} = D'_iᵀ ({i_r_p; 1} ⊗ q'^[2]) + D_iᵀ ({i_r_p; 1} ⊗ q'')``, evaluated
-    as nested directional derivatives (``jax.jvp``) of [`jaxmb.point_position`][jaxmb.point_position].
-
-    **Arguments:**
-
-    - `model`: the model.
-    - `q`: `(nq,)` generalized coordinates (rad or m).
-    - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
-    - `qdd`: `(nq,)` generalized accelerations (rad/s² or m/s²).
-    - `body`: the body, by name or index into `model.body_names`, or ``"ground"``.
-    - `point`: `(3,)` position of the point in the body frame (m); default its origin.
-
-    **Returns:**
-
-    `(3,)` acceleration in ground axes (m/s²).
-    """
-    q = coordinate_vector(model, q, "point_acceleration", "q")
-    qd = coordinate_vector(model, qd, "point_acceleration", "qd", dtype=q.dtype)
-    qdd = coordinate_vector(model, qdd, "point_acceleration", "qdd", dtype=q.dtype)
-    pos = lambda x: point_position(model, x, body, point)  # noqa: E731
-    vel = lambda x: jax.jvp(pos, (x,), (qd,))[1]  # noqa: E731
-    return jax.jvp(vel, (q,), (qd,))[1] + jax.jvp(pos, (q,), (qdd,))[1]
-
-
-def point_jacobian(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3 nq"]:
-    """Jacobian ``∂r_p/∂q`` of the ground position of a body point.
-
-    Its product with ``q'`` is the velocity of Ehsani (2016), Eq. 44:
-    ``∂r_p/∂q = D_iᵀ ({i_r_p; 1} ⊗ 1_nq)`` row by row; computed by forward-mode
-    differentiation of [`jaxmb.point_position`][jaxmb.point_position].
-
-    **Arguments:**
-
-    - `model`: the model.
-    - `q`: `(nq,)` generalized coordinates (rad or m).
-    - `body`: the body, by name or index into `model.body_names`, or ``"ground"``.
-    - `point`: `(3,)` position of the point in the body frame (m); default its origin.
-
-    **Returns:**
-
-    `(3, nq)` Jacobian (m/rad for a rotational coordinate, dimensionless for a
-    translational one).
-    """
-    q = coordinate_vector(model, q, "point_jacobian", "q")
-    return jax.jacfwd(lambda x: point_position(model, x, body, point))(q)
-
-
-def body_angular_velocities(model: Model, q, qd) -> Float[Array, "nb 3"]:
-    """Angular velocity of every body in ground axes, from ``ω̃ = Ṙ Rᵀ``.
-
-    ``R`` is the body's rotation to ground (the upper-left block of ``0_i A4``,
-    Ehsani 2016, Eq. 40) and ``Ṙ`` its time derivative along ``q'``; ``ω`` is read off
-    the skew-symmetric matrix ``ω̃`` (Featherstone 2008, chapter 2).
-
-    **Arguments:**
-
-    - `model`: the model.
-    - `q`: `(nq,)` generalized coordinates (rad or m).
-    - `qd`: `(nq,)` generalized velocities (rad/s or m/s).
-
-    **Returns:**
-
-    `(n_bodies, 3)` angular velocities in ground axes (rad/s), in the order of
-    `model.body_names`.
-    """
-    q = coordinate_vector(model, q, "body_angular_velocities", "q")
-    qd = coordinate_vector(model, qd, "body_angular_velocities", "qd", dtype=q.dtype)
-    poses, dposes = jax.jvp(lambda x: body_transforms(model, x), (q,), (qd,))
-    return jax.vmap(lambda t, dt: vee(dt[:3, :3] @ t[:3, :3].T))(poses, dposes)
-
-
-def angular_jacobians(model: Model, q) -> Float[Array, "nb 3 nq"]:
-    """Angular-velocity Jacobians ``∂ω_i/∂q'`` of every body, in ground axes.
-
-    The angular velocity is linear in ``q'`` (``ω_i = (∂ω_i/∂q') q'``), so this is the
-    matrix of [`jaxmb.body_angular_velocities`][jaxmb.body_angular_velocities] at ``q``, obtained by forward-mode
-    differentiation with respect to ``q'``.
-
-    **Arguments:**
-
-    - `model`: the model.
-    - `q`: `(nq,)` generalized coordinates (rad or m).
-
-    **Returns:**
-
-    `(n_bodies, 3, nq)` Jacobians (dimensionless for a rotational coordinate, rad/m for
-    a translational one), in the order of `model.body_names`.
-    """
-    q = coordinate_vector(model, q, "angular_jacobians", "q")
-    return jax.jacfwd(lambda v: body_angular_velocities(model, q, v))(jnp.zeros_like(q))

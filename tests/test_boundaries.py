@@ -7,6 +7,7 @@ import pytest
 
 import jaxmb as mb
 from assertions import assert_tree_allclose
+from models_for_tests import muscled_elbow
 
 MODEL = mb.models.double_pendulum()  # nq = 2
 
@@ -18,7 +19,7 @@ def _calls(q, qd, qdd, tau):
         "gravity_forces": lambda: mb.gravity_forces(m, q),
         "velocity_forces": lambda: mb.velocity_forces(m, q, qd),
         "bias_forces": lambda: mb.bias_forces(m, q, qd),
-        "generalized_forces": lambda: mb.generalized_forces(m, q),
+        "generalized_forces": lambda: mb.generalized_forces(m, q, [mb.PointForce("rod2", (0.0, -0.5, 0.0), (1.0, 0.0, 0.0))]),
         "forward_dynamics": lambda: mb.forward_dynamics(m, q, qd, tau),
         "inverse_dynamics": lambda: mb.inverse_dynamics(m, q, qd, qdd),
         "inverse_dynamics_terms": lambda: mb.inverse_dynamics_terms(m, q, qd, qdd),
@@ -69,16 +70,63 @@ def test_integer_arguments_work_like_floats(name):
     assert_tree_allclose(ints, floats, rtol=1e-14)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_an_eager_call_runs_one_compiled_program(name):
+    """Outside `jit` a call checks its arguments, then runs one program, compiled once per
+    model structure and argument shapes (equinox's cache). The kinematics and the energies
+    ran operation by operation before, traced again on every call (tens of milliseconds a
+    call on gait2354; `jaxmb.muscle_forces` a second)."""
+    program = jax.make_jaxpr(_calls(GOOD, -GOOD, -GOOD, -GOOD)[name])()
+    assert [e.primitive.name for e in program.eqns] in (["jit"], ["pjit"]), program
+
+
+ELBOW = muscled_elbow([  # two force-model classes, two activation-dynamics classes
+    ("flexor", "flexor", mb.Thelen2003Muscle(300.0, 0.12, 0.14, 0.1, 10.0), mb.FirstOrderActivation()),
+    ("extensor", "extensor", mb.DeGrooteFregly2016Muscle(400.0, 0.12, 0.12, 0.1, 10.0), mb.DeGrooteActivation())])
+Q1, X, L = GOOD[:1], jnp.array([0.4, 0.6]), jnp.array([0.3, 0.25])  # elbow state, per-muscle values
+_MORE_CALLS = {
+    "joint_values": lambda: mb.joint_values(MODEL, GOOD),
+    "joint_gradients": lambda: mb.joint_gradients(MODEL, GOOD),
+    "joint_hessians": lambda: mb.joint_hessians(MODEL, GOOD),
+    "joint_rates": lambda: mb.joint_rates(MODEL, GOOD, GOOD, GOOD),
+    "muscle_lengths": lambda: mb.muscle_lengths(ELBOW, Q1),
+    "moment_arms": lambda: mb.moment_arms(ELBOW, Q1),
+    "muscle_lengths_and_moment_arms": lambda: mb.muscle_lengths_and_moment_arms(ELBOW, Q1),
+    "moment_arm_derivatives": lambda: mb.moment_arm_derivatives(ELBOW, Q1),
+    "muscle_lengthening_speeds": lambda: mb.muscle_lengthening_speeds(ELBOW, Q1, Q1),
+    "muscle_forces": lambda: mb.muscle_forces(ELBOW, X, L, X),
+    "muscle_states": lambda: mb.muscle_states(ELBOW, X, L, X),
+    "activation_rates": lambda: mb.activation_rates(ELBOW, X, X),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_MORE_CALLS))
+def test_an_eager_call_of_the_joints_or_muscles_runs_one_compiled_program(name):
+    """As above, for the joint functions and the muscles (`muscle_forces` and `muscle_states`
+    took a second a call on gait2354, its tendons' equilibrium solved operation by operation)."""
+    program = jax.make_jaxpr(_MORE_CALLS[name])()
+    assert [e.primitive.name for e in program.eqns] in (["jit"], ["pjit"]), program
+
+
 def test_python_lists_are_accepted():
     assert jnp.array_equal(mb.mass_matrix(MODEL, [0.3, -0.2]), mb.mass_matrix(MODEL, GOOD))  # the same program
 
 
+_POINT_CALLS = {
+    "point_position": lambda body, point: mb.point_position(MODEL, GOOD, body, point),
+    "point_velocity": lambda body, point: mb.point_velocity(MODEL, GOOD, GOOD, body, point),
+    "point_acceleration": lambda body, point: mb.point_acceleration(MODEL, GOOD, GOOD, GOOD, body, point),
+    "point_jacobian": lambda body, point: mb.point_jacobian(MODEL, GOOD, body, point),
+}
+
+
+@pytest.mark.parametrize("call", sorted(_POINT_CALLS))
 @pytest.mark.parametrize("point", [jnp.zeros(2), jnp.zeros(1)])
 @pytest.mark.parametrize("body", [0, "ground"])
-def test_a_body_point_of_the_wrong_shape_is_named(point, body):
+def test_a_body_point_of_the_wrong_shape_is_named(call, point, body):
     """Before: (2,) failed inside a matrix product, and (1,) on 'ground' broadcast to a 3-vector."""
-    with pytest.raises(mb.ModelError, match=rf"point_position: point must have shape \(3,\).*got \({point.shape[0]},\)"):
-        mb.point_velocity(MODEL, GOOD, GOOD, body, point)
+    with pytest.raises(mb.ModelError, match=rf"{call}: point must have shape \(3,\).*got \({point.shape[0]},\)"):
+        _POINT_CALLS[call](body, point)
 
 
 def test_a_series_of_mismatched_lengths_is_named():

@@ -18,7 +18,7 @@ LAYERS = (
     ("jaxmb._functions", "jaxmb._signal"),
     ("jaxmb._loop_closure", "jaxmb._loop_solve"),
     ("jaxmb._model", "jaxmb._builder"),
-    ("jaxmb._kinematics",),
+    ("jaxmb._kinematics", "jaxmb._point_kinematics"),
     ("jaxmb._loads",),
     ("jaxmb._rigid_body",),
     ("jaxmb._dynamics", "jaxmb.matrix_calculus"),

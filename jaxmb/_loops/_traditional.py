@@ -14,7 +14,8 @@ import jax.numpy as jnp
 
 from .._checks import float_array
 from .._functions import Coordinate
-from .._kinematics import joint_values, point_acceleration, point_position, point_velocity
+from .._kinematics import joint_values
+from .._point_kinematics import point_acceleration, point_position, point_velocity
 from .._loop_closure import ImplicitJointFunction
 from .._model import Joint, Model
 from ._model_loops import _closures

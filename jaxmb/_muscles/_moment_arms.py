@@ -385,6 +385,11 @@ def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
     coordinates).
     """
     q = finite_coordinate_vector(model, q, "moment_arm_derivatives", "q")
+    return _moment_arm_derivatives(model, q)
+
+
+@eqx.filter_jit
+def _moment_arm_derivatives(model: Model, q):
     return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
 
 

@@ -1,5 +1,6 @@
 """The tendon forces of all the muscles of a model at once."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
@@ -76,7 +77,7 @@ def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
     """
     a, l_mt, v_mt = _per_muscle_vectors("muscle_states", model, activations=activations, lengths=lengths,
                                         lengthening_speeds=lengthening_speeds)
-    return musculotendon_states(model, a, l_mt, v_mt, inextensible_tendon=inextensible_tendon)
+    return _states(model, a, l_mt, v_mt, inextensible_tendon=inextensible_tendon)
 
 
 def musculotendon_states(model, a, l_mt, v_mt, *, inextensible_tendon: bool = False) -> MusculotendonForces:
@@ -103,7 +104,7 @@ def activation_rates(model, excitations: ArrayLike, activations: ArrayLike) -> F
     ``eqx.EquinoxRuntimeError``).
     """
     u, a = _per_muscle_vectors("activation_rates", model, excitations=excitations, activations=activations)
-    return musculotendon_activation_rates(model, u, a)
+    return _activation_rates(model, u, a)
 
 
 def musculotendon_activation_rates(model, u, a) -> Float[Array, " n_muscles"]:
@@ -140,4 +141,12 @@ def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
         return jnp.zeros((0,))
     a, l_mt, v_mt = _per_muscle_vectors("muscle_forces", model, activations=activations, lengths=lengths,
                                         lengthening_speeds=lengthening_speeds)
-    return musculotendon_states(model, a, l_mt, v_mt).tendon_force
+    return _states(model, a, l_mt, v_mt).tendon_force
+
+
+# The public calls' bodies, compiled once per muscle set and argument shapes (equinox
+# caches the program on the static parts): called eagerly they would otherwise run
+# operation by operation, the compliant tendons' equilibrium solves included (about a
+# second per call on gait2354's 54 muscles). Under a user's `jit` the inner `jit` is inlined.
+_states = eqx.filter_jit(musculotendon_states)
+_activation_rates = eqx.filter_jit(musculotendon_activation_rates)

@@ -429,7 +429,12 @@ def muscle_lengthening_speeds(model: Model, q: RealLike, qd: RealLike) -> Float[
     """
     q = finite_coordinate_vector(model, q, "muscle_lengthening_speeds", "q")
     qd = finite_coordinate_vector(model, qd, "muscle_lengthening_speeds", "qd", dtype=q.dtype)
-    return jax.jvp(lambda x: muscle_lengths(model, x), (q,), (qd,))[1]
+    return _lengthening_speeds(model, q, qd)
+
+
+@eqx.filter_jit
+def _lengthening_speeds(model: Model, q, qd):
+    return jax.jvp(lambda x: _lengths(model, x), (q,), (qd,))[1]
 
 
 class PathEvents(eqx.Module):
