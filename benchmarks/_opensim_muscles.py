@@ -3,6 +3,7 @@
 in a Python that has ``opensim`` (``--opensim-python``), never imported by jaxmb.
 
     PY benchmarks/_opensim_muscles.py MODEL.osim STATES.npz OUT.json [--repeats 3] [--h 1e-6]
+                                      [--function-paths PATHS.xml]
 
 STATES.npz holds ``coordinate_names`` (k,) and ``q`` (n, k): jaxmb's states, set here
 coordinate by coordinate (``Coordinate.setValue`` without assembling, so that a coupled
@@ -16,6 +17,10 @@ muscle's length and the k x n_muscles moment arms, as an OpenSim user would take
 
 Each route is timed over all states (the best of ``--repeats`` passes), wall and
 process CPU time, setting the state included (it is part of both routes' work).
+
+With ``--function-paths``, the muscles' paths are first replaced by the FunctionBasedPaths
+of that path set (``ModOpReplacePathsWithFunctionBasedPaths``, as Moco users do with
+``PolynomialPathFitter``'s output; jaxmb writes one with `jaxmb.io.write_function_paths`).
 """
 
 import argparse
@@ -33,12 +38,18 @@ def main():
     p.add_argument("out")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--h", type=float, default=1e-6, help="central-difference step (rad or m)")
+    p.add_argument("--function-paths", default="", help="a Set_FunctionBasedPath_ file replacing the paths")
     a = p.parse_args()
     osim.Logger.setLevelString("error")
     d = np.load(a.states)
     names = [str(n) for n in d["coordinate_names"]]
     Q = d["q"]
-    model = osim.Model(a.model)
+    if a.function_paths:
+        processor = osim.ModelProcessor(a.model)
+        processor.append(osim.ModOpReplacePathsWithFunctionBasedPaths(a.function_paths))
+        model = processor.process()
+    else:
+        model = osim.Model(a.model)
     state = model.initSystem()
     cs = model.getCoordinateSet()
     coords = [cs.get(n) for n in names]

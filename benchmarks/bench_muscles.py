@@ -25,7 +25,10 @@ RajagopalLaiUhlrich2023 from the opensim-models repository
 
 ``--wrap-geometry converged,opensim`` times both of `load_osim`'s wrap geometries in the
 same run (the converged points, `load_osim`'s default, and OpenSim's iterates:
-docs/opensim-parity.md). ``--moment-arms closed_form,frozen_path`` times both of
+docs/opensim-parity.md); ``fitted`` (in the default run) times the default paths fitted
+by polynomials of the coordinates (`mb.fit_function_paths` in the central half of the
+ranges, its errors in the notes) against OpenSim 4.6 evaluating the same polynomials
+(FunctionBasedPath, the path set written by `mb.io.write_function_paths`). ``--moment-arms closed_form,frozen_path`` times both of
 `muscle_lengths_and_moment_arms`'s definitions of R: ``-dL/dq`` (the default, the quantity
 of OpenSim's central differences) and the frozen path (the quantity of OpenSim's
 computeMomentArm).
@@ -91,14 +94,46 @@ def random_states(model, n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(lo, hi, (n, model.nq))
 
 
-def opensim_seconds(python, path, model, states, repeats) -> dict:
-    """OpenSim's ``{route: {"wall_s_per_state", "cpu_s_per_state"}}`` at `states`, measured now."""
+def opensim_seconds(python, path, model, states, repeats, fitted=None) -> dict:
+    """OpenSim's ``{route: {"wall_s_per_state", "cpu_s_per_state"}}`` at `states`, measured now;
+    with `fitted` (a model of function-based paths), on the model with those paths."""
     with tempfile.TemporaryDirectory() as tmp:
-        st, out = Path(tmp) / "states.npz", Path(tmp) / "out.json"
+        st, out, paths = Path(tmp) / "states.npz", Path(tmp) / "out.json", Path(tmp) / "paths.xml"
         np.savez(st, coordinate_names=np.array(model.coordinate_names), q=np.asarray(states))
+        extra = []
+        if fitted is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the import's notes on the file, reported when it was loaded
+                coordinates = mb.io.read_osim(str(path), muscles=False).coordinates
+            mb.io.write_function_paths(fitted, paths, coordinates)
+            extra = ["--function-paths", str(paths)]
         subprocess.run([python, str(H.ROOT / "benchmarks" / "_opensim_muscles.py"), str(path), str(st), str(out),
-                        "--repeats", str(repeats)], check=True, capture_output=True)
+                        "--repeats", str(repeats), *extra], check=True, capture_output=True)
         return json.loads(out.read_text())
+
+
+FITTED = "fitted"  # a "wrap geometry" of this benchmark: the default paths fitted by polynomials
+
+
+def fitted_paths(m, notes, name, samples=800, max_order=6):
+    """`m`'s paths fitted by `mb.fit_function_paths` at `samples` random states in the central
+    half of every coordinate's range, with a note of the fit's errors there and at 100
+    other states of that region (against the paths it was fitted to)."""
+    lo, hi = m.q_lower, m.q_upper
+    lo, hi = np.where(np.isfinite(lo), lo, -np.pi), np.where(np.isfinite(hi), hi, np.pi)
+    rng = np.random.default_rng(1)
+    region = lambda n: 0.5 * (lo + hi) + 0.25 * (hi - lo) * rng.uniform(-1.0, 1.0, (n, m.nq))  # noqa: E731
+    fit = mb.fit_function_paths(m, region(samples), max_order=max_order)
+    held = jnp.asarray(region(100))
+    both = eqx.filter_jit(jax.vmap(lambda model, x: mb.muscle_lengths(model, x), (None, 0)))
+    error = np.abs(np.asarray(both(fit.model, held)) - np.asarray(both(m, held)))
+    notes.append(f"{name}, fitted paths: mb.fit_function_paths at {samples} random states in the central half of each "
+                 f"coordinate's range (orders {min(fit.orders)}-{max(fit.orders)}); RMS length error over the samples "
+                 f"median {1e3 * np.median(fit.length_rms):.3g} mm, largest {1e3 * fit.length_rms.max():.3g} mm "
+                 f"({m.muscle_names[int(np.argmax(fit.length_rms))]}); at 100 other states of that region median "
+                 f"{1e3 * np.median(error):.3g} mm, 99th percentile {1e3 * np.percentile(error, 99):.3g} mm; "
+                 "OpenSim's figures for these rows are OpenSim 4.6 on the same polynomials (FunctionBasedPath)")
+    return fit.model
 
 
 def stored_opensim(name: str) -> dict | None:
@@ -116,13 +151,15 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
               methods=(DEFAULT_METHOD,)):
     """Rows of one model (for each wrap geometry of `load_osim` and each definition of R) and its summary."""
     name, path = model_path(model)
-    calls, compile_s, per = {}, {}, {}
+    calls, compile_s, per, fitted = {}, {}, {}, None
     for geometry in geometries:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = mb.load_osim(str(path), wrap_geometry=geometry)
+            m = mb.load_osim(str(path), wrap_geometry=DEFAULT_GEOMETRY if geometry == FITTED else geometry)
         if muscles:  # a subset (a smaller program to compile)
             m = eqx.tree_at(lambda x: x.muscles, m, tuple(x for x in m.muscles if x.name in muscles))
+        if geometry == FITTED:
+            m = fitted = fitted_paths(m, notes, name)
         states = random_states(m, n_states)
         for method in methods:
             fn = lambda q, m=m, method=method: mb.muscle_lengths_and_moment_arms(m, q, method=method)  # noqa: E731
@@ -139,35 +176,43 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
     if muscles:
         notes.append(f"{name}: only the muscles {list(muscles)}; OpenSim's figures are for all of the model's muscles")
     timed = H.time_calls(calls, rounds=rounds, min_time=0.0)
-    if opensim_python:
-        osim = opensim_seconds(opensim_python, path, m, states, rounds)
-        osim["source"] = f"measured in this run at the same states ({opensim_python})"
-    else:
-        osim = stored_opensim(name) or {"source": "no OpenSim given (--opensim-python) and no stored figure"}
     key = f"{H.clock()}_s_per_state"
-    osim_s = {r: osim[r][key] for r in ROUTES if r in osim}
-    notes.append(f"{name}: OpenSim " + ", ".join(f"{r} {H.ms(osim[r]['wall_s_per_state']):.4g} ms/state wall, "
-                                               f"{H.ms(osim[r]['cpu_s_per_state']):.4g} ms CPU" for r in osim_s)
-                 + f" ({osim['source']})")
+    osims = {}  # OpenSim on the same paths: the geometric ones, and the fitted ones if timed
+    for kind in ([] if set(geometries) <= {FITTED} else ["geometric"]) + ([FITTED] if fitted is not None else []):
+        if opensim_python:
+            osim = opensim_seconds(opensim_python, path, m, states, rounds, fitted=fitted if kind == FITTED else None)
+            osim["source"] = f"measured in this run at the same states ({opensim_python})"
+        elif kind == "geometric":
+            osim = stored_opensim(name) or {"source": "no OpenSim given (--opensim-python) and no stored figure"}
+        else:
+            osim = {"source": "no OpenSim given (--opensim-python)"}
+        osims[kind] = (osim, {r: osim[r][key] for r in ROUTES if r in osim})
+        label = "" if kind == "geometric" else " with the fitted paths (FunctionBasedPath)"
+        notes.append(f"{name}: OpenSim{label} " + ", ".join(
+            f"{r} {H.ms(osim[r]['wall_s_per_state']):.4g} ms/state wall, {H.ms(osim[r]['cpu_s_per_state']):.4g} ms CPU"
+            for r in osims[kind][1]) + f" ({osim['source']})")
     rows = []
     for k in calls:
         seconds, wall = timed[k]["best_s"] / per[k], timed[k]["best_wall_s"] / per[k]
+        osim, osim_s = osims[FITTED if k[0] == FITTED else "geometric"]
         rows.append(dict(model=name, wraps=k[0], moment_arms=k[1], how=k[2], batch=k[3], compile_s=compile_s[k],
                          ms_per_state=H.ms(seconds), ms_per_state_wall=H.ms(wall),
                          **{f"{r}_over_this": s / seconds for r, s in osim_s.items()},
                          **{f"{r}_over_this_wall": osim[r]["wall_s_per_state"] / wall for r in osim_s}))
     summary = dict(model=name, file=path.name, n_muscles=len(m.muscles), nq=int(m.nq),
-                   opensim_seconds_per_state=osim_s, opensim_source=osim["source"])
+                   opensim_seconds_per_state={kind: seconds for kind, (_, seconds) in osims.items()},
+                   opensim_source={kind: osim["source"] for kind, (osim, _) in osims.items()})
     return rows, summary
 
 
 def run(quick=False, models=None, batch_sizes=None, muscles=None, opensim_python=None, rounds=None, n_states=None,
-        out_dir=H.RESULTS, geometries=(DEFAULT_GEOMETRY,), methods=(DEFAULT_METHOD,), sections=SECTIONS,
-        frozen_path=False):
+        out_dir=H.RESULTS, geometries=None, methods=(DEFAULT_METHOD,), sections=SECTIONS, frozen_path=False):
     """Both sections (or those named in `sections`) in one result, ``muscles``: the geometry's
     rows at the top level, static optimization's under ``"static_optimization"``
-    (`frozen_path` adds jaxmb on OpenSim's problem there)."""
+    (`frozen_path` adds jaxmb on OpenSim's problem there). `geometries` default: load_osim's,
+    and the paths fitted by polynomials unless `quick`."""
     sections = H.sections(sections, SECTIONS)
+    geometries = geometries or ((DEFAULT_GEOMETRY,) if quick else (DEFAULT_GEOMETRY, FITTED))
     opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
     result, tables = {"rows": [], "notes": [], "headline": []}, []
     meta = dict(quick=quick, sections=list(sections))
@@ -213,13 +258,16 @@ def _geometry(quick, models, batch_sizes, muscles, opensim_python, rounds, n_sta
 def headline(rows, summaries):
     out = []
     for s in summaries:
-        alt = "; ".join(f"OpenSim 4.6 {r.replace('_', ' ')} {H.ms(t):.4g}"
-                        for r, t in s["opensim_seconds_per_state"].items())
         for geometry, method in dict.fromkeys((r["wraps"], r["moment_arms"]) for r in rows if r["model"] == s["model"]):
+            osim = s["opensim_seconds_per_state"][FITTED if geometry == FITTED else "geometric"]
+            alt = "; ".join(f"OpenSim 4.6 {r.replace('_', ' ')} {H.ms(t):.4g}" for r, t in osim.items())
+            if geometry == FITTED:
+                alt += " (OpenSim on the same polynomials: FunctionBasedPath)"
             mine = [r for r in rows if r["model"] == s["model"] and (r["wraps"], r["moment_arms"]) == (geometry, method)]
             best = min(mine, key=lambda r: r["ms_per_state"])
             jit = next(r for r in mine if r["how"] == "jit")
-            wraps = "" if geometry == DEFAULT_GEOMETRY else f" ({geometry} wrap geometry)"
+            wraps = {DEFAULT_GEOMETRY: "", FITTED: " (paths fitted by polynomials, fit_function_paths)"}.get(
+                geometry, f" ({geometry} wrap geometry)")
             arms = "moment arms" if method == DEFAULT_METHOD else "frozen-path moment arms (OpenSim's computeMomentArm)"
             out.append({"what": f"{s['file']}: {s['n_muscles']} muscle lengths and the {s['nq']} x {s['n_muscles']} "
                                 f"{arms}{wraps}, ms per state",
@@ -238,9 +286,10 @@ def main(argv=None):
     p.add_argument("--batch-sizes", help="comma-separated; empty for single states only")
     p.add_argument("--states", type=int, help="random in-range states timed singly (default 20, 8 with --quick)")
     p.add_argument("--opensim-python", help="a Python with `opensim` (default: $JAXMB_OPENSIM_PYTHON)")
-    p.add_argument("--wrap-geometry", default=DEFAULT_GEOMETRY,
+    p.add_argument("--wrap-geometry", default="",
                    help="comma-separated wrap geometries of load_osim to time side by side, for instance "
-                        f"converged,opensim (default: load_osim's, {DEFAULT_GEOMETRY})")
+                        f"converged,opensim, and '{FITTED}': load_osim's paths fitted by polynomials "
+                        f"(default: {DEFAULT_GEOMETRY},{FITTED}; {DEFAULT_GEOMETRY} with --quick)")
     p.add_argument("--moment-arms", default=DEFAULT_METHOD,
                    help="comma-separated definitions of R to time side by side: closed_form (-dL/dq, the "
                         "quantity of OpenSim's central differences) and frozen_path (OpenSim's computeMomentArm) "

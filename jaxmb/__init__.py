@@ -100,6 +100,11 @@ from ._muscles import activation_rates as activation_rates
 from ._muscles import MusculotendonForces as MusculotendonForces
 from ._muscles import Thelen2003Muscle as Thelen2003Muscle
 from ._muscles import ConditionalPathPoint as ConditionalPathPoint
+from ._muscles import FunctionBasedPath as FunctionBasedPath
+from ._muscles import MultivariatePolynomial as MultivariatePolynomial
+from ._muscles import polynomial_exponents as polynomial_exponents
+from ._muscles import fit_function_paths as fit_function_paths
+from ._muscles import FunctionPathFit as FunctionPathFit
 from ._muscles import moment_arm_derivatives as moment_arm_derivatives
 from ._muscles import moment_arm_sweep as moment_arm_sweep
 from ._muscles import moment_arms as moment_arms

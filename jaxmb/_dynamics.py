@@ -31,7 +31,8 @@ from jaxtyping import Array, Float
 from ._checks import coordinate_vector
 from ._errors import ModelError
 from ._typing import RealLike
-from ._kinematics import body_transforms, joint_gradients, joint_values
+from ._eager import compiled_when_eager
+from ._kinematics import body_transforms, has_loops, joint_gradients, joint_values
 from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _path_twist_jacobian
 from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
 from ._model import Model
@@ -246,7 +247,7 @@ def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
     return _generalized_forces(model, q, loads) if loads else jnp.zeros_like(q)
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _generalized_forces(model: Model, q, loads):
     return _applied_forces(model, q, loads)
 
@@ -417,7 +418,7 @@ def inverse_dynamics_terms(model: Model, q, qd, qdd, *, loads=None, method: Meth
     return _inverse_dynamics_terms(model, q, qd, qdd, model.loads if loads is None else tuple(loads), method=method)
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _inverse_dynamics_terms(model: Model, q, qd, qdd, loads, *, method: Method):
     inertial = _mass_matrix(model, q, method=method) @ qdd
     velocity = _velocity_forces(model, q, qd, method=method)
@@ -506,7 +507,7 @@ def kinetic_energy(model: Model, q, qd) -> Float[Array, ""]:
     return _kinetic_energy(model, q, qd)
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _kinetic_energy(model: Model, q, qd):
     vc = jax.jvp(lambda x: _com_positions(model, x), (q,), (qd,))[1]
     w = body_angular_velocities(model, q, qd)
@@ -534,7 +535,7 @@ def potential_energy(model: Model, q) -> Float[Array, ""]:
     return _potential_energy(model, q)
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _potential_energy(model: Model, q):
     masses = jnp.stack([b.mass for b in model.bodies]).astype(q.dtype)
     return -jnp.sum(masses * (_com_positions(model, q) @ model.gravity.astype(q.dtype)))

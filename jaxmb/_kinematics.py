@@ -8,7 +8,6 @@ from the poses.
 import functools
 from collections.abc import Sequence
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,17 +16,21 @@ from jaxtyping import Array, Float
 from ._typing import RealLike
 
 from ._checks import coordinate_vector
-from ._errors import ModelError
+from ._eager import compiled_when_eager
 from ._loop_closure import ImplicitJointFunction, LoopClosure, LoopClosureError
 from ._model import Model
 from ._spatial import own_buffer, small_matmul, small_matvec
 
 
 # The public calls convert and check their arguments, then run a body compiled once per
-# model structure and argument shapes (`eqx.filter_jit`: equinox caches the program on
-# the static parts). Called eagerly, the bodies otherwise run operation by operation and
-# are traced again on every call (tens of milliseconds per call on gait2354's coupled
-# joints). Under a user's `jit`, `vmap` or `grad` the inner `jit` is inlined.
+# model structure and argument shapes when called eagerly (`jaxmb._eager`), except on a
+# model with loops: there a loop that cannot close raises its `LoopClosureError` at the
+# call, and the loops' solves are compiled on their own.
+
+
+def has_loops(model: Model, *args, **kwargs) -> bool:
+    """Whether `model` has loop closures (`compiled_when_eager`'s exception)."""
+    return bool(model.loops)
 
 
 def _loop_closure_of(model: Model, members: Sequence[int]) -> LoopClosure:
@@ -135,7 +138,7 @@ def joint_values(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nj"]:
     return _joint_values(model, jnp.asarray(q))
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _joint_values(model: Model, q):
     return jnp.stack(_per_joint(model, "__call__", q)).astype(q.dtype)
 
@@ -160,7 +163,7 @@ def joint_gradients(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq
     return _joint_gradients(model, jnp.asarray(q))
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _joint_gradients(model: Model, q):
     return jnp.stack(_per_joint(model, "gradient", q))
 
@@ -184,7 +187,7 @@ def joint_hessians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq 
     return _joint_hessians(model, jnp.asarray(q))
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _joint_hessians(model: Model, q):
     return jnp.stack(_per_joint(model, "hessian", q))
 
@@ -215,7 +218,7 @@ def joint_rates(model: Model, q, qd, qdd=None):
     return _joint_rates(model, q, qd, None if qdd is None else jnp.asarray(qdd, dtype=q.dtype))
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _joint_rates(model: Model, q, qd, qdd):
     if qdd is None:
         return tuple(jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
@@ -428,7 +431,7 @@ def body_transforms(model: Model, q: RealLike) -> Float[Array, "nb 4 4"]:
     return _body_transforms(model, q)
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _body_transforms(model: Model, q):
     return body_transforms_from_joints(model, joint_values(model, q))
 

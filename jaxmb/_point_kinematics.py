@@ -6,17 +6,17 @@ of the poses of `jaxmb._kinematics`, so it equals Ehsani's ``D_iᵀ (r ⊗ q')``
 and ``D'_i`` themselves and the tests compare the two.
 
 The public calls check their arguments, then run a body compiled once per model
-structure and argument shapes (``eqx.filter_jit``), as `jaxmb._kinematics`' do.
+structure and argument shapes when called eagerly, as `jaxmb._kinematics`' do.
 """
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._checks import coordinate_vector
+from ._checks import coordinate_vector, float_array
 from ._errors import ModelError
-from ._kinematics import body_transforms
+from ._eager import compiled_when_eager
+from ._kinematics import body_transforms, has_loops
 from ._model import Model
 from ._spatial import vee
 from ._typing import RealLike
@@ -31,7 +31,7 @@ def _body(model: Model, body) -> int | None:
 
 
 def _body_point(point, dtype, caller: str):
-    point = jnp.asarray(point, dtype=dtype)
+    point = float_array(point, dtype)  # a constant, also inside a trace: the default (0, 0, 0) is no argument
     if point.shape != (3,):  # a (1,) point would broadcast, a (2,) one fail in a matrix product
         raise ModelError(f"{caller}: point must have shape (3,), the point in the body's frame (m), "
                          f"got {point.shape}.")
@@ -65,7 +65,7 @@ def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
     return _point_position(model, q, _body(model, body), _body_point(point, q.dtype, "point_position"))
 
 
-_point_position = eqx.filter_jit(_position)
+_point_position = compiled_when_eager(_position, unless=has_loops)
 
 
 def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
@@ -93,7 +93,7 @@ def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0))
     return _point_velocity(model, q, qd, _body(model, body), _body_point(point, q.dtype, "point_velocity"))
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _point_velocity(model: Model, q, qd, body, point):
     return jax.jvp(lambda x: _position(model, x, body, point), (q,), (qd,))[1]
 
@@ -124,7 +124,7 @@ def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0
                                _body_point(point, q.dtype, "point_acceleration"))
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _point_acceleration(model: Model, q, qd, qdd, body, point):
     pos = lambda x: _position(model, x, body, point)  # noqa: E731
     vel = lambda x: jax.jvp(pos, (x,), (qd,))[1]  # noqa: E731
@@ -154,7 +154,7 @@ def point_jacobian(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
     return _point_jacobian(model, q, _body(model, body), _body_point(point, q.dtype, "point_jacobian"))
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _point_jacobian(model: Model, q, body, point):
     return jax.jacfwd(lambda x: _position(model, x, body, point))(q)
 
@@ -182,7 +182,7 @@ def body_angular_velocities(model: Model, q, qd) -> Float[Array, "nb 3"]:
     return _body_angular_velocities(model, q, qd)
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _body_angular_velocities(model: Model, q, qd):
     poses, dposes = jax.jvp(lambda x: body_transforms(model, x), (q,), (qd,))
     return jax.vmap(lambda t, dt: vee(dt[:3, :3] @ t[:3, :3].T))(poses, dposes)
@@ -209,6 +209,6 @@ def angular_jacobians(model: Model, q) -> Float[Array, "nb 3 nq"]:
     return _angular_jacobians(model, q)
 
 
-@eqx.filter_jit
+@compiled_when_eager(unless=has_loops)
 def _angular_jacobians(model: Model, q):
     return jax.jacfwd(lambda v: _body_angular_velocities(model, q, v))(jnp.zeros_like(q))

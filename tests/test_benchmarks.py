@@ -136,21 +136,24 @@ def test_bench_muscles_tiny(bench):
     from benchmarks import bench_muscles
 
     result = bench_muscles.run(quick=True, batch_sizes=(), muscles=("BRA",), rounds=1, n_states=2, out_dir=None,
-                               geometries=("converged", "opensim"), methods=("closed_form", "frozen_path"),
+                               geometries=("converged", "opensim", "fitted"), methods=("closed_form", "frozen_path"),
                                sections=("geometry",))
-    row, frozen, iterates, _ = _check(result, "muscles")
+    row, frozen, iterates, _, fitted, _ = _check(result, "muscles")
     assert row["model"] == "arm26" and row["how"] == "jit" and row["ms_per_state"] > 0.0
     assert (row["wraps"], iterates["wraps"]) == ("converged", "opensim") and iterates["ms_per_state"] > 0.0
     assert (row["moment_arms"], frozen["moment_arms"]) == ("closed_form", "frozen_path") and frozen["ms_per_state"] > 0.0
     # The default geometry's and definition's row is unmarked; the others name themselves.
     what = [h["what"] for h in result["headline"]]
-    assert len(what) == 4 and "wrap geometry" not in what[0] and "frozen-path" not in what[0]
-    assert "frozen-path" in what[1] and "opensim wrap geometry" in what[2]
+    assert len(what) == 6 and "wrap geometry" not in what[0] and "frozen-path" not in what[0]
+    assert "frozen-path" in what[1] and "opensim wrap geometry" in what[2] and "fitted by polynomials" in what[4]
+    assert fitted["wraps"] == "fitted" and fitted["ms_per_state"] > 0.0
+    assert any("fitted paths: mb.fit_function_paths" in n for n in result["notes"])
     (summary,) = result["meta"]["models"]
     assert summary["n_muscles"] == 1 and summary["nq"] == 2
     if not os.environ.get("JAXMB_OPENSIM_PYTHON"):
-        assert "stored in arm26.npz" in summary["opensim_source"]
-        assert set(summary["opensim_seconds_per_state"]) == {"compute_moment_arm"}
+        assert "stored in arm26.npz" in summary["opensim_source"]["geometric"]
+        assert set(summary["opensim_seconds_per_state"]["geometric"]) == {"compute_moment_arm"}
+        assert summary["opensim_seconds_per_state"]["fitted"] == {}
         assert row["compute_moment_arm_over_this"] > 0.0
 
 

@@ -13,7 +13,8 @@ MAX_LINES = 600
 # Lowest layer first. A module may import from its own layer or the layers before it;
 # a module is placed by the longest prefix of its dotted name listed here.
 LAYERS = (
-    ("jaxmb._errors", "jaxmb._typing", "jaxmb._results", "jaxmb._checks", "jaxmb._solvers", "jaxmb._batching"),
+    ("jaxmb._errors", "jaxmb._typing", "jaxmb._results", "jaxmb._checks", "jaxmb._solvers", "jaxmb._batching",
+     "jaxmb._eager"),
     ("jaxmb._spatial", "jaxmb._safe"),
     ("jaxmb._functions", "jaxmb._signal"),
     ("jaxmb._loop_closure", "jaxmb._loop_solve"),

@@ -103,8 +103,11 @@ def test_parity_arm26():
 def test_arm26_in_float32_stays_near_opensim():
     """Float32 on request (large GPU batches): a model and states cast to float32 give float32
     lengths and moment arms, with every wrap iteration in float32, within float32's reach of
-    OpenSim 4.6's (lengths measured 2.9e-7 m from OpenSim's, moment arms 1.0e-6 m from
-    jaxmb's float64 ones; float64 holds 1e-7 m and 1e-6 m of OpenSim's)."""
+    OpenSim 4.6's (float64 holds 1e-7 m and 1e-6 m of OpenSim's). Lengths were measured
+    2.9e-7 m from OpenSim's on one CPU and 1.29e-6 m on another (AMD EPYC, same jaxlib):
+    XLA's float32 code follows the CPU's vector width, and the wraps' loosely stopped
+    iterations carry its round-off (27 float32 steps of a 0.45 m length); moment arms
+    1.0e-6 m from jaxmb's float64 ones."""
     model, d = _load("arm26", "arm26.osim")
     model32 = jax.tree.map(lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, model)
     idx = np.arange(0, len(d["sweep_q_ind"]), 8)
@@ -113,7 +116,7 @@ def test_arm26_in_float32_stays_near_opensim():
     assert length.dtype == r.dtype == jnp.float32
     r_sweep = np.asarray(r, float)[np.arange(len(idx)), d["sweep_coordinate"][idx], :]
     smooth = d["sweep_fd_smooth"][idx]
-    assert np.abs(np.asarray(length, float) - d["sweep_muscle_lengths"][idx]).max() < 1e-6
+    assert np.abs(np.asarray(length, float) - d["sweep_muscle_lengths"][idx]).max() < 5e-6
     assert np.where(smooth, np.abs(r_sweep - d["sweep_moment_arms_fd"][idx]), 0.0).max() < 1e-5
 
 

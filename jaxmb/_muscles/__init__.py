@@ -5,7 +5,9 @@ points that exist only while a coordinate lies in a range
 (`ConditionalPathPoint`), points whose body-frame location is a function
 of ``q`` (`MovingPathPoint`), and wrap objects (`WrapSphere`,
 `WrapCylinder`, `WrapEllipsoid`, `WrapTorus`) that the path
-slides over. Its length ``L(q)`` is what `muscle_lengths` returns; the
+slides over; or its path is a function of the coordinates (`FunctionBasedPath`, a
+`MultivariatePolynomial` of them, as OpenSim's ``PolynomialPathFitter`` fits it). Its
+length ``L(q)`` is what `muscle_lengths` returns; the
 moment-arm matrix follows the biomechanics sign ``R = -dL/dq`` (nq, n_muscles),
 so that the generalized force of the tensions ``F`` is ``R @ F``.
 
@@ -20,6 +22,11 @@ from ._muscle_forces import activation_rates as activation_rates
 from ._activation import DeGrooteActivation as DeGrooteActivation
 from ._activation import FirstOrderActivation as FirstOrderActivation
 from ._cylinder import WrapCylinder as WrapCylinder
+from ._function_path import FunctionBasedPath as FunctionBasedPath
+from ._function_path import MultivariatePolynomial as MultivariatePolynomial
+from ._function_path import polynomial_exponents as polynomial_exponents
+from ._path_fitting import fit_function_paths as fit_function_paths
+from ._path_fitting import FunctionPathFit as FunctionPathFit
 from ._degroote import DeGrooteFregly2016Muscle as DeGrooteFregly2016Muscle
 from ._ellipsoid import WrapEllipsoid as WrapEllipsoid
 from ._millard import Millard2012EquilibriumMuscle as Millard2012EquilibriumMuscle
@@ -45,7 +52,6 @@ from ._path_points import MovingPathPoint as MovingPathPoint
 from ._path_points import PathPoint as PathPoint
 from ._paths import muscle_lengthening_speeds as muscle_lengthening_speeds
 from ._paths import muscle_lengths as muscle_lengths
-from ._paths import muscle_path_points as muscle_path_points
 from ._paths import path_event_signature as path_event_signature
 from ._paths import path_events as path_events
 from ._paths import PathEvents as PathEvents

@@ -111,16 +111,25 @@ def layout(model: Model) -> Layout:
 
 
 def partitions(model: Model) -> list[tuple[Layout, np.ndarray]]:
-    """`model`'s muscles split by how their paths resolve, each part padded to its own sizes:
+    """`model`'s muscles with path points split by how their paths resolve, each part padded
+    to its own sizes:
     ``[(layout, ks), ...]`` with ``ks`` the part's muscle indices in `model.muscles`.
 
     Muscles with at most one PathWrap resolve in one pass; only those with several
     run OpenSim's multi-pass loop (up to 8 passes, `resolve_all`), so that the passes
     after the first recompute just the muscles that need them (and pad to their sizes).
     """
-    counts = [len(m.wraps) for m in model.muscles]
-    parts = [[k for k, n in enumerate(counts) if n <= 1], [k for k, n in enumerate(counts) if n > 1]]
+    geometric = [k for k, m in enumerate(model.muscles) if m.path is None]
+    parts = [[k for k in geometric if len(model.muscles[k].wraps) <= 1],
+             [k for k in geometric if len(model.muscles[k].wraps) > 1]]
     return [(Layout([model.muscles[k] for k in ks], model.body_names), np.array(ks, int)) for ks in parts if ks]
+
+
+def function_part(model: Model):
+    """The muscles whose path is a function of the coordinates (`Muscle.path`), left out of
+    `partitions`: ``(paths, ks)`` with ``ks`` their indices in `model.muscles`, or None."""
+    ks = [k for k, m in enumerate(model.muscles) if m.path is not None]
+    return ([model.muscles[k].path for k in ks], np.array(ks, int)) if ks else None
 
 
 def merge_parts(parts, values, axis=0):

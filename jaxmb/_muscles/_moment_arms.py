@@ -22,11 +22,15 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import finite_coordinate_vector
+from .._eager import compiled_when_eager
+from .._errors import ModelError
 from .._kinematics import _twist_rows, body_transforms, joint_gradients
 from .._functions import AbstractJointFunction
 from .._model import GROUND, Model
 from .._safe import unit
-from ._layout import ext_poses, layout, merge_parts, moving_locals, partitions, path_lengths, unwrapped_segments
+from ._function_path import function_path_lengths
+from ._layout import (ext_poses, function_part, layout, merge_parts, moving_locals, partitions, path_lengths,
+                      unwrapped_segments)
 from ._paths import _value_and_jacobian, muscle_lengths, resolve_all, state_by_state
 
 
@@ -177,6 +181,9 @@ def gmlav_loads(model: Model, q, poses):
     construction, `_wrap_reverse_sweep`) and loads the wrap object's body
     with the reactions.
     """
+    if function_part(model) is not None:
+        raise ModelError("gmlav_loads: a path given as a function of the coordinates (FunctionBasedPath) has no line "
+                         "of action; its generalized force is R F with R = moment_arms(model, q).")
     return _layout_loads(layout(model), q, poses)
 
 
@@ -236,8 +243,13 @@ def _kinematic_coefficients(model: Model, q, poses):
     return gamma, beta, joint_gradients(model, q)
 
 
-def _merged(parts, out, with_lengths):
-    """The parts' ``(lengths, R)`` in model order: ``(L, R)`` or ``R``."""
+def _merged(model: Model, q, parts, out, with_lengths):
+    """The parts' ``(lengths, R)`` and the function-based paths' (`function_part`) in model
+    order: ``(L, R)`` or ``R``."""
+    functions = function_part(model)
+    if functions is not None:
+        lengths, slopes = function_path_lengths(functions[0], q, gradient=True)
+        parts, out = parts + [functions], out + [(lengths, -slopes.T)]
     R = merge_parts(parts, [o[1] for o in out], axis=1)
     return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
 
@@ -249,8 +261,8 @@ def _closed_form(model: Model, q, with_lengths=False):
     poses = body_transforms(model, q)
     coefficients = _kinematic_coefficients(model, q, poses)
     parts = partitions(model)
-    return _merged(parts, [_layout_moment_arms(lay, q, poses, *coefficients, with_lengths) for lay, _ in parts],
-                   with_lengths)
+    return _merged(model, q, parts,
+                   [_layout_moment_arms(lay, q, poses, *coefficients, with_lengths) for lay, _ in parts], with_lengths)
 
 
 def _frozen_layout_moment_arms(model: Model, lay, q, poses):
@@ -287,7 +299,7 @@ def _frozen_path(model: Model, q, with_lengths=False):
     coefficients = _kinematic_coefficients(model, q, poses) if any(lay.W == 0 for lay, _ in parts) else None
     out = [_layout_moment_arms(lay, q, poses, *coefficients, True) if lay.W == 0
            else _frozen_layout_moment_arms(model, lay, q, poses) for lay, _ in parts]
-    return _merged(parts, out, with_lengths)
+    return _merged(model, q, parts, out, with_lengths)
 
 
 PATH_FORCE_ROUTES = ("closed_form", "frozen_path")
@@ -388,7 +400,7 @@ def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
     return _moment_arm_derivatives(model, q)
 
 
-@eqx.filter_jit
+@compiled_when_eager
 def _moment_arm_derivatives(model: Model, q):
     return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
 
@@ -402,6 +414,8 @@ def _depends_on(model: Model, muscle, k: int) -> bool:
     functions = jax.tree.leaves(muscle.points, is_leaf=lambda x: isinstance(x, AbstractJointFunction))
     if any(isinstance(f, AbstractJointFunction) and k in f.coordinate_indices() for f in functions):
         return True
+    if muscle.path is not None:
+        return k in muscle.path.coordinate_indices()
     names = {p.body for p in muscle.points} | {w.body for w in muscle.wraps}
     paths = [set() if b == GROUND else {model.body_index(b), *model.ancestors(model.body_index(b))} for b in names]
     between = set().union(*paths) - set.intersection(*paths)

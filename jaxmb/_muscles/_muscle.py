@@ -8,6 +8,7 @@ from jaxtyping import Array, Float
 
 from .._errors import ModelError
 from ._activation import AbstractActivationDynamics
+from ._function_path import FunctionBasedPath
 from .._checks import float_array, violated
 from ._musculotendon import AbstractMusculotendonModel, positive_parameters
 from ._path_points import AbstractPathPoint
@@ -56,7 +57,8 @@ class Muscle(eqx.Module):
 
     - `name`: the muscle's name.
     - `points`: at least two path points (`PathPoint`, `ConditionalPathPoint`,
-      `MovingPathPoint`), origin first; the first and last may not be conditional.
+      `MovingPathPoint`), origin first; the first and last may not be conditional. Empty
+      for a path given as a function (`path`).
     - `wraps`: the wrap objects the path may slide over (`WrapSphere`, `WrapCylinder`,
       `WrapEllipsoid`, `WrapTorus`), in OpenSim's PathWrap order.
     - `parameters`: the `MuscleParameters` (default: its defaults).
@@ -75,6 +77,9 @@ class Muscle(eqx.Module):
       OpenSim 4.6's defaults where the file omits them: 0.01 for Thelen2003Muscle and
       Millard2012EquilibriumMuscle (their constructors' value, whatever the file's
       minimum activation), else 0; and 1.
+    - `path`: a [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath], the length as a
+      function of the coordinates in place of points and wraps (OpenSim's
+      ``FunctionBasedPath``); None (default) for a path of points.
 
     **Raises:**
 
@@ -94,12 +99,13 @@ class Muscle(eqx.Module):
     activation_dynamics: AbstractActivationDynamics | None
     min_control: Float[Array, ""]
     max_control: Float[Array, ""]
+    path: FunctionBasedPath | None
 
     def __init__(self, name: str, points: Sequence[AbstractPathPoint], wraps: Sequence[AbstractWrapObject] = (),
                  parameters: MuscleParameters | None = None, kind: str = "Muscle",
                  force_model: AbstractMusculotendonModel | None = None,
                  activation_dynamics: AbstractActivationDynamics | None = None, min_control=None,
-                 max_control=1.0):
+                 max_control=1.0, path: FunctionBasedPath | None = None):
         self.name = str(name)
         self.points = tuple(points)
         self.wraps = tuple(wraps)
@@ -111,12 +117,20 @@ class Muscle(eqx.Module):
             min_control = getattr(force_model, "minimum_activation", 0.0)
         self.min_control = float_array(min_control)
         self.max_control = float_array(max_control)
+        self.path = path
         _check_controls(self)
         positive_parameters(self.parameters, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length"),
                             f"Muscle {name!r}")
         if force_model is not None and not isinstance(force_model, AbstractMusculotendonModel):
             raise ModelError(f"Muscle {name!r}: force_model must be a musculotendon model (e.g. "
                              f"jaxmb.Thelen2003Muscle), got {type(force_model).__name__}.")
+        if path is not None:
+            if not isinstance(path, FunctionBasedPath):
+                raise ModelError(f"Muscle {name!r}: path must be a jaxmb.FunctionBasedPath, got {type(path).__name__}.")
+            if self.points or self.wraps:
+                raise ModelError(f"Muscle {name!r}: a path given as a function has no path points or wrap objects; "
+                                 "give points=() and wraps=().")
+            return
         if len(self.points) < 2:
             raise ModelError(f"Muscle {name!r} needs at least two path points, got {len(self.points)}.")
         for p in self.points:

@@ -1,11 +1,11 @@
 """The tendon forces of all the muscles of a model at once."""
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import finite_entries
+from .._eager import compiled_when_eager
 from .._errors import ModelError
 from ._musculotendon import MusculotendonForces
 
@@ -144,9 +144,8 @@ def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
     return _states(model, a, l_mt, v_mt).tendon_force
 
 
-# The public calls' bodies, compiled once per muscle set and argument shapes (equinox
-# caches the program on the static parts): called eagerly they would otherwise run
-# operation by operation, the compliant tendons' equilibrium solves included (about a
-# second per call on gait2354's 54 muscles). Under a user's `jit` the inner `jit` is inlined.
-_states = eqx.filter_jit(musculotendon_states)
-_activation_rates = eqx.filter_jit(musculotendon_activation_rates)
+# The public calls' bodies, compiled once per muscle set and argument shapes when called
+# eagerly (`jaxmb._eager`): they would otherwise run operation by operation, the compliant
+# tendons' equilibrium solves included (about a second per call on gait2354's 54 muscles).
+_states = compiled_when_eager(musculotendon_states)
+_activation_rates = compiled_when_eager(musculotendon_activation_rates)

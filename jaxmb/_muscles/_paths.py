@@ -20,14 +20,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
-from .._batching import batch_max, batches_in_chunks, in_rounds, live_first, where_lanes
+from .._batching import CHUNK, batch_max, batches_in_chunks, in_rounds, live_first, where_lanes
 from .._checks import finite_coordinate_vector
+from .._eager import compiled_when_eager
 from .._kinematics import body_transforms
 from .._model import Model
 from .._safe import norm
 from .._typing import RealLike
-from ._layout import (Layout, ext_poses, merge_parts, partitions, path_lengths, point_locals, wrap_groups,
-                      wrap_kinds)
+from ._function_path import function_path_lengths
+from ._layout import (Layout, ext_poses, function_part, merge_parts, partitions, path_lengths, point_locals,
+                      wrap_groups, wrap_kinds)
 from ._wrap_base import MANDATORY_WRAP, WRAPPED
 
 
@@ -367,17 +369,18 @@ def paths_iterate(model: Model) -> bool:
 def state_by_state(fn):
     """Decorate ``fn(model, q, *static, **options)`` (static extras): for a model whose paths iterate (`paths_iterate`),
     a `jax.vmap` over it maps the states one at a time on CPU (`batches_in_chunks` with
-    chunk 1); other models batch as `vmap` does.
+    chunk 1); other models batch in chunks of `jaxmb._batching.CHUNK` states, as the
+    dynamics do.
 
     Why: a batched loop runs every lane to the slowest lane of the whole batch, so on a
     CPU a batch of iterating paths costs more per state than the states one by one
-    (MoBL-ARMS, arm26), while paths without iterations batch well (gait2354); the
-    figures are in docs/dev/performance.md."""
+    (MoBL-ARMS, arm26), while paths without iterations batch well (gait2354, fitted
+    paths) until the batch's intermediates leave the caches; the figures are in
+    docs/dev/performance.md."""
     @functools.wraps(fn)
     def wrapper(model, q, *static, **options):
-        if not paths_iterate(model):
-            return fn(model, q, *static, **options)
-        return batches_in_chunks(lambda m, x: fn(m, x, *static, **options), chunk=1)(model, q)
+        chunk = 1 if paths_iterate(model) else CHUNK
+        return batches_in_chunks(lambda m, x: fn(m, x, *static, **options), chunk=chunk)(model, q)
 
     return wrapper
 
@@ -395,12 +398,16 @@ def _lengths(model: Model, q):
     for lay, _ in parts:
         r = resolve_all(lay, q, poses)
         out.append(path_lengths(lay, (r.pos, r.active, r.key, r.wrap_len)))
+    functions = function_part(model)
+    if functions is not None:
+        parts, out = parts + [functions], out + [function_path_lengths(functions[0], q)]
     return merge_parts(parts, out)
 
 
 def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_muscles"]:
     """Musculotendon path lengths ``L(q)``: the sum of the straight segments between the
-    active path points and the wrap tangent points, plus the lengths on the wrap surfaces.
+    active path points and the wrap tangent points, plus the lengths on the wrap surfaces;
+    for a path given as a function (`jaxmb.FunctionBasedPath`), that function's value.
 
     **Arguments:**
 
@@ -432,7 +439,7 @@ def muscle_lengthening_speeds(model: Model, q: RealLike, qd: RealLike) -> Float[
     return _lengthening_speeds(model, q, qd)
 
 
-@eqx.filter_jit
+@compiled_when_eager
 def _lengthening_speeds(model: Model, q, qd):
     return jax.jvp(lambda x: _lengths(model, x), (q,), (qd,))[1]
 
@@ -475,6 +482,8 @@ def _path_events(model: Model, q) -> PathEvents:
         r = resolve_all(lay, q, poses)
         for i, k in enumerate(ks):
             act[k], eng[k] = r.active[i, :lay.npts[i]], r.engaged[i, :lay.nw[i]]
+    for k in () if function_part(model) is None else function_part(model)[1]:
+        act[k], eng[k] = jnp.zeros(0, bool), jnp.zeros(0, bool)  # a smooth function: no events
     return PathEvents(tuple(act), tuple(eng))
 
 
@@ -489,29 +498,6 @@ def path_event_signature(model: Model, q) -> Bool[Array, " n_events"]:
     ev = path_events(model, q)
     parts = list(ev.conditional_active) + list(ev.wrap_engaged)
     return jnp.concatenate([jnp.ravel(p) for p in parts]) if parts else jnp.zeros(0, bool)
-
-
-def muscle_path_points(model: Model, q, muscle: str | int):
-    """The path of one muscle at `q`, as OpenSim draws it.
-
-    **Arguments:**
-
-    - `model`: a model with muscles.
-    - `q`: `(nq,)` coordinates.
-    - `muscle`: its name or index in `model.muscle_names`.
-
-    **Returns:**
-
-    `(n, 3)` ground positions (m) of the active path points and the wrap tangent
-    points, in path order.
-    """
-    q = finite_coordinate_vector(model, q, "muscle_path_points", "q")
-    k = model.muscle_names.index(muscle) if isinstance(muscle, str) else int(muscle)
-    lay = Layout([model.muscles[k]], model.body_names)  # each path resolves on its own
-    r = resolve_all(lay, q, body_transforms(model, q))
-    active, key = np.asarray(r.active[0]), np.asarray(r.key[0])
-    order = [i for i in np.argsort(np.where(active, key, np.inf)) if active[i]]
-    return r.pos[0][np.asarray(order)]
 
 
 class PathStatus(eqx.Module):
@@ -583,4 +569,9 @@ def _path_status(model: Model, q) -> PathStatus:
         tol = 1e-9 * (1.0 + jnp.abs(straight))
         plaus.append(jnp.isfinite(length) & (excess >= -tol) & (excess <= bound + tol))
         conv.append(r.converged)
+    functions = function_part(model)
+    if functions is not None:  # no iterations; plausible where the function's value is finite
+        parts = parts + [functions]
+        conv.append(jnp.ones(len(functions[0]), bool))
+        plaus.append(jnp.isfinite(function_path_lengths(functions[0], q)))
     return PathStatus(merge_parts(parts, conv), merge_parts(parts, plaus))

@@ -19,3 +19,4 @@ from ._storage import rotational_coordinates as rotational_coordinates
 from ._storage import write_storage as write_storage
 from ._external_loads import read_external_loads as read_external_loads
 from ._actuator_file import read_actuators as read_actuators
+from ._function_paths import write_function_paths as write_function_paths

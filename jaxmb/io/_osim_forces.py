@@ -3,7 +3,9 @@
 Read: every muscle's ``GeometryPath`` (``PathPointSet`` with ``PathPoint``,
 ``ConditionalPathPoint``, ``MovingPathPoint``; ``PathWrapSet``) and the wrap
 surfaces it names from the bodies' and ground's ``WrapObjectSet``
-(``WrapSphere``, ``WrapCylinder``, ``WrapEllipsoid``, ``WrapTorus``), and the
+(``WrapSphere``, ``WrapCylinder``, ``WrapEllipsoid``, ``WrapTorus``), or its
+``FunctionBasedPath`` (a ``MultivariatePolynomialFunction`` length, as OpenSim's
+``PolynomialPathFitter`` writes it) into a [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath]; the
 Hill parameters of [`jaxmb.MuscleParameters`][jaxmb.MuscleParameters], and the muscle's force
 model and activation dynamics (`jaxmb.io._osim_muscle_models`).
 
@@ -40,8 +42,9 @@ import xml.etree.ElementTree as ET
 
 from .._errors import ModelError, warn
 from .._functions import AbstractJointFunction, Constant
-from .._muscles import (ClampedCoordinate, ConditionalPathPoint, MovingPathPoint, Muscle, MuscleParameters, PathPoint,
-                        WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus)
+from .._muscles import (ClampedCoordinate, ConditionalPathPoint, FunctionBasedPath, MovingPathPoint,
+                        MultivariatePolynomial, Muscle, MuscleParameters, PathPoint, WrapCylinder, WrapEllipsoid,
+                        WrapSphere, WrapTorus)
 from ._osim_functions import parse_function
 from ._osim_muscle_models import MIN_CONTROL_DEFAULTS, force_model
 from ._xml import XmlReader
@@ -238,17 +241,46 @@ def _coordinate_ranges(xml, model_el):
     return out
 
 
+def _parse_function_path(xml, name, fp, coordinate_functions):
+    """The FunctionBasedPath `fp` of muscle `name`: its coordinates and its polynomial length."""
+    refs = _text(xml, fp, "coordinate_paths").split()
+    if not refs:
+        xml.fail(fp, f"muscle {name!r}: <coordinate_paths> names no coordinate.")
+    coords = [_coordinate(xml, fp, ref, coordinate_functions) for ref in refs]
+    holder = _first(xml, fp, "length_function")
+    poly = None if holder is None else _first(xml, holder, "MultivariatePolynomialFunction")
+    if poly is None:
+        xml.fail(fp, f"muscle {name!r}: jaxmb reads a FunctionBasedPath whose <length_function> is a "
+                     "MultivariatePolynomialFunction (as OpenSim's PolynomialPathFitter writes it).")
+    for tag in ("moment_arm_functions", "lengthening_speed_function"):
+        given = _first(xml, fp, tag)
+        if given is not None and len(given):
+            xml.fail(given, f"muscle {name!r}: jaxmb takes a FunctionBasedPath's moment arms and lengthening speed "
+                            f"from its length function (R = -dL/dq); remove <{tag}> or leave it empty.")
+    try:
+        length = MultivariatePolynomial(xml.floats(poly, "coefficients"), int(xml.number(poly, "dimension")),
+                                        int(xml.number(poly, "order")))
+        return FunctionBasedPath(coords, length)
+    except ModelError as exc:
+        xml.fail(poly, f"muscle {name!r}: {exc}")
+
+
 def _parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges=None):
     name = f.get("name")
     gp = _first(xml, f, "GeometryPath")
+    fp = _first(xml, f, "FunctionBasedPath")
+    if gp is None and fp is None:
+        xml.fail(f, "muscle has no <GeometryPath> or <FunctionBasedPath>; give its path points.")
+    path, points = None, []
     if gp is None:
-        xml.fail(f, "muscle has no <GeometryPath>; give its path points.")
-    try:
-        points = _parse_points(xml, name, gp, coordinate_functions, body_names, ranges)
-    except ModelError as exc:  # name the muscle: point names need not contain it
-        raise ModelError(f"muscle {name!r}: {exc}") from None
+        path = _parse_function_path(xml, name, fp, coordinate_functions)
+    else:
+        try:
+            points = _parse_points(xml, name, gp, coordinate_functions, body_names, ranges)
+        except ModelError as exc:  # name the muscle: point names need not contain it
+            raise ModelError(f"muscle {name!r}: {exc}") from None
     wlist = []
-    for pw in xml.set_objects(_first(xml, gp, "PathWrapSet")):
+    for pw in xml.set_objects(_first(xml, gp, "PathWrapSet")) if gp is not None else ():
         wname = _text(xml, pw, "wrap_object")
         if wname not in wraps:
             xml.fail(pw, f"muscle {name!r} names unknown wrap object {wname!r}.")
@@ -274,7 +306,7 @@ def _parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges=None):
             controls = {k: v for k, v in controls.items() if v is not None}
             controls.setdefault("min_control", MIN_CONTROL_DEFAULTS.get(f.tag, 0.0))
         return Muscle(name, points, wlist, params, kind=f.tag, force_model=model, activation_dynamics=activation,
-                      **controls)
+                      path=path, **controls)
     except ModelError as exc:
         xml.fail(f, str(exc))
 
