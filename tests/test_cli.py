@@ -197,6 +197,13 @@ def test_info_gives_translational_coordinates_in_metres(capsys):
     assert " rad " in knee and "([-120, 10] deg)" in knee
 
 
+def test_info_names_a_path_given_as_a_polynomial(capsys):
+    fitted = pathlib.Path(__file__).parent / "data" / "opensim" / "arm26_function_paths.osim"
+    assert main(["info", str(fitted)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("TRIlong"))
+    assert line.endswith("path a polynomial of order 5 in 2 coordinates"), line
+
+
 def test_info_of_a_built_in_model(capsys):
     assert main(["info", "double-pendulum"]) == 0
     out = capsys.readouterr().out

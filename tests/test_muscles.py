@@ -463,10 +463,10 @@ def test_sweep_computes_only_the_muscles_that_can_depend_on_the_coordinate():
     function of it in its points, has a zero row in a sweep of that coordinate and is not
     computed; the others' rows are the moment arms (the computed and the skipped columns
     both equal row k of the whole model's R)."""
-    from jaxmb._muscles._moment_arms import _depends_on
+    from jaxmb._muscles._moment_arms import spans_coordinate
 
     model = _one_sided_muscles_model()
-    depends = {name: [_depends_on(model, m, model.coordinate_index(name)) for m in model.muscles]
+    depends = {name: [spans_coordinate(model, m, model.coordinate_index(name)) for m in model.muscles]
                for name in ("shoulder", "elbow")}
     assert depends == {"shoulder": [True, False, False], "elbow": [False, True, True]}
     for name in ("shoulder", "elbow"):

@@ -88,7 +88,7 @@ class MultivariatePolynomial(eqx.Module):
 
 
 @functools.lru_cache(maxsize=64)
-def _tables(dimension: int, order: int):
+def monomial_tables(dimension: int, order: int):
     """Static tables of the monomials of `polynomial_exponents(dimension, order)`: the
     exponents (N, d), and per monomial and argument the index of the monomial with that
     exponent lowered by one (``e - 1_j``; 0 where ``e_j = 0``: its weight ``e_j`` is 0)."""
@@ -101,21 +101,27 @@ def _tables(dimension: int, order: int):
     return e, lower
 
 
+def monomials(x, dimension: int, order: int):
+    """The monomials ``Π_j x_j ** e_nj`` (G, N) of `polynomial_exponents(dimension, order)` at
+    G points `x` (G, d), as repeated products (exact for the small orders of fitted paths)."""
+    e, _ = monomial_tables(dimension, order)
+    powers = jnp.cumprod(jnp.concatenate([jnp.ones_like(x)[..., None], jnp.repeat(x[..., None], order, -1)], -1), -1)
+    return jnp.prod(powers[:, np.arange(dimension), e], -1)
+
+
 def polynomial_values(coefficients, dimension: int, order: int, x, gradient: bool = False):
     """Values ``P_g(x_g)`` (G,) of G polynomials of one `dimension` and `order` at once, and
     with `gradient` also their gradients (G, d): `coefficients` (G, N), `x` (G, d).
 
-    The monomials are products of powers (repeated products, exact for the small orders
-    of fitted paths), and ``∂(x^e)/∂x_j = e_j x^(e - 1_j)``, a monomial of the same table:
-    the gradient is one gather of the monomials, no product per argument."""
-    e, lower = _tables(dimension, order)
-    powers = jnp.cumprod(jnp.concatenate([jnp.ones_like(x)[..., None], jnp.repeat(x[..., None], order, -1)], -1), -1)
-    monomials = jnp.prod(powers[:, np.arange(dimension), e], -1)  # (G, N): Π_j x_j ** e_nj
-    values = jnp.sum(coefficients * monomials, -1)
+    ``∂(x^e)/∂x_j = e_j x^(e - 1_j)``, a monomial of the same table: the gradient is one
+    gather of the monomials, no product per argument."""
+    e, lower = monomial_tables(dimension, order)
+    terms = monomials(x, dimension, order)
+    values = jnp.sum(coefficients * terms, -1)
     if not gradient:
         return values
     weights = coefficients[:, :, None] * e.astype(np.dtype(x.dtype))[None]  # (G, N, d): a_n e_nj
-    return values, jnp.einsum("gnj,gnj->gj", weights, monomials[:, lower])
+    return values, jnp.einsum("gnj,gnj->gj", weights, terms[:, lower])
 
 
 class FunctionBasedPath(eqx.Module):

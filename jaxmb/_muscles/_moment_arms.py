@@ -405,7 +405,7 @@ def _moment_arm_derivatives(model: Model, q):
     return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
 
 
-def _depends_on(model: Model, muscle, k: int) -> bool:
+def spans_coordinate(model: Model, muscle, k: int) -> bool:
     """Whether `muscle`'s length can depend on coordinate `k`, from the model's structure:
     a joint function inside its points (conditional, moving) reads ``q_k``, or a joint
     between its bodies (points' and wraps') does. The relative pose of two bodies depends
@@ -549,7 +549,7 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     # Muscles whose length cannot depend on q_k (all their bodies on one side of the
     # coordinate's joints) have a zero row and are not computed: the compiled program
     # holds the others only (a shoulder muscle's wraps, for an elbow sweep).
-    keep = [i for i, muscle in enumerate(model.muscles) if _depends_on(model, muscle, k)]
+    keep = [i for i, muscle in enumerate(model.muscles) if spans_coordinate(model, muscle, k)]
     out = jnp.zeros((n, len(model.muscles)), qs.dtype)
     if not keep:
         if progress is not None:

@@ -83,7 +83,8 @@ class Muscle(eqx.Module):
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] for fewer than two points, a conditional end point, an
+    [`jaxmb.ModelError`][jaxmb.ModelError] for fewer than two points (without a `path`), points or wraps
+    beside a `path`, a conditional end point, an
     object that is not a path point or wrap object, a non-positive max isometric force,
     optimal fiber length or tendon slack length, non-finite control bounds, `min_control`
     above `max_control`, or `min_control` below the minimum activation of a Thelen 2003

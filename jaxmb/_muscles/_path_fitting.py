@@ -13,8 +13,8 @@ from jaxtyping import Array, Float
 
 from .._functions import Coordinate
 from .._model import Model
-from ._function_path import FunctionBasedPath, MultivariatePolynomial, polynomial_exponents
-from ._moment_arms import _depends_on, muscle_lengths_and_moment_arms
+from ._function_path import FunctionBasedPath, MultivariatePolynomial, monomial_tables, monomials
+from ._moment_arms import muscle_lengths_and_moment_arms, spans_coordinate
 from ._muscle import Muscle
 from ._paths import path_status
 
@@ -44,16 +44,10 @@ class FunctionPathFit(NamedTuple):
 
 def _design(x: np.ndarray, order: int):
     """Monomials (S, N) of the samples `x` (S, d) in OpenSim's order, and their derivatives
-    (S, d, N)."""
-    e = polynomial_exponents(x.shape[1], order)
-    powers = x[:, :, None] ** np.arange(order + 1)  # (S, d, order + 1)
-    d = np.arange(x.shape[1])
-    factors = powers[:, d[None, :], e]  # (S, N, d)
-    values = factors.prod(-1)
-    slopes = e * powers[:, d[None, :], np.maximum(e - 1, 0)]  # (S, N, d)
-    own = np.eye(x.shape[1], dtype=bool)
-    partial = np.where(own, slopes[..., :, None], factors[..., None, :]).prod(-1)  # (S, N, d)
-    return values, partial.transpose(0, 2, 1)
+    (S, d, N): ``∂(x^e)/∂x_j = e_j x^(e - 1_j)``, gathered from the monomials themselves."""
+    e, lower = monomial_tables(x.shape[1], order)
+    values = np.asarray(monomials(jnp.asarray(x), x.shape[1], order))
+    return values, e.T[None] * values[:, lower.T]
 
 
 @eqx.filter_jit
@@ -110,7 +104,7 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
         if muscle.path is not None:
             orders.append(0)
             continue
-        J = [j for j in range(model.nq) if _depends_on(model, muscle, j)]
+        J = [j for j in range(model.nq) if spans_coordinate(model, muscle, j)]
         if not J:
             raise ValueError(f"fit_function_paths: muscle {muscle.name!r} spans no coordinate; its length is constant.")
         keep = ok[:, k]  # the states where the path resolved (`path_status`)

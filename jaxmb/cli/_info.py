@@ -74,9 +74,13 @@ def _muscles(model) -> list[str]:
     for m in model.muscles:
         p = m.parameters
         wraps = f", wraps {', '.join(w.name for w in m.wraps)}" if m.wraps else ""
+        path = f"{len(m.points)} path points{wraps}"
+        if m.path is not None:
+            f = m.path.length_function
+            path = f"path a polynomial of order {f.order} in {f.dimension} coordinates"
         lines.append(f"  {m.name:<{width}}  {m.kind}: F_max {float(p.max_isometric_force):.6g} N, "
                      f"l_opt {float(p.optimal_fiber_length):.4g} m, l_slack {float(p.tendon_slack_length):.4g} m, "
-                     f"{len(m.points)} path points{wraps}")
+                     f"{path}")
     return lines
 
 
