@@ -118,7 +118,7 @@ def _per_joint(model: Model, method: str, *args) -> list:
     return out
 
 
-def joint_values(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nj"]:
+def joint_values(model: Model, q: RealLike) -> Float[Array, " nj"]:
     """Joint variables ``f_i(q)`` of every joint (Ehsani 2016, section 3-1: ``f_i = f_i(q)``).
 
     Each joint's function is evaluated at ``q``; the dependent variables of a loop
@@ -143,7 +143,7 @@ def _joint_values(model: Model, q):
     return jnp.stack(_per_joint(model, "__call__", q)).astype(q.dtype)
 
 
-def joint_gradients(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq"]:
+def joint_gradients(model: Model, q: RealLike) -> Float[Array, "nj nq"]:
     """Gradients ``∇f_i(q) = ∂f_i/∂q`` of the joint variables (Ehsani 2016, section 3-1).
 
     The gradients enter every kinematic formula of the paper (Eq. 75: ``D_i = Σ_j
@@ -168,7 +168,7 @@ def _joint_gradients(model: Model, q):
     return jnp.stack(_per_joint(model, "gradient", q))
 
 
-def joint_hessians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nj nq nq"]:
+def joint_hessians(model: Model, q: RealLike) -> Float[Array, "nj nq nq"]:
     """Hessians ``H_i(q) = ∂²f_i/∂q²`` of the joint variables (Ehsani 2016, section 3-1).
 
     They enter the second derivative of the body poses (Eq. 89 and 99, through

@@ -28,6 +28,7 @@ from .._kinematics import _twist_rows, body_transforms, joint_gradients
 from .._functions import AbstractJointFunction
 from .._model import GROUND, Model
 from .._safe import unit
+from .._typing import RealLike
 from ._function_path import function_path_lengths
 from ._layout import (ext_poses, function_part, layout, merge_parts, moving_locals, partitions, path_lengths,
                       unwrapped_segments)
@@ -314,7 +315,7 @@ def check_path_force_route(caller: str, name: str, route: str, error=ValueError)
     return route
 
 
-def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
+def moment_arms(model: Model, q: RealLike, method: str = "closed_form") -> Float[Array, "nq n_muscles"]:
     """Moment-arm matrix R (nq, n_muscles): ``-dL/dq``, or OpenSim's computeMomentArm.
 
     `method="closed_form"` (default) is Eq. 195 of Ehsani (2016), built from the
@@ -358,7 +359,7 @@ def moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form
     return _frozen_path(model, q) if method == "frozen_path" else _closed_form(model, q)
 
 
-def muscle_lengths_and_moment_arms(model: Model, q: Float[Array, " nq"], method: str = "closed_form"
+def muscle_lengths_and_moment_arms(model: Model, q: RealLike, method: str = "closed_form"
                                    ) -> tuple[Float[Array, " n_muscles"], Float[Array, "nq n_muscles"]]:
     """``(L(q), R(q))``: `muscle_lengths` and `moment_arms`
     from one resolution of the paths (the wrap iterations run once, not twice), for

@@ -404,7 +404,7 @@ def _lengths(model: Model, q):
     return merge_parts(parts, out)
 
 
-def muscle_lengths(model: Model, q: Float[Array, " nq"]) -> Float[Array, " n_muscles"]:
+def muscle_lengths(model: Model, q: RealLike) -> Float[Array, " n_muscles"]:
     """Musculotendon path lengths ``L(q)``: the sum of the straight segments between the
     active path points and the wrap tangent points, plus the lengths on the wrap surfaces;
     for a path given as a function (`jaxmb.FunctionBasedPath`), that function's value.
@@ -520,7 +520,7 @@ class PathStatus(eqx.Module):
         return self.passes_converged & self.plausible
 
 
-def path_status(model: Model, q: Float[Array, " nq"]) -> PathStatus:
+def path_status(model: Model, q: RealLike) -> PathStatus:
     """Which muscle paths at ``q`` failed: a multi-wrap loop that did not converge, or a length no
     wrapped path can have (e.g. an ellipsoid wrap whose tangent-point iteration went astray,
     which puts metres into a centimetre-sized wrap; OpenSim returns such lengths silently).
