@@ -118,7 +118,8 @@ FITTED = "fitted"  # a "wrap geometry" of this benchmark: the default paths fitt
 def fitted_paths(m, notes, name, samples=800, max_order=6):
     """`m`'s paths fitted by `mb.fit_function_paths` at `samples` random states in the central
     half of every coordinate's range, with a note of the fit's errors there and at 100
-    other states of that region (against the paths it was fitted to)."""
+    other states of that region (against the paths it was fitted to): ``(fitted model,
+    {"median_mm", "p99_mm"})``, the length errors at those other states."""
     lo, hi = m.q_lower, m.q_upper
     lo, hi = np.where(np.isfinite(lo), lo, -np.pi), np.where(np.isfinite(hi), hi, np.pi)
     rng = np.random.default_rng(1)
@@ -133,7 +134,7 @@ def fitted_paths(m, notes, name, samples=800, max_order=6):
                  f"({m.muscle_names[int(np.argmax(fit.length_rms))]}); at 100 other states of that region median "
                  f"{1e3 * np.median(error):.3g} mm, 99th percentile {1e3 * np.percentile(error, 99):.3g} mm; "
                  "OpenSim's figures for these rows are OpenSim 4.6 on the same polynomials (FunctionBasedPath)")
-    return fit.model
+    return fit.model, dict(median_mm=1e3 * float(np.median(error)), p99_mm=1e3 * float(np.percentile(error, 99)))
 
 
 def stored_opensim(name: str) -> dict | None:
@@ -151,7 +152,7 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
               methods=(DEFAULT_METHOD,)):
     """Rows of one model (for each wrap geometry of `load_osim` and each definition of R) and its summary."""
     name, path = model_path(model)
-    calls, compile_s, per, fitted = {}, {}, {}, None
+    calls, compile_s, per, fitted, fit_error = {}, {}, {}, None, None
     for geometry in geometries:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -159,7 +160,8 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
         if muscles:  # a subset (a smaller program to compile)
             m = eqx.tree_at(lambda x: x.muscles, m, tuple(x for x in m.muscles if x.name in muscles))
         if geometry == FITTED:
-            m = fitted = fitted_paths(m, notes, name)
+            m, fit_error = fitted_paths(m, notes, name)
+            fitted = m
         states = random_states(m, n_states)
         for method in methods:
             fn = lambda q, m=m, method=method: mb.muscle_lengths_and_moment_arms(m, q, method=method)  # noqa: E731
@@ -201,7 +203,7 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
                          **{f"{r}_over_this_wall": osim[r]["wall_s_per_state"] / wall for r in osim_s}))
     summary = dict(model=name, file=path.name, n_muscles=len(m.muscles), nq=int(m.nq),
                    opensim_seconds_per_state={kind: seconds for kind, (_, seconds) in osims.items()},
-                   opensim_source={kind: osim["source"] for kind, (osim, _) in osims.items()})
+                   opensim_source={kind: osim["source"] for kind, (osim, _) in osims.items()}, fit_error=fit_error)
     return rows, summary
 
 
@@ -266,8 +268,12 @@ def headline(rows, summaries):
             mine = [r for r in rows if r["model"] == s["model"] and (r["wraps"], r["moment_arms"]) == (geometry, method)]
             best = min(mine, key=lambda r: r["ms_per_state"])
             jit = next(r for r in mine if r["how"] == "jit")
-            wraps = {DEFAULT_GEOMETRY: "", FITTED: " (paths fitted by polynomials, fit_function_paths)"}.get(
-                geometry, f" ({geometry} wrap geometry)")
+            if geometry == FITTED:
+                e = s["fit_error"]
+                wraps = (f" (paths fitted by polynomials, fit_function_paths: length error median "
+                         f"{e['median_mm']:.2g} mm, 99th percentile {e['p99_mm']:.2g} mm at other states)")
+            else:
+                wraps = "" if geometry == DEFAULT_GEOMETRY else f" ({geometry} wrap geometry)"
             arms = "moment arms" if method == DEFAULT_METHOD else "frozen-path moment arms (OpenSim's computeMomentArm)"
             out.append({"what": f"{s['file']}: {s['n_muscles']} muscle lengths and the {s['nq']} x {s['n_muscles']} "
                                 f"{arms}{wraps}, ms per state",

@@ -5,10 +5,10 @@
 The path length is a polynomial of the OpenSim coordinates the path names,
 ``L(q) = P(c(q))`` with ``c_j(q)`` each coordinate as a joint function of the
 independent coordinates, and the moment arms follow in closed form,
-``R = -dL/dq = -J_c(q)ᵀ ∇P(c)`` (Ehsani 2016, Eq. 195, through the chain rule). All
-function-based paths of a model are evaluated at once as a structure of arrays (one
-coefficient row per muscle, monomials and arguments padded), so that the program does
-not grow with the number of muscles.
+``R = -dL/dq = -J_c(q)ᵀ ∇P(c)`` (Ehsani 2016, Eq. 195, through the chain rule). The
+function-based paths of a model are evaluated together, grouped by their polynomials'
+dimension and order, each group one structure of arrays (one coefficient row per
+muscle), so that the program grows with the number of groups, not of muscles.
 """
 
 import functools

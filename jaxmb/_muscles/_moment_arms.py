@@ -338,6 +338,9 @@ def moment_arms(model: Model, q: RealLike, method: str = "closed_form") -> Float
     are evaluated for their values only, with no derivative through their iterations
     (unless R itself is differentiated).
 
+    A path given as a function of the coordinates (`jaxmb.FunctionBasedPath`) has
+    ``R = -dL/dq`` of its function by every method, as OpenSim computes it.
+
     **Arguments:**
 
     - `model`: a model with muscles.

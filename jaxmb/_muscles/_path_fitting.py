@@ -62,8 +62,9 @@ def _samples(model: Model, q):
 
 def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, max_order: int = 6,
                        length_tolerance: float = 1e-3, moment_arm_tolerance: float = 1e-4) -> FunctionPathFit:
-    """Fit every path of points of `model` by a polynomial of the coordinates it can depend
-    on (a [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath]).
+    """Fit every muscle's path of points of `model` by a polynomial of the coordinates it can
+    depend on (a [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath]); the paths of other
+    forces (`model.forces`: ligaments) stay as they are.
 
     At the sample states `q`, each muscle's length ``L`` and moment arms ``R = -dL/dq``
     (from [`jaxmb.muscle_lengths_and_moment_arms`][jaxmb.muscle_lengths_and_moment_arms])
