@@ -1,8 +1,8 @@
 """Public calls that run compiled when called outside `jit`.
 
 Outside `jit`, JAX runs a function operation by operation, tracing it again on every
-call; jaxmb's kinematics, energies and muscle forces took tens of milliseconds to a
-second per eager call that way on gait2354. `compiled_when_eager` gives such a call's
+call (docs/dev/performance.md has what that cost jaxmb's kinematics, energies and
+muscle forces). `compiled_when_eager` gives such a call's
 body one program per model structure and argument shapes (``eqx.filter_jit``, cached
 on the static parts), and leaves it as it is where its arguments are traced: inside a
 user's `jit`, `vmap` or `grad`, and inside jaxmb's own programs, which call these

@@ -146,6 +146,6 @@ def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
 
 # The public calls' bodies, compiled once per muscle set and argument shapes when called
 # eagerly (`jaxmb._eager`): they would otherwise run operation by operation, the compliant
-# tendons' equilibrium solves included (about a second per call on gait2354's 54 muscles).
+# tendons' equilibrium solves included (docs/dev/performance.md).
 _states = compiled_when_eager(musculotendon_states)
 _activation_rates = compiled_when_eager(musculotendon_activation_rates)
