@@ -110,11 +110,10 @@ def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> F
     return _mass_matrix(model, coordinate_vector(model, q, "mass_matrix", "q"), method=method)
 
 
-# The public calls' bodies are compiled, one program per model structure and argument
-# shapes (equinox caches it on the static parts): an eager call otherwise runs the
-# passes operation by operation, about a second per call on gait2354. Under a user's
-# `jit`, `vmap` or `grad` the inner `jit` is inlined.
-@eqx.filter_jit
+# The public calls' bodies run compiled when called eagerly, one program per model
+# structure and argument shapes (`jaxmb._eager`): otherwise they run the passes
+# operation by operation. Traced (a user's `jit`, `vmap` or `grad`) they run as they are.
+@compiled_when_eager
 @batches_in_chunks
 def _mass_matrix(model: Model, q, *, method: Method):
     if method == "recursive":
@@ -150,7 +149,7 @@ def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -
     return _gravity_forces(model, coordinate_vector(model, q, "gravity_forces", "q"), method=method)
 
 
-@eqx.filter_jit
+@compiled_when_eager
 def _gravity_forces(model: Model, q, *, method: Method):
     if method == "recursive":
         zero = jnp.zeros_like(q)
@@ -185,7 +184,7 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
     return _velocity_forces(model, q, qd, method=method)
 
 
-@eqx.filter_jit
+@compiled_when_eager
 def _velocity_forces(model: Model, q, qd, *, method: Method):
     if method == "recursive":
         return _recursive_inverse_dynamics(model, q, qd, jnp.zeros_like(q), gravity_on=False)
@@ -219,7 +218,7 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
     return _bias_forces(model, q, qd, method=method)
 
 
-@eqx.filter_jit
+@compiled_when_eager
 @batches_in_chunks
 def _bias_forces(model: Model, q, qd, *, method: Method):
     if method == "recursive":
@@ -351,7 +350,7 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
     return _forward_dynamics(model, q, qd, tau, method=method)
 
 
-@eqx.filter_jit
+@compiled_when_eager
 @batches_in_chunks
 def _forward_dynamics(model: Model, q, qd, tau, *, method: Method):
     tau = sum((force.generalized_force(model, q, qd) for force in model.forces), tau)  # jaxmb.AbstractForce, u = 0
@@ -452,7 +451,7 @@ def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") 
     return _inverse_dynamics(model, q, qd, qdd, method=method)
 
 
-@eqx.filter_jit
+@compiled_when_eager
 @batches_in_chunks
 def _inverse_dynamics(model: Model, q, qd, qdd, *, method: Method):
     if method == "recursive":

@@ -6,8 +6,10 @@ muscle forces). `compiled_when_eager` gives such a call's
 body one program per model structure and argument shapes (``eqx.filter_jit``, cached
 on the static parts), and leaves it as it is where its arguments are traced: inside a
 user's `jit`, `vmap` or `grad`, and inside jaxmb's own programs, which call these
-functions as building blocks and must compile to the same program with or without
-the wrapper (a nested `jit` changes XLA's fusion, and so float32 round-off).
+functions as building blocks: their programs are then the ones they were before the
+wrapper existed, with no nested `jit` in them. Every public call on a model and a
+state (kinematics, dynamics, muscle geometry and forces, the force set) goes through
+this one wrapper.
 """
 
 import functools

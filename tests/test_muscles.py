@@ -280,20 +280,29 @@ def test_lengthening_speed_is_minus_R_transpose_qd():
 
 
 def test_eager_calls_compile_once_per_model():
-    """Called outside jit, the public entry points compile once per model structure: a new
-    state, or a model with the same structure and other values, reuses the program."""
-    from jaxmb._muscles._moment_arms import _closed_form
-    from jaxmb._muscles._paths import _lengths
-
+    """Called outside jit, the public entry points run one program, compiled once per model
+    structure: a new state, or a model with the same structure and other values, compiles
+    nothing (no trace, lowering or compile event)."""
     model = _arm(WRAPS["sphere"])
     other = eqx.tree_at(lambda m: m.muscles[0].wraps[0].radius, model, 0.8 * model.muscles[0].wraps[0].radius)
-    mb.muscle_lengths(model, STATES[0])
-    mb.moment_arms(model, STATES[0])
-    sizes = _lengths._cached._cache_size(), _closed_form._cached._cache_size()
-    for m, q in ((model, STATES[1]), (other, STATES[2])):
-        mb.muscle_lengths(m, q)
-        mb.moment_arms(m, q)
-    assert (_lengths._cached._cache_size(), _closed_form._cached._cache_size()) == sizes
+    q0 = STATES[0]  # concrete, closed over: an eager call
+    for call in (mb.muscle_lengths, mb.moment_arms):
+        program = jax.make_jaxpr(lambda call=call: call(model, q0))()
+        assert [e.primitive.name for e in program.eqns] in (["jit"], ["pjit"]), program
+        call(model, STATES[0])
+    events = []
+
+    def record(name, secs, **kw):
+        events.append(name)
+
+    jax.monitoring.register_event_duration_secs_listener(record)
+    try:
+        for m, q in ((model, STATES[1]), (other, STATES[2])):
+            mb.muscle_lengths(m, q)
+            mb.moment_arms(m, q)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(record)
+    assert [e for e in events if e.startswith("/jax/core/compile/")] == []
 
 
 def test_conditional_point_switch_is_reported():

@@ -53,7 +53,8 @@ def test_eager_force_set_calls_run_one_compiled_program_and_sum_opensims_element
     for n in range(2):
         q, qd, u = (jnp.asarray(REF[k][n]) for k in ("q", "qd", "u"))
         for call in (mb.force_set_forces, mb.actuator_forces):
-            program = jax.make_jaxpr(lambda q, qd, u, call=call: call(model, q, qd, u))(q, qd, u)
+            # The state closed over, as concrete arrays: an eager call (traced ones run uncompiled).
+            program = jax.make_jaxpr(lambda call=call: call(model, q, qd, u))()
             assert [e.primitive.name for e in program.eqns] in (["jit"], ["pjit"]), program
         scale = np.abs(REF["Q"][n]).max()
         np.testing.assert_allclose(mb.force_set_forces(model, q, qd, u), REF["Q"][n].sum(axis=0), rtol=0,

@@ -18,6 +18,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import violated
+from .._eager import compiled_when_eager
 from .._errors import ModelError
 from .._dynamics import generalized_forces
 from .._kinematics import body_transforms
@@ -196,7 +197,7 @@ def _sum(model: Model, q, qd, controls, elements) -> Float[Array, " nq"]:
 
 # Compiled, one program per model structure (equinox caches it on the static parts), so
 # that an eager call does not run every element's kinematics operation by operation.
-@eqx.filter_jit
+@compiled_when_eager
 def _summed(model: Model, q, qd, u, elements) -> Float[Array, " nq"]:
     total = jnp.zeros(model.nq, q.dtype)
     k = 0

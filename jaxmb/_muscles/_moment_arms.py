@@ -255,7 +255,7 @@ def _merged(model: Model, q, parts, out, with_lengths):
     return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
 
 
-@eqx.filter_jit
+@compiled_when_eager
 @state_by_state
 def _closed_form(model: Model, q, with_lengths=False):
     # Compiled once per model structure (see `_paths._lengths`).
@@ -288,7 +288,7 @@ def _frozen_layout_moment_arms(model: Model, lay, q, poses):
     return lengths, -jac.T
 
 
-@eqx.filter_jit
+@compiled_when_eager
 @state_by_state
 def _frozen_path(model: Model, q, with_lengths=False):
     # The path is resolved outside the forward-mode pass over the body poses, so that no

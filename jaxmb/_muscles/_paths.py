@@ -385,7 +385,7 @@ def state_by_state(fn):
     return wrapper
 
 
-@eqx.filter_jit
+@compiled_when_eager
 @state_by_state
 def _lengths(model: Model, q):
     # One compiled program per model structure (equinox caches it on the static parts
@@ -472,7 +472,7 @@ def path_events(model: Model, q: RealLike) -> PathEvents:
     return _path_events(model, q)
 
 
-@eqx.filter_jit
+@compiled_when_eager
 def _path_events(model: Model, q) -> PathEvents:
     if not model.muscles:
         return PathEvents((), ())
@@ -546,7 +546,7 @@ def path_status(model: Model, q: RealLike) -> PathStatus:
     return _path_status(model, q)
 
 
-@eqx.filter_jit
+@compiled_when_eager
 @state_by_state
 def _path_status(model: Model, q) -> PathStatus:
     if not model.muscles:
