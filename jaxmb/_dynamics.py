@@ -31,7 +31,7 @@ from jaxtyping import Array, Float
 from ._checks import coordinate_vector
 from ._errors import ModelError
 from ._typing import RealLike
-from ._eager import compiled_when_eager
+from ._eager import compiled_per_model
 from ._kinematics import body_transforms, has_loops, joint_gradients, joint_values
 from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _path_twist_jacobian
 from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
@@ -110,10 +110,10 @@ def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> F
     return _mass_matrix(model, coordinate_vector(model, q, "mass_matrix", "q"), method=method)
 
 
-# The public calls' bodies run compiled when called eagerly, one program per model
-# structure and argument shapes (`jaxmb._eager`): otherwise they run the passes
-# operation by operation. Traced (a user's `jit`, `vmap` or `grad`) they run as they are.
-@compiled_when_eager
+# The public calls' bodies are compiled, one program per model structure and argument
+# shapes (`jaxmb._eager`): eagerly they would run the passes operation by operation.
+# Inside a user's `jit`, `vmap` or `grad` the nested `jit` is inlined.
+@compiled_per_model
 @batches_in_chunks
 def _mass_matrix(model: Model, q, *, method: Method):
     if method == "recursive":
@@ -149,7 +149,7 @@ def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -
     return _gravity_forces(model, coordinate_vector(model, q, "gravity_forces", "q"), method=method)
 
 
-@compiled_when_eager
+@compiled_per_model
 def _gravity_forces(model: Model, q, *, method: Method):
     if method == "recursive":
         zero = jnp.zeros_like(q)
@@ -184,7 +184,7 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
     return _velocity_forces(model, q, qd, method=method)
 
 
-@compiled_when_eager
+@compiled_per_model
 def _velocity_forces(model: Model, q, qd, *, method: Method):
     if method == "recursive":
         return _recursive_inverse_dynamics(model, q, qd, jnp.zeros_like(q), gravity_on=False)
@@ -218,7 +218,7 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
     return _bias_forces(model, q, qd, method=method)
 
 
-@compiled_when_eager
+@compiled_per_model
 @batches_in_chunks
 def _bias_forces(model: Model, q, qd, *, method: Method):
     if method == "recursive":
@@ -246,7 +246,7 @@ def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
     return _generalized_forces(model, q, loads) if loads else jnp.zeros_like(q)
 
 
-@compiled_when_eager(unless=has_loops)
+@compiled_per_model(unless=has_loops)
 def _generalized_forces(model: Model, q, loads):
     return _applied_forces(model, q, loads)
 
@@ -350,7 +350,7 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
     return _forward_dynamics(model, q, qd, tau, method=method)
 
 
-@compiled_when_eager
+@compiled_per_model
 @batches_in_chunks
 def _forward_dynamics(model: Model, q, qd, tau, *, method: Method):
     tau = sum((force.generalized_force(model, q, qd) for force in model.forces), tau)  # jaxmb.AbstractForce, u = 0
@@ -417,7 +417,7 @@ def inverse_dynamics_terms(model: Model, q, qd, qdd, *, loads=None, method: Meth
     return _inverse_dynamics_terms(model, q, qd, qdd, model.loads if loads is None else tuple(loads), method=method)
 
 
-@compiled_when_eager(unless=has_loops)
+@compiled_per_model(unless=has_loops)
 def _inverse_dynamics_terms(model: Model, q, qd, qdd, loads, *, method: Method):
     inertial = _mass_matrix(model, q, method=method) @ qdd
     velocity = _velocity_forces(model, q, qd, method=method)
@@ -451,7 +451,7 @@ def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") 
     return _inverse_dynamics(model, q, qd, qdd, method=method)
 
 
-@compiled_when_eager
+@compiled_per_model
 @batches_in_chunks
 def _inverse_dynamics(model: Model, q, qd, qdd, *, method: Method):
     if method == "recursive":
@@ -506,7 +506,7 @@ def kinetic_energy(model: Model, q, qd) -> Float[Array, ""]:
     return _kinetic_energy(model, q, qd)
 
 
-@compiled_when_eager(unless=has_loops)
+@compiled_per_model(unless=has_loops)
 def _kinetic_energy(model: Model, q, qd):
     vc = jax.jvp(lambda x: _com_positions(model, x), (q,), (qd,))[1]
     w = body_angular_velocities(model, q, qd)
@@ -534,7 +534,7 @@ def potential_energy(model: Model, q) -> Float[Array, ""]:
     return _potential_energy(model, q)
 
 
-@compiled_when_eager(unless=has_loops)
+@compiled_per_model(unless=has_loops)
 def _potential_energy(model: Model, q):
     masses = jnp.stack([b.mass for b in model.bodies]).astype(q.dtype)
     return -jnp.sum(masses * (_com_positions(model, q) @ model.gravity.astype(q.dtype)))

@@ -16,7 +16,7 @@ from jaxtyping import Array, Float
 from ._typing import RealLike
 
 from ._checks import coordinate_vector
-from ._eager import compiled_when_eager
+from ._eager import compiled_per_model
 from ._loop_closure import ImplicitJointFunction, LoopClosure, LoopClosureError
 from ._model import Model
 from ._spatial import own_buffer, small_matmul, small_matvec
@@ -29,7 +29,7 @@ from ._spatial import own_buffer, small_matmul, small_matvec
 
 
 def has_loops(model: Model, *args, **kwargs) -> bool:
-    """Whether `model` has loop closures (`compiled_when_eager`'s exception)."""
+    """Whether `model` has loop closures (`compiled_per_model`'s exception)."""
     return bool(model.loops)
 
 
@@ -138,7 +138,7 @@ def joint_values(model: Model, q: RealLike) -> Float[Array, " nj"]:
     return _joint_values(model, jnp.asarray(q))
 
 
-@compiled_when_eager(unless=has_loops)
+@compiled_per_model(unless=has_loops)
 def _joint_values(model: Model, q):
     return jnp.stack(_per_joint(model, "__call__", q)).astype(q.dtype)
 
@@ -163,7 +163,7 @@ def joint_gradients(model: Model, q: RealLike) -> Float[Array, "nj nq"]:
     return _joint_gradients(model, jnp.asarray(q))
 
 
-@compiled_when_eager(unless=has_loops)
+@compiled_per_model(unless=has_loops)
 def _joint_gradients(model: Model, q):
     return jnp.stack(_per_joint(model, "gradient", q))
 
@@ -187,7 +187,7 @@ def joint_hessians(model: Model, q: RealLike) -> Float[Array, "nj nq nq"]:
     return _joint_hessians(model, jnp.asarray(q))
 
 
-@compiled_when_eager(unless=has_loops)
+@compiled_per_model(unless=has_loops)
 def _joint_hessians(model: Model, q):
     return jnp.stack(_per_joint(model, "hessian", q))
 
@@ -218,7 +218,7 @@ def joint_rates(model: Model, q, qd, qdd=None):
     return _joint_rates(model, q, qd, None if qdd is None else jnp.asarray(qdd, dtype=q.dtype))
 
 
-@compiled_when_eager(unless=has_loops)
+@compiled_per_model(unless=has_loops)
 def _joint_rates(model: Model, q, qd, qdd):
     if qdd is None:
         return tuple(jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
@@ -431,7 +431,7 @@ def body_transforms(model: Model, q: RealLike) -> Float[Array, "nb 4 4"]:
     return _body_transforms(model, q)
 
 
-@compiled_when_eager(unless=has_loops)
+@compiled_per_model(unless=has_loops)
 def _body_transforms(model: Model, q):
     return body_transforms_from_joints(model, joint_values(model, q))
 

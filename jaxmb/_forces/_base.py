@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import violated
-from .._eager import compiled_when_eager
+from .._eager import compiled_per_model
 from .._errors import ModelError
 from .._dynamics import generalized_forces
 from .._kinematics import body_transforms
@@ -197,7 +197,7 @@ def _sum(model: Model, q, qd, controls, elements) -> Float[Array, " nq"]:
 
 # Compiled, one program per model structure (equinox caches it on the static parts), so
 # that an eager call does not run every element's kinematics operation by operation.
-@compiled_when_eager
+@compiled_per_model
 def _summed(model: Model, q, qd, u, elements) -> Float[Array, " nq"]:
     total = jnp.zeros(model.nq, q.dtype)
     k = 0

@@ -22,7 +22,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import finite_coordinate_vector
-from .._eager import compiled_when_eager
+from .._eager import compiled_per_model
 from .._errors import ModelError
 from .._kinematics import _twist_rows, body_transforms, joint_gradients
 from .._functions import AbstractJointFunction
@@ -255,7 +255,7 @@ def _merged(model: Model, q, parts, out, with_lengths):
     return (merge_parts(parts, [o[0] for o in out]), R) if with_lengths else R
 
 
-@compiled_when_eager
+@compiled_per_model
 @state_by_state
 def _closed_form(model: Model, q, with_lengths=False):
     # Compiled once per model structure (see `_paths._lengths`).
@@ -288,7 +288,7 @@ def _frozen_layout_moment_arms(model: Model, lay, q, poses):
     return lengths, -jac.T
 
 
-@compiled_when_eager
+@compiled_per_model
 @state_by_state
 def _frozen_path(model: Model, q, with_lengths=False):
     # The path is resolved outside the forward-mode pass over the body poses, so that no
@@ -404,7 +404,7 @@ def moment_arm_derivatives(model: Model, q) -> Float[Array, "nq n_muscles nq"]:
     return _moment_arm_derivatives(model, q)
 
 
-@compiled_when_eager
+@compiled_per_model
 def _moment_arm_derivatives(model: Model, q):
     return jax.jacfwd(lambda x: moment_arms(model, x, method="autodiff"))(q)
 

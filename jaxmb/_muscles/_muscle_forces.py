@@ -5,7 +5,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import finite_entries
-from .._eager import compiled_when_eager
+from .._eager import compiled_per_model
 from .._errors import ModelError
 from ._musculotendon import MusculotendonForces
 
@@ -147,5 +147,5 @@ def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
 # The public calls' bodies, compiled once per muscle set and argument shapes when called
 # eagerly (`jaxmb._eager`): they would otherwise run operation by operation, the compliant
 # tendons' equilibrium solves included (docs/dev/performance.md).
-_states = compiled_when_eager(musculotendon_states)
-_activation_rates = compiled_when_eager(musculotendon_activation_rates)
+_states = compiled_per_model(musculotendon_states)
+_activation_rates = compiled_per_model(musculotendon_activation_rates)

@@ -22,7 +22,7 @@ from jaxtyping import Array, Bool, Float
 
 from .._batching import CHUNK, batch_max, batches_in_chunks, in_rounds, live_first, where_lanes
 from .._checks import finite_coordinate_vector
-from .._eager import compiled_when_eager
+from .._eager import compiled_per_model
 from .._kinematics import body_transforms
 from .._model import Model
 from .._safe import norm
@@ -385,7 +385,7 @@ def state_by_state(fn):
     return wrapper
 
 
-@compiled_when_eager
+@compiled_per_model
 @state_by_state
 def _lengths(model: Model, q):
     # One compiled program per model structure (equinox caches it on the static parts
@@ -439,7 +439,7 @@ def muscle_lengthening_speeds(model: Model, q: RealLike, qd: RealLike) -> Float[
     return _lengthening_speeds(model, q, qd)
 
 
-@compiled_when_eager
+@compiled_per_model
 def _lengthening_speeds(model: Model, q, qd):
     return jax.jvp(lambda x: _lengths(model, x), (q,), (qd,))[1]
 
@@ -472,7 +472,7 @@ def path_events(model: Model, q: RealLike) -> PathEvents:
     return _path_events(model, q)
 
 
-@compiled_when_eager
+@compiled_per_model
 def _path_events(model: Model, q) -> PathEvents:
     if not model.muscles:
         return PathEvents((), ())
@@ -546,7 +546,7 @@ def path_status(model: Model, q: RealLike) -> PathStatus:
     return _path_status(model, q)
 
 
-@compiled_when_eager
+@compiled_per_model
 @state_by_state
 def _path_status(model: Model, q) -> PathStatus:
     if not model.muscles:
