@@ -14,6 +14,7 @@ import subprocess
 import sys
 from importlib import metadata
 
+import jax
 import matplotlib
 import numpy as np
 import pytest
@@ -400,3 +401,56 @@ def test_an_unusable_compilation_cache_is_a_one_line_error(tmp_path, capsys):
     line = _error_line(capsys)
     assert "--compile-cache" in line and "a_file/cache: cannot use this folder" in line
     assert not (tmp_path / "r").exists()
+
+
+OPENSIM = pathlib.Path(__file__).resolve().parent / "data" / "opensim"
+
+
+def test_fit_paths_does_what_opensims_fitter_does_and_static_optimization_takes_its_paths(tmp_path):
+    """`jaxmb fit-paths` around the motion OpenSim's PolynomialPathFitter was given for
+    tests/data/opensim/arm26_function_paths.osim (101 frames, 10 samples per frame, orders up
+    to 5): the same orders, and at the motion's frames lengths within 1 mm and moment arms
+    within 1.5 mm of OpenSim's fitted paths (their samples are random: measured 0.5 and 0.7
+    mm), both within 2 mm of the geometric paths. Then fitted around arm26's IK motion, its
+    path set drives `static-optimization --function-paths` to OpenSim 4.6's activations
+    (computed along the geometric paths) within 0.02, and `moment-arms --function-paths`
+    to the fitted model's R."""
+    t = np.linspace(0.0, 1.0, 101)
+    q = np.stack([0.3 + 0.5 * np.sin(2 * np.pi * t), 1.0 + 0.8 * np.sin(4 * np.pi * t)], axis=1)
+    labels = ("/jointset/r_shoulder/r_shoulder_elev/value", "/jointset/r_elbow/r_elbow_flex/value")
+    jaxmb.io.write_storage(tmp_path / "reference.sto", jaxmb.io.MotionData(t, labels, q))
+    fit = ["--samples-per-frame", "10", "--max-order", "5", "--compile-cache", "none"]
+    assert main(["fit-paths", str(ARM26), str(tmp_path / "reference.sto"), "--out", str(tmp_path / "a"), *fit]) == 0
+    mine = jaxmb.load_osim(ARM26, function_paths=tmp_path / "a" / "arm26_FunctionBasedPathSet.xml")
+    theirs = jaxmb.load_osim(OPENSIM / "arm26_function_paths.osim")
+    geometric = jaxmb.load_osim(ARM26)
+    assert [m.path.length_function.order for m in mine.muscles] == \
+        [m.path.length_function.order for m in theirs.muscles]
+    (Lm, Rm), (Lt, Rt), (Lg, _) = (jax.vmap(lambda x, m=m: jaxmb.muscle_lengths_and_moment_arms(m, x))(q)
+                                   for m in (mine, theirs, geometric))
+    assert float(np.abs(Lm - Lt).max()) < 1e-3 and float(np.abs(Rm - Rt).max()) < 1.5e-3
+    assert float(np.abs(Lm - Lg).max()) < 2e-3 and float(np.abs(Lt - Lg).max()) < 2e-3
+    sampled = jaxmb.io.read_storage(tmp_path / "a" / "arm26_coordinate_values_sampled.sto")
+    np.testing.assert_allclose(sampled.values.reshape(101, 11, 2)[:, 0], q, rtol=0, atol=1e-15)
+    assert np.all(np.diff(sampled.time) > 0)
+    rows = (tmp_path / "a" / "arm26_path_fit.csv").read_text().splitlines()
+    assert rows[0].startswith("muscle,order,samples,length_rms_m") and len(rows) == 7
+    assert rows[1].split(",")[:3] == ["TRIlong", "5", "1111"]
+
+    motion = OPENSIM / "motion" / "arm26_InverseKinematics.mot"
+    assert main(["fit-paths", str(ARM26), str(motion), "--out", str(tmp_path / "b"), *fit]) == 0
+    path_set = str(tmp_path / "b" / "arm26_FunctionBasedPathSet.xml")
+    assert main(["static-optimization", "--setup", str(OPENSIM / "motion" / "arm26_Setup_StaticOptimization.xml"),
+                 "--out", str(tmp_path / "so"), "--function-paths", path_set, "--compile-cache", "none"]) == 0
+    written = jaxmb.io.read_storage(tmp_path / "so" / "arm26_StaticOptimization_activation.sto")
+    ref = jaxmb.io.read_storage(OPENSIM / "motion" / "arm26_StaticOptimization_activation.sto")
+    assert written.labels == ref.labels
+    np.testing.assert_allclose(written.values, ref.values, rtol=0, atol=0.02)
+    assert main(["moment-arms", str(ARM26), "--coordinate", "r_elbow_flex", "--out", str(tmp_path / "ma"), "--n", "5",
+                 "--function-paths", path_set, "--compile-cache", "none"]) == 0
+    table = np.loadtxt(tmp_path / "ma" / "moment_arms_r_elbow_flex.csv", delimiter=",", skiprows=1)
+    fitted = jaxmb.load_osim(ARM26, function_paths=path_set)
+    elbow = np.asarray(fitted.q_default)[None].repeat(5, 0)
+    elbow[:, 1] = table[:, 0]
+    R = jax.vmap(lambda x: jaxmb.moment_arms(fitted, x))(elbow)
+    np.testing.assert_allclose(table[:, 1:], R[:, 1], rtol=1e-10, atol=1e-14)

@@ -225,3 +225,81 @@ def test_written_path_sets_are_opensims_own_format(tmp_path):
             mine, np.array(theirs.findtext("length_function/MultivariatePolynomialFunction/coefficients").split(), float))
     with pytest.raises(mb.ModelError, match=r"has no function-based muscle paths; fit them"):
         mb.io.write_function_paths(_slider(), tmp_path / "none.xml", ())
+
+
+ARM26 = pathlib.Path(mb.__file__).parent / "data" / "arm26.osim"
+
+
+def test_samples_around_a_motion_are_a_latin_hypercube_per_frame():
+    """Each frame, then its samples: per coordinate one sample in each of the
+    `samples_per_frame` strata of the bounds (a Latin hypercube), clipped to the ranges;
+    the same seed gives the same samples."""
+    model = mb.load_osim(ARM26)
+    lo, hi = np.asarray(model.q_lower), np.asarray(model.q_upper)
+    frames = np.stack([lo + 0.3 * (hi - lo), lo + 0.6 * (hi - lo), hi])  # the last at the upper ends
+    n, bounds = 8, np.array([[-0.1, 0.05], [-0.2, 0.3]])
+    samples = mb.sample_around_motion(model, frames, samples_per_frame=n, bounds=bounds, seed=3)
+    assert samples.shape == (3 * (1 + n), model.nq)
+    per_frame = samples.reshape(3, 1 + n, model.nq)
+    np.testing.assert_array_equal(per_frame[:, 0], frames)
+    for f in range(2):  # away from the ranges' ends: the strata, each hit once
+        u = (per_frame[f, 1:] - frames[f] - bounds[:, 0]) / (bounds[:, 1] - bounds[:, 0])
+        assert np.all((u >= 0) & (u < 1))
+        for j in range(model.nq):
+            assert sorted(np.floor(u[:, j] * n).astype(int)) == list(range(n))
+    assert np.all(per_frame[2, 1:] <= hi) and np.any(per_frame[2, 1:] == hi) and np.all(per_frame[2, 1:] >= hi - 0.2)
+    np.testing.assert_array_equal(samples, mb.sample_around_motion(model, frames, samples_per_frame=n,
+                                                                   bounds=bounds, seed=3))
+    assert not np.array_equal(samples, mb.sample_around_motion(model, frames, samples_per_frame=n,
+                                                               bounds=bounds, seed=4))
+    default = mb.sample_around_motion(model, frames[:2], samples_per_frame=n)  # +-10 degrees
+    assert np.abs(default.reshape(2, 1 + n, -1) - frames[:2, None]).max() <= np.pi / 18
+    with pytest.raises(ValueError, match=r"bounds must be finite \(lo, hi\) with lo < hi"):
+        mb.sample_around_motion(model, frames, bounds=(0.1, -0.1))
+    with pytest.raises(ValueError, match=r"q must be finite frames of shape \(F, 2\)"):
+        mb.sample_around_motion(model, frames[:, :1])
+    with pytest.raises(ValueError, match=r"samples_per_frame must be at least 1"):
+        mb.sample_around_motion(model, frames, samples_per_frame=0)
+
+
+def test_a_path_set_replaces_the_paths_it_names(tmp_path):
+    """`load_osim(..., function_paths=)` reads OpenSim's path set file: arm26 with the set
+    of OpenSim's fitted paths is OpenSim's fitted arm26 (its values at 20 random states, to
+    round-off); a set naming some muscles leaves the others' paths of points."""
+    coordinates = mb.io.read_osim(DATA / "arm26_function_paths.osim").coordinates
+    mb.io.write_function_paths(FITTED, tmp_path / "all.xml", coordinates)
+    model = mb.load_osim(ARM26, function_paths=tmp_path / "all.xml")
+    assert all(m.path is not None and not m.points and not m.wraps for m in model.muscles)
+    q = jnp.asarray(REF["q"])
+    lengths, R = jax.vmap(lambda x: mb.muscle_lengths_and_moment_arms(model, x))(q)
+    np.testing.assert_allclose(lengths, REF["lengths"], rtol=1e-13)
+    np.testing.assert_allclose(R, REF["moment_arms"], rtol=0, atol=1e-14)
+    assert model.muscles[0].parameters == mb.load_osim(ARM26).muscles[0].parameters
+
+    some = eqx.tree_at(lambda m: m.muscles, FITTED, FITTED.muscles[:2])
+    mb.io.write_function_paths(some, tmp_path / "some.xml", coordinates)
+    mixed, geometric = mb.load_osim(ARM26, function_paths=tmp_path / "some.xml"), mb.load_osim(ARM26)
+    assert [m.path is not None for m in mixed.muscles] == [True, True] + [False] * 4
+    x = REF["q"][0]
+    np.testing.assert_allclose(mb.muscle_lengths(mixed, x)[:2], REF["lengths"][0, :2], rtol=1e-13)
+    np.testing.assert_array_equal(mb.muscle_lengths(mixed, x)[2:], mb.muscle_lengths(geometric, x)[2:])
+
+
+def test_path_sets_that_do_not_fit_the_model_are_refused(tmp_path):
+    coordinates = mb.io.read_osim(DATA / "arm26_function_paths.osim").coordinates
+    mb.io.write_function_paths(FITTED, tmp_path / "all.xml", coordinates)
+    text = (tmp_path / "all.xml").read_text()
+    (tmp_path / "other.xml").write_text(text.replace("/forceset/BRA", "/forceset/brachialis"))
+    with pytest.raises(mb.ModelError, match=r"other.xml:\d+: the path set names force 'brachialis', which is not a muscle "
+                                            r"of the model"):
+        mb.load_osim(ARM26, function_paths=tmp_path / "other.xml")
+    # with a list of muscles, the others' paths are not read
+    assert mb.io.read_osim(ARM26, muscles=["BRA"], function_paths=tmp_path / "all.xml").model.muscles[0].path is not None
+    (tmp_path / "twice.xml").write_text(text.replace("/forceset/BRA", "/forceset/BIClong"))
+    with pytest.raises(mb.ModelError, match=r"a second path for force 'BIClong'"):
+        mb.load_osim(ARM26, function_paths=tmp_path / "twice.xml")
+    (tmp_path / "coordinate.xml").write_text(text.replace("/r_elbow/r_elbow_flex", "/r_elbow/elbow"))
+    with pytest.raises(mb.ModelError, match=r"unknown coordinate '/jointset/r_elbow/elbow'"):
+        mb.load_osim(ARM26, function_paths=tmp_path / "coordinate.xml")
+    with pytest.raises(mb.ModelError, match=r"not an OpenSim path set: expected <Set_FunctionBasedPath_>"):
+        mb.load_osim(ARM26, function_paths=ARM26)

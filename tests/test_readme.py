@@ -136,11 +136,15 @@ def test_fast_muscle_paths_page_fits_within_its_tolerances_and_writes_opensims_p
     monkeypatch.chdir(tmp_path)
     (tmp_path / "jaxmb").mkdir()
     (tmp_path / "jaxmb" / "data").symlink_to(ROOT / "jaxmb" / "data")
-    page = run_page("docs/how-to/fast-muscle-paths.md", min_blocks=2)
+    (tmp_path / "tests" / "data" / "opensim").mkdir(parents=True)
+    (tmp_path / "tests" / "data" / "opensim" / "motion").symlink_to(MOTION)
+    page = run_page("docs/how-to/fast-muscle-paths.md", min_blocks=3)
     fit = page["fit"]
     assert fit.model.muscle_names == ("TRIlat", "BRA") and all(m.path is not None for m in fit.model.muscles)
     assert np.all(fit.length_rms <= 1e-5) and np.all(fit.moment_arm_rms <= 2e-4) and fit.orders == (6, 6)
     assert float(np.abs(page["L"] - page["L0"]).max()) < 1e-3
+    assert page["around"].shape == (31 * 11, 2)
+    assert float(np.abs(page["at_frames"] - page["mb"].muscle_lengths(page["model"], page["frames"][7])).max()) < 1e-4
     written = (tmp_path / "arm26_FunctionBasedPathSet.xml").read_text()
     assert '<FunctionBasedPath name="/forceset/TRIlat">' in written and "/jointset/r_elbow/r_elbow_flex" in written
 

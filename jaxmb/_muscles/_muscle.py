@@ -143,6 +143,15 @@ class Muscle(eqx.Module):
             if not isinstance(w, AbstractWrapObject):
                 raise ModelError(f"Muscle {name!r}: {type(w).__name__} is not a wrap object.")
 
+    def with_path(self, path: FunctionBasedPath) -> "Muscle":
+        """This muscle with its points and wraps replaced by `path` (a
+        [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath]; OpenSim's
+        ``ModOpReplacePathsWithFunctionBasedPaths``), its parameters, force model and
+        controls kept."""
+        return Muscle(self.name, (), (), self.parameters, kind=self.kind, force_model=self.force_model,
+                      activation_dynamics=self.activation_dynamics, min_control=self.min_control,
+                      max_control=self.max_control, path=path)
+
 
 def _check_controls(m: Muscle) -> None:
     """Refuse non-finite control bounds, ``min_control > max_control`` and a ``min_control``

@@ -78,7 +78,7 @@ def _int_at_least(lowest: int, highest: int | None = None):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``jaxmb`` argument parser (subcommands ``simulate``, ``moment-arms``, ``inverse-dynamics``,
-    ``shoulder-study``, ``info``)."""
+    ``static-optimization``, ``fit-paths``, ``shoulder-study``, ``info``)."""
     parser = _Parser(prog="jaxmb", description="jaxmb: differentiable multibody dynamics in JAX.")
     parser.add_argument("--version", action="version", version=f"jaxmb {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
@@ -120,9 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     ma.add_argument("--frozen-path", action="store_true",
                     help="report OpenSim's computeMomentArm (the path frozen at each state, as OpenSim's "
                          "MuscleAnalysis reports) instead of R = -dL/dq")
-    from ._moment_arms import add_wrap_geometry_argument
+    from ._moment_arms import add_function_paths_argument, add_wrap_geometry_argument
 
     add_wrap_geometry_argument(ma)
+    add_function_paths_argument(ma)
 
     from ._inverse_dynamics import add_parser as add_inverse_dynamics
 
@@ -130,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     from ._static_optimization import add_parser as add_static_optimization
 
     add_static_optimization(sub, [jitted], non_negative_float)
+
+    from ._fit_paths import add_parser as add_fit_paths
+
+    add_fit_paths(sub, [jitted], positive_float, _int_at_least)
 
     from ._shoulder_study import add_parser as add_shoulder_study
 
@@ -184,6 +189,10 @@ def _dispatch(args) -> int:
         from ._static_optimization import static_optimization
 
         return static_optimization(args)
+    if args.command == "fit-paths":
+        from ._fit_paths import fit_paths
+
+        return fit_paths(args)
     if args.command == "shoulder-study":
         from ._shoulder_study import shoulder_study
 

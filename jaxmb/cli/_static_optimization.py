@@ -13,7 +13,7 @@ import pathlib
 from ._cache import CacheCounter
 from ._errors import CommandError
 from ._inverse_dynamics import add_motion_arguments, check_motion_arguments
-from ._moment_arms import add_wrap_geometry_argument
+from ._moment_arms import add_function_paths_argument, add_wrap_geometry_argument
 from ._paths import check_model_file, check_out_folder
 from ._progress import Stages
 
@@ -45,6 +45,7 @@ def add_parser(sub, parents, non_negative_float) -> None:
                         "(its computeMomentArm) instead of R = -dL/dq; with --wrap-geometry opensim this is "
                         "OpenSim's problem where paths wrap")
     add_wrap_geometry_argument(p)
+    add_function_paths_argument(p)
 
 
 def _inputs(args):
@@ -80,7 +81,8 @@ def static_optimization(args) -> int:
     lowpass = inp["lowpass"] or None
     with CacheCounter() as cache, Stages(_STAGES, args.progress) as progress:
         progress.start(_STAGES[0])
-        imported = mb.io.read_osim(inp["model"], wrap_geometry=args.wrap_geometry)
+        imported = mb.io.read_osim(inp["model"], wrap_geometry=args.wrap_geometry,
+                                   function_paths=args.function_paths and check_model_file(args.function_paths))
         model = imported.model
         motion = mb.io.read_storage(inp["motion"])
         q = mb.io.coordinates_from_motion(model, motion, ignore=imported.all_coordinate_names)

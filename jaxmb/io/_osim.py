@@ -58,7 +58,7 @@ from .._model import Model
 from .._muscles import check_path_force_route, Muscle
 from .._muscles._geometry import WRAP_GEOMETRIES, with_wrap_geometry
 from ._osim_actuators import parse_force_elements
-from ._osim_forces import parse_muscles, parse_paths
+from ._osim_forces import parse_function_path_set, parse_muscles, parse_paths
 from ._osim_frames import _VISUAL
 from ._osim_joints import _JointReader
 from ._xml import XmlReader
@@ -133,7 +133,7 @@ class OsimImport:
 
 
 def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged",
-              ligament_moment_arms: str = "closed_form") -> Model:
+              ligament_moment_arms: str = "closed_form", function_paths: str | os.PathLike | None = None) -> Model:
     """A [`jaxmb.Model`][jaxmb.Model] from an OpenSim 4.x ``.osim`` file.
 
     ``model.coordinate_names`` are the independent, unlocked OpenSim coordinates in
@@ -164,6 +164,11 @@ def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged",
       generalized forces ([`jaxmb.Ligament`][jaxmb.Ligament]'s `moment_arms`):
       ``"closed_form"`` (default, ``R = -dL/dq``, a conservative element) or
       ``"frozen_path"`` (OpenSim's force: the path frozen at q).
+    - `function_paths`: an OpenSim path set file (``<Set_FunctionBasedPath_>``: what
+      OpenSim's ``PolynomialPathFitter``, `jaxmb.io.write_function_paths` and
+      ``jaxmb fit-paths`` write) whose paths replace the points and wraps of the muscles
+      they name, as OpenSim's ``ModOpReplacePathsWithFunctionBasedPaths`` does; muscles
+      it does not name keep their paths. None (default): the file's paths.
 
     **Returns:**
 
@@ -175,12 +180,14 @@ def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged",
     anything the importer does not support or a value that is not finite. See
     `read_osim` for the coordinate bookkeeping.
     """
-    return read_osim(path, wrap_geometry=wrap_geometry, ligament_moment_arms=ligament_moment_arms).model
+    return read_osim(path, wrap_geometry=wrap_geometry, ligament_moment_arms=ligament_moment_arms,
+                     function_paths=function_paths).model
 
 
 def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
               locked: dict[str, float] | None = None, wrap_geometry: str = "converged",
-              ligament_moment_arms: str = "closed_form") -> OsimImport:
+              ligament_moment_arms: str = "closed_form", function_paths: str | os.PathLike | None = None
+              ) -> OsimImport:
     """Like `load_osim`, also returning every coordinate's joint function and kind.
 
     **Arguments:**
@@ -193,7 +200,8 @@ def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
       values as if the file locked them with that ``default_value`` (OpenSim's
       ``Coordinate.setLocked``); they leave ``q`` and their couplers' dependents become
       constants. A name that is not an independent coordinate of the file raises.
-    - `wrap_geometry`, `ligament_moment_arms`: as for `load_osim`.
+    - `wrap_geometry`, `ligament_moment_arms`, `function_paths`: as for `load_osim` (with
+      a list of `muscles`, the path set's paths of the other muscles are not read).
 
     **Returns:**
 
@@ -210,12 +218,27 @@ def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
     check_path_force_route(os.fspath(path), "ligament_moment_arms", ligament_moment_arms)
     imp = _Importer(os.fspath(path), muscles=muscles, locked=locked).run()
     model = imp.model
+    if function_paths is not None:
+        model = _with_function_paths(model, os.fspath(function_paths), imp.coordinate_functions,
+                                     every_muscle=muscles is True)
     if wrap_geometry != "opensim":  # the importer builds OpenSim's
         model = with_wrap_geometry(model, wrap_geometry)
     if ligament_moment_arms != "closed_form":  # the importer's default
         model = eqx.tree_at(lambda m: m.forces, model, tuple(
             f.with_moment_arms(ligament_moment_arms) if isinstance(f, Ligament) else f for f in model.forces))
     return dataclasses.replace(imp, model=model)
+
+
+def _with_function_paths(model: Model, path: str, coordinate_functions, every_muscle: bool) -> Model:
+    """`model` with the muscles named in the path set `path` taking its paths."""
+    xml, paths = parse_function_path_set(path, coordinate_functions)
+    names = [m.name for m in model.muscles]
+    for name, (el, _) in paths.items():
+        if name not in names and every_muscle:
+            xml.fail(el, f"the path set names force {name!r}, which is not a muscle of the model (jaxmb replaces "
+                         f"muscle paths; the model's muscles are {names}).")
+    muscles = tuple(m.with_path(paths[m.name][1]) if m.name in paths else m for m in model.muscles)
+    return eqx.tree_at(lambda m: m.muscles, model, muscles)
 
 
 def read_ligaments(path: str | os.PathLike, tags=("Ligament",)) -> tuple[Muscle, ...]:

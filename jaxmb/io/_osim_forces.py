@@ -265,6 +265,31 @@ def _parse_function_path(xml, name, fp, coordinate_functions):
         xml.fail(poly, f"muscle {name!r}: {exc}")
 
 
+def parse_function_path_set(path: str, coordinate_functions: dict[str, AbstractJointFunction]
+                            ) -> tuple[XmlReader, dict[str, tuple[ET.Element, FunctionBasedPath]]]:
+    """The paths of an OpenSim path set file (``<Set_FunctionBasedPath_>``, as OpenSim's
+    ``PolynomialPathFitter`` and `jaxmb.io.write_function_paths` write it): its reader and,
+    per force name (the path's name ``/forceset/<name>``), the element and its path."""
+    xml = XmlReader.parse(path)
+    root = xml.root
+    holder = root if root.tag == "Set_FunctionBasedPath_" else _first(xml, root, "Set_FunctionBasedPath_")
+    if holder is None:
+        xml.fail(root, "not an OpenSim path set: expected <Set_FunctionBasedPath_> (the file OpenSim's "
+                       "PolynomialPathFitter or jaxmb.io.write_function_paths writes).")
+    out = {}
+    for fp in xml.set_objects(holder):
+        if fp.tag != "FunctionBasedPath":
+            xml.unsupported(fp, "<Set_FunctionBasedPath_>")
+        name = (fp.get("name") or "").rsplit("/", 1)[-1]
+        if not name:
+            xml.fail(fp, "a FunctionBasedPath in a path set is named after its force (/forceset/<name>); "
+                         "this one has no name.")
+        if name in out:
+            xml.fail(fp, f"a second path for force {name!r}.")
+        out[name] = (fp, _parse_function_path(xml, name, fp, coordinate_functions))
+    return xml, out
+
+
 def _parse_muscle(xml, f, coordinate_functions, body_names, wraps, ranges=None):
     name = f.get("name")
     gp = _first(xml, f, "GeometryPath")

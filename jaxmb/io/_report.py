@@ -5,6 +5,7 @@ with units, plots of many curves in grouped panels)."""
 from __future__ import annotations
 
 import math
+import os
 import pathlib
 
 import numpy as np
@@ -62,7 +63,8 @@ def plot_groups(axes, x, ys, names, groups, ylabel: str):
 
 
 def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages=None,
-                      wrap_geometry: str = "converged", frozen_path: bool = False) -> pathlib.Path:
+                      wrap_geometry: str = "converged", frozen_path: bool = False,
+                      function_paths: str | os.PathLike | None = None) -> pathlib.Path:
     """Sweep `coordinate` over its range (others at their defaults) and write
     ``moment_arms_<coordinate>.csv`` and ``moment_arms_<coordinate>.png`` into `out_dir`.
 
@@ -74,7 +76,7 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
     - `n`: the number of sweep points, >= 2.
     - `stages`: progress display of the command line (anything with ``start(name)``
       and ``detail(text)``), or None.
-    - `wrap_geometry`: as for `load_osim`.
+    - `wrap_geometry`, `function_paths`: as for `load_osim`.
     - `frozen_path`: report OpenSim's computeMomentArm (`moment_arm_sweep`'s
       ``method="frozen_path"``, what OpenSim's MuscleAnalysis reports) instead of ``-dL/dq``,
       in ``moment_arms_<coordinate>_frozen_path.csv`` and ``.png``.
@@ -97,7 +99,7 @@ def moment_arm_report(model_path, coordinate: str, out_dir, n: int = 181, stages
         raise ValueError(f"moment_arm_report: n must be >= 2 sweep points, got {n}.")
     start = stages.start if stages is not None else (lambda name: None)
     start("loading the model")
-    model = load_osim(model_path, wrap_geometry=wrap_geometry)
+    model = load_osim(model_path, wrap_geometry=wrap_geometry, function_paths=function_paths)
     name = pathlib.Path(model_path).name
     if not model.muscles:
         raise ValueError(f"{model_path}: the model has no muscles, so there are no moment arms to report.")
