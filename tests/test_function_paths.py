@@ -290,8 +290,8 @@ def test_path_sets_that_do_not_fit_the_model_are_refused(tmp_path):
     mb.io.write_function_paths(FITTED, tmp_path / "all.xml", coordinates)
     text = (tmp_path / "all.xml").read_text()
     (tmp_path / "other.xml").write_text(text.replace("/forceset/BRA", "/forceset/brachialis"))
-    with pytest.raises(mb.ModelError, match=r"other.xml:\d+: the path set names force 'brachialis', which is not a muscle "
-                                            r"of the model"):
+    with pytest.raises(mb.ModelError, match=r"other.xml:\d+: the path set names force 'brachialis', which is not a "
+                                            r"muscle or ligament of the model"):
         mb.load_osim(ARM26, function_paths=tmp_path / "other.xml")
     # with a list of muscles, the others' paths are not read
     assert mb.io.read_osim(ARM26, muscles=["BRA"], function_paths=tmp_path / "all.xml").model.muscles[0].path is not None
@@ -303,3 +303,29 @@ def test_path_sets_that_do_not_fit_the_model_are_refused(tmp_path):
         mb.load_osim(ARM26, function_paths=tmp_path / "coordinate.xml")
     with pytest.raises(mb.ModelError, match=r"not an OpenSim path set: expected <Set_FunctionBasedPath_>"):
         mb.load_osim(ARM26, function_paths=ARM26)
+
+
+def test_a_path_set_replaces_a_ligaments_path(tmp_path):
+    """A path in the set named after a Ligament replaces its path, as OpenSim's
+    ModOpReplacePathsWithFunctionBasedPaths does: its length is the polynomial's and its
+    moment arm minus the polynomial's derivative, in the force set's generalized forces."""
+    model_file = DATA / "forces_model.osim"
+    (tmp_path / "set.xml").write_text(
+        '<OpenSimDocument Version="40600"><Set_FunctionBasedPath_><objects>'
+        '<FunctionBasedPath name="/forceset/ligament"><coordinate_paths>/jointset/j0/q0</coordinate_paths>'
+        '<length_function><MultivariatePolynomialFunction><coefficients>0.6 0.1 0.05</coefficients>'
+        '<dimension>1</dimension><order>2</order></MultivariatePolynomialFunction></length_function>'
+        '</FunctionBasedPath></objects></Set_FunctionBasedPath_></OpenSimDocument>')
+    model = mb.load_osim(model_file, function_paths=tmp_path / "set.xml")
+    ligament, = (f for f in model.forces if isinstance(f, mb.Ligament))
+    geometric, = (f for f in mb.load_osim(model_file).forces if isinstance(f, mb.Ligament))
+    assert ligament.path.path is not None and geometric.path.path is None
+    k = model.coordinate_names.index("q0")
+    rng = np.random.default_rng(0)
+    for q in rng.uniform(-0.5, 0.5, (3, model.nq)):
+        length, arms = ligament.length_and_moment_arms(model, q)
+        assert float(length) == pytest.approx(0.6 + 0.1 * q[k] + 0.05 * q[k] ** 2, rel=1e-14)
+        want = np.zeros(model.nq)
+        want[k] = -(0.1 + 0.1 * q[k])
+        np.testing.assert_allclose(arms, want, rtol=1e-14, atol=0)
+        assert float(length) != pytest.approx(float(geometric.length_and_moment_arms(model, q)[0]))

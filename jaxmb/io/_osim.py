@@ -167,8 +167,8 @@ def load_osim(path: str | os.PathLike, *, wrap_geometry: str = "converged",
     - `function_paths`: an OpenSim path set file (``<Set_FunctionBasedPath_>``: what
       OpenSim's ``PolynomialPathFitter``, `jaxmb.io.write_function_paths` and
       ``jaxmb fit-paths`` write) whose paths replace the points and wraps of the muscles
-      they name, as OpenSim's ``ModOpReplacePathsWithFunctionBasedPaths`` does; muscles
-      it does not name keep their paths. None (default): the file's paths.
+      and ligaments they name, as OpenSim's ``ModOpReplacePathsWithFunctionBasedPaths``
+      does; those it does not name keep their paths. None (default): the file's paths.
 
     **Returns:**
 
@@ -230,15 +230,18 @@ def read_osim(path: str | os.PathLike, *, muscles: bool | Sequence[str] = True,
 
 
 def _with_function_paths(model: Model, path: str, coordinate_functions, every_muscle: bool) -> Model:
-    """`model` with the muscles named in the path set `path` taking its paths."""
+    """`model` with the muscles and ligaments named in the path set `path` taking its paths."""
     xml, paths = parse_function_path_set(path, coordinate_functions)
     names = [m.name for m in model.muscles]
+    ligaments = [f.name for f in model.forces if isinstance(f, Ligament)]
     for name, (el, _) in paths.items():
-        if name not in names and every_muscle:
-            xml.fail(el, f"the path set names force {name!r}, which is not a muscle of the model (jaxmb replaces "
-                         f"muscle paths; the model's muscles are {names}).")
+        if name not in names and name not in ligaments and every_muscle:
+            xml.fail(el, f"the path set names force {name!r}, which is not a muscle or ligament of the model (its "
+                         f"muscles are {names}, its ligaments {ligaments}).")
     muscles = tuple(m.with_path(paths[m.name][1]) if m.name in paths else m for m in model.muscles)
-    return eqx.tree_at(lambda m: m.muscles, model, muscles)
+    forces = tuple(eqx.tree_at(lambda f: f.path, f, f.path.with_path(paths[f.name][1]))
+                   if isinstance(f, Ligament) and f.name in paths else f for f in model.forces)
+    return eqx.tree_at(lambda m: (m.muscles, m.forces), model, (muscles, forces))
 
 
 def read_ligaments(path: str | os.PathLike, tags=("Ligament",)) -> tuple[Muscle, ...]:
