@@ -173,11 +173,13 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
         if not J:
             raise ValueError(f"fit_function_paths: muscle {muscle.name!r} spans no coordinate; its length is constant.")
         keep = ok[:, k]  # the states where the path resolved (`path_status`)
-        x, target = q[keep][:, J], np.concatenate([lengths[keep, k, None], -R[keep][:, J, k]], axis=1)  # (S, 1 + d)
+        target = np.concatenate([lengths[keep, k, None], -R[keep][:, J, k]], axis=1)  # (S, 1 + d)
         for order in range(1, max_order + 1):
-            values, partial = _design(x, order)
+            # Monomials at every sample, then the kept ones: one compiled monomial table
+            # per (dimension, order), whatever each muscle keeps.
+            values, partial = (a[keep] for a in _design(q[:, J], order))
             if values.shape[1] > target.size:
-                raise ValueError(f"fit_function_paths: {x.shape[0]} sample states cannot fit muscle {muscle.name!r}'s "
+                raise ValueError(f"fit_function_paths: {target.shape[0]} sample states cannot fit muscle {muscle.name!r}'s "
                                  f"{values.shape[1]} coefficients of order {order}; give more samples or a lower "
                                  "max_order.")
             A = np.concatenate([values[:, None, :], partial], axis=1).reshape(-1, values.shape[1])
