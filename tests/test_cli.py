@@ -263,7 +263,7 @@ def test_muscle_commands_load_the_wrap_geometry_asked_for(tmp_path, monkeypatch,
     assert seen == ["converged", "opensim"]
     # --frozen-path reaches the sweep as OpenSim's computeMomentArm route
     gait = jaxmb.load_osim(GAIT)
-    monkeypatch.setattr(osim, "load_osim", lambda path, *, wrap_geometry=None: gait)
+    monkeypatch.setattr(osim, "load_osim", lambda path, *, wrap_geometry=None, function_paths=None: gait)
     methods = []
     monkeypatch.setattr(muscles, "moment_arm_sweep", _stopping_at(methods, "method"))
     assert main(base) == 1 and main(base + ["--frozen-path"]) == 1
@@ -454,3 +454,14 @@ def test_fit_paths_does_what_opensims_fitter_does_and_static_optimization_takes_
     elbow[:, 1] = table[:, 0]
     R = jax.vmap(lambda x: jaxmb.moment_arms(fitted, x))(elbow)
     np.testing.assert_allclose(table[:, 1:], R[:, 1], rtol=1e-10, atol=1e-14)
+
+
+def test_fit_paths_and_path_sets_name_missing_files(tmp_path, capsys):
+    assert main(["fit-paths", str(ARM26), str(tmp_path / "none.mot"), "--out", str(tmp_path / "o"),
+                 "--compile-cache", "none"]) == 1
+    assert "none.mot: no such motion file" in _error_line(capsys)
+    assert main(["moment-arms", str(ARM26), "--coordinate", "r_elbow_flex", "--out", str(tmp_path / "o"),
+                 "--function-paths", str(tmp_path / "set.xml"), "--compile-cache", "none"]) == 1
+    assert "set.xml: no such path set file" in _error_line(capsys)
+    assert main(["fit-paths", str(ARM26), str(tmp_path), "--out", str(tmp_path / "o"), "--max-order", "10"]) == 2
+    assert "--max-order: must be between 1 and 9, got 10" in _error_line(capsys)

@@ -179,9 +179,9 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
             # per (dimension, order), whatever each muscle keeps.
             values, partial = (a[keep] for a in _design(q[:, J], order))
             if values.shape[1] > target.size:
-                raise ValueError(f"fit_function_paths: {target.shape[0]} sample states cannot fit muscle {muscle.name!r}'s "
-                                 f"{values.shape[1]} coefficients of order {order}; give more samples or a lower "
-                                 "max_order.")
+                raise ValueError(f"fit_function_paths: {target.shape[0]} sample states cannot fit muscle "
+                                 f"{muscle.name!r}'s {values.shape[1]} coefficients of order {order}; give more "
+                                 "samples or a lower max_order.")
             A = np.concatenate([values[:, None, :], partial], axis=1).reshape(-1, values.shape[1])
             a = np.linalg.lstsq(A, target.reshape(-1), rcond=None)[0]
             residual = (A @ a - target.reshape(-1)).reshape(target.shape)

@@ -55,7 +55,7 @@ def fit_paths(args) -> int:
     import jaxmb as mb
 
     check_model_file(args.model)
-    check_model_file(args.motion)
+    check_model_file(args.motion, "motion")
     check_out_folder(args.out)
     name = pathlib.Path(args.model).stem
     with CacheCounter() as cache, Stages(_STAGES, args.progress) as progress:

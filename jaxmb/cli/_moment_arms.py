@@ -16,7 +16,7 @@ def moment_arms(args) -> int:
     with CacheCounter() as cache, Stages(stages, args.progress) as progress:
         moment_arm_report(model, args.coordinate, args.out, n=args.n, stages=progress,
                           wrap_geometry=args.wrap_geometry, frozen_path=args.frozen_path,
-                          function_paths=args.function_paths and check_model_file(args.function_paths))
+                          function_paths=args.function_paths and check_model_file(args.function_paths, "path set"))
     print(f"compilation cache: {cache.describe(args.compile_cache)}")
     return 0
 

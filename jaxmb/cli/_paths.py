@@ -11,13 +11,13 @@ from ._errors import CommandError, UsageError
 BUILT_IN_MODELS = ("double-pendulum", "three-link-arm", "planar-chain")
 
 
-def check_model_file(path: str) -> pathlib.Path:
-    """`path` as a readable file, else a :class:`CommandError` naming it."""
+def check_model_file(path: str, kind: str = "model") -> pathlib.Path:
+    """`path` as a readable file, else a :class:`CommandError` naming it (a `kind` file)."""
     file = pathlib.Path(path)
     if not file.exists():
-        raise CommandError(f"{path}: no such model file")
+        raise CommandError(f"{path}: no such {kind} file")
     if not file.is_file():
-        raise CommandError(f"{path}: not a model file (a folder?)")
+        raise CommandError(f"{path}: not a {kind} file (a folder?)")
     return file
 
 

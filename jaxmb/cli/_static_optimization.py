@@ -81,8 +81,8 @@ def static_optimization(args) -> int:
     lowpass = inp["lowpass"] or None
     with CacheCounter() as cache, Stages(_STAGES, args.progress) as progress:
         progress.start(_STAGES[0])
-        imported = mb.io.read_osim(inp["model"], wrap_geometry=args.wrap_geometry,
-                                   function_paths=args.function_paths and check_model_file(args.function_paths))
+        path_set = args.function_paths and check_model_file(args.function_paths, "path set")
+        imported = mb.io.read_osim(inp["model"], wrap_geometry=args.wrap_geometry, function_paths=path_set)
         model = imported.model
         motion = mb.io.read_storage(inp["motion"])
         q = mb.io.coordinates_from_motion(model, motion, ignore=imported.all_coordinate_names)
