@@ -103,9 +103,9 @@ from ._muscles import ConditionalPathPoint as ConditionalPathPoint
 from ._muscles import FunctionBasedPath as FunctionBasedPath
 from ._muscles import MultivariatePolynomial as MultivariatePolynomial
 from ._muscles import polynomial_exponents as polynomial_exponents
-from ._muscles import fit_function_paths as fit_function_paths
-from ._muscles import FunctionPathFit as FunctionPathFit
-from ._muscles import sample_around_motion as sample_around_motion
+from ._path_fitting import fit_function_paths as fit_function_paths
+from ._path_fitting import FunctionPathFit as FunctionPathFit
+from ._path_fitting import sample_around_motion as sample_around_motion
 from ._muscles import moment_arm_derivatives as moment_arm_derivatives
 from ._muscles import moment_arm_sweep as moment_arm_sweep
 from ._muscles import moment_arms as moment_arms

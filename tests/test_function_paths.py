@@ -223,7 +223,7 @@ def test_written_path_sets_are_opensims_own_format(tmp_path):
         mine = np.array(p.findtext("length_function/MultivariatePolynomialFunction/coefficients").split(), float)
         np.testing.assert_array_equal(
             mine, np.array(theirs.findtext("length_function/MultivariatePolynomialFunction/coefficients").split(), float))
-    with pytest.raises(mb.ModelError, match=r"has no function-based muscle paths; fit them"):
+    with pytest.raises(mb.ModelError, match=r"has no function-based paths; fit them"):
         mb.io.write_function_paths(_slider(), tmp_path / "none.xml", ())
 
 
@@ -329,3 +329,28 @@ def test_a_path_set_replaces_a_ligaments_path(tmp_path):
         want[k] = -(0.1 + 0.1 * q[k])
         np.testing.assert_allclose(arms, want, rtol=1e-14, atol=0)
         assert float(length) != pytest.approx(float(geometric.length_and_moment_arms(model, q)[0]))
+
+
+def test_ligaments_paths_are_fitted_written_and_read_back(tmp_path):
+    """`fit_function_paths` fits a Ligament's path as OpenSim's fitter does (every path of
+    the model): within its tolerances at the samples and close to the geometric path between
+    them, reported after the muscles (`names`); the path set written names it and reads back
+    into the same ligament."""
+    model_file = DATA / "forces_model.osim"
+    model = mb.load_osim(model_file)
+    lo, hi = np.full(model.nq, -0.3), np.full(model.nq, 0.3)  # its ranges are +-10 (rad and m)
+    rng = np.random.default_rng(0)
+    fit = mb.fit_function_paths(model, rng.uniform(lo, hi, (400, model.nq)), max_order=4)
+    assert fit.names == ("ligament",) and fit.orders[0] >= 1 and fit.length_rms[0] <= 1e-3
+    ligament, = (f for f in fit.model.forces if isinstance(f, mb.Ligament))
+    geometric, = (f for f in model.forces if isinstance(f, mb.Ligament))
+    assert ligament.path.path is not None and not ligament.path.points
+    q = rng.uniform(lo, hi, model.nq)
+    assert float(ligament.length_and_moment_arms(model, q)[0]) == pytest.approx(
+        float(geometric.length_and_moment_arms(model, q)[0]), abs=1e-3)
+    mb.io.write_function_paths(fit.model, tmp_path / "set.xml", mb.io.read_osim(model_file).coordinates)
+    assert '<FunctionBasedPath name="/forceset/ligament">' in (tmp_path / "set.xml").read_text()
+    back, = (f for f in mb.load_osim(model_file, function_paths=tmp_path / "set.xml").forces
+             if isinstance(f, mb.Ligament))
+    np.testing.assert_array_equal(back.path.path.length_function.coefficients,
+                                  ligament.path.path.length_function.coefficients)

@@ -24,7 +24,7 @@ LAYERS = (
     ("jaxmb._rigid_body",),
     ("jaxmb._dynamics", "jaxmb.matrix_calculus"),
     ("jaxmb._loops", "jaxmb._muscles", "jaxmb.constraints"),
-    ("jaxmb._forces",),
+    ("jaxmb._forces", "jaxmb._path_fitting"),
     ("jaxmb._simulate", "jaxmb._control", "jaxmb.control", "jaxmb._motion"),
     ("jaxmb._static_optimization", "jaxmb._static_optimization_compliant", "jaxmb._identify"),
     ("jaxmb.io",),

@@ -25,9 +25,6 @@ from ._cylinder import WrapCylinder as WrapCylinder
 from ._function_path import FunctionBasedPath as FunctionBasedPath
 from ._function_path import MultivariatePolynomial as MultivariatePolynomial
 from ._function_path import polynomial_exponents as polynomial_exponents
-from ._path_fitting import fit_function_paths as fit_function_paths
-from ._path_fitting import FunctionPathFit as FunctionPathFit
-from ._path_fitting import sample_around_motion as sample_around_motion
 from ._degroote import DeGrooteFregly2016Muscle as DeGrooteFregly2016Muscle
 from ._ellipsoid import WrapEllipsoid as WrapEllipsoid
 from ._millard import Millard2012EquilibriumMuscle as Millard2012EquilibriumMuscle

@@ -1,15 +1,17 @@
 """``jaxmb fit-paths MODEL.osim MOTION.mot --out DIR``: OpenSim's ``PolynomialPathFitter``.
 
-Samples states around the motion (`jaxmb.sample_around_motion`), fits every muscle's path
-by a polynomial of the coordinates it spans (`jaxmb.fit_function_paths`) and writes, in DIR:
+Samples states around the motion (`jaxmb.sample_around_motion`), fits every muscle's and
+ligament's path by a polynomial of the coordinates it spans (`jaxmb.fit_function_paths`)
+and writes, in DIR:
 
 - ``<name>_FunctionBasedPathSet.xml``: the path set, as OpenSim's fitter names it; OpenSim's
   ``ModOpReplacePathsWithFunctionBasedPaths`` and jaxmb's ``--function-paths`` (of
   ``moment-arms`` and ``static-optimization``, and `jaxmb.load_osim`) read it;
 - ``<name>_coordinate_values_sampled.sto``: the states sampled (rad and m), each frame
   followed by its samples, timed between the frames as OpenSim's fitter times them;
-- ``<name>_path_fit.csv``: per muscle, the order fitted, the samples used and the RMS and
-  largest errors of its length (m) and moment arms at the samples.
+- ``<name>_path_fit.csv``: per path (muscles, then ligaments), the order fitted, the
+  samples used and the RMS and largest errors of its length (m) and moment arms at the
+  samples.
 """
 
 from __future__ import annotations
@@ -88,15 +90,15 @@ def fit_paths(args) -> int:
                                              model.coordinate_names, samples, in_degrees=False,
                                              name="coordinate values sampled"))
         with open(out / f"{name}_path_fit.csv", "w") as f:
-            f.write("muscle,order,samples,length_rms_m,length_max_m,moment_arm_rms_m,moment_arm_max_m\n")
-            for k, muscle in enumerate(fit.model.muscles):
-                f.write(f"{muscle.name},{fit.orders[k]},{fit.samples[k]},{fit.length_rms[k]:.6e},"
+            f.write("path,order,samples,length_rms_m,length_max_m,moment_arm_rms_m,moment_arm_max_m\n")
+            for k, name in enumerate(fit.names):
+                f.write(f"{name},{fit.orders[k]},{fit.samples[k]},{fit.length_rms[k]:.6e},"
                         f"{fit.length_max[k]:.6e},{fit.moment_arm_rms[k]:.6e},{fit.moment_arm_max[k]:.6e}\n")
     met = np.sum((fit.length_rms <= args.length_tolerance) & (fit.moment_arm_rms <= args.moment_arm_tolerance))
     worst = int(np.argmax(fit.length_rms))
-    print(f"wrote {path_set} and {name}_path_fit.csv ({len(model.muscles)} muscles, {samples.shape[0]} states "
+    print(f"wrote {path_set} and {name}_path_fit.csv ({len(fit.names)} paths, {samples.shape[0]} states "
           f"around {q.shape[0]} frames); {met} paths meet both tolerances; largest RMS length error "
-          f"{fit.length_rms[worst] * 1e3:.3g} mm ({model.muscles[worst].name})")
+          f"{fit.length_rms[worst] * 1e3:.3g} mm ({fit.names[worst]})")
     print(f"compilation cache: {cache.describe(args.compile_cache)}")
     return 0
 

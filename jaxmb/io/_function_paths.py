@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._errors import ModelError
+from .._forces import Ligament
 from .._functions import Coordinate
 from .._model import Model
 from ._osim import OsimCoordinate
@@ -17,8 +18,8 @@ from ._osim import OsimCoordinate
 
 def write_function_paths(model: Model, path: str | os.PathLike, coordinates: Sequence[OsimCoordinate]) -> None:
     """Write every [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath] of `model`'s muscles
-    to `path` as an OpenSim 4.6 ``Set_FunctionBasedPath_`` document: one
-    ``FunctionBasedPath`` named ``/forceset/<muscle>`` per muscle, its
+    and ligaments to `path` as an OpenSim 4.6 ``Set_FunctionBasedPath_`` document: one
+    ``FunctionBasedPath`` named ``/forceset/<name>`` per path, its
     ``coordinate_paths`` and its ``MultivariatePolynomialFunction`` length (coefficients
     in OpenSim's order, written to round-trip in float64).
 
@@ -38,14 +39,15 @@ def write_function_paths(model: Model, path: str | os.PathLike, coordinates: Seq
     joints = {c.name: c.joint for c in coordinates}
     root = ET.Element("OpenSimDocument", Version="40600")
     objects = ET.SubElement(ET.SubElement(root, "Set_FunctionBasedPath_"), "objects")
-    for muscle in model.muscles:
+    ligament_paths = tuple(f.path for f in model.forces if isinstance(f, Ligament))
+    for muscle in model.muscles + ligament_paths:
         if muscle.path is None:
             continue
         names = []
         for c in muscle.path.coordinates:
             name = model.coordinate_names[c.index] if isinstance(c, Coordinate) else None
             if name not in joints:
-                raise ModelError(f"write_function_paths: muscle {muscle.name!r} reads a coordinate that is not an "
+                raise ModelError(f"write_function_paths: path {muscle.name!r} reads a coordinate that is not an "
                                  "independent coordinate of the given OpenSim coordinates; write paths over "
                                  "jaxmb.Coordinate(k) of the model's own file.")
             names.append(f"/jointset/{joints[name]}/{name}")
@@ -57,7 +59,7 @@ def write_function_paths(model: Model, path: str | os.PathLike, coordinates: Seq
         ET.SubElement(poly, "dimension").text = str(f.dimension)
         ET.SubElement(poly, "order").text = str(f.order)
     if not len(objects):
-        raise ModelError(f"write_function_paths: model {model.name!r} has no function-based muscle paths; fit them "
+        raise ModelError(f"write_function_paths: model {model.name!r} has no function-based paths; fit them "
                          "with jaxmb.fit_function_paths.")
     ET.indent(root, "\t")
     ET.ElementTree(root).write(path, encoding="UTF-8", xml_declaration=True)

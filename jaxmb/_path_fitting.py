@@ -12,26 +12,28 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._functions import Coordinate
-from .._model import Model
-from .._typing import RealLike
-from ._function_path import FunctionBasedPath, MultivariatePolynomial, monomial_tables, monomials
-from ._moment_arms import muscle_lengths_and_moment_arms, spans_coordinate
-from ._paths import path_status
+from ._forces import Ligament
+from ._functions import Coordinate
+from ._model import Model
+from ._muscles import FunctionBasedPath, MultivariatePolynomial, muscle_lengths_and_moment_arms, path_status
+from ._muscles._function_path import monomial_tables, monomials
+from ._muscles._moment_arms import spans_coordinate
+from ._typing import RealLike
 
 
 class FunctionPathFit(NamedTuple):
-    """What [`jaxmb.fit_function_paths`][jaxmb.fit_function_paths] returns.
+    """What [`jaxmb.fit_function_paths`][jaxmb.fit_function_paths] returns. The per-path
+    entries are the model's muscles, then its ligaments (`names`).
 
-    - `model`: the model with each fitted muscle's path replaced by its
+    - `model`: the model with each fitted path replaced by its
       [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath].
-    - `orders`: per muscle, the polynomial's order (0 for a muscle left as it was).
-    - `length_rms`, `length_max`: per muscle, the RMS and largest error of the fitted
+    - `orders`: per path, the polynomial's order (0 for a path left as it was).
+    - `length_rms`, `length_max`: per path, the RMS and largest error of the fitted
       length at the samples (m).
     - `moment_arm_rms`, `moment_arm_max`: the same for its moment arms (m or
       dimensionless), over the coordinates it depends on.
-    - `samples`: per muscle, the number of sample states fitted (those where its path
-      resolved).
+    - `samples`: per path, the number of sample states fitted (those where it resolved).
+    - `names`: per path, its muscle's or ligament's name.
     """
 
     model: Model
@@ -41,6 +43,7 @@ class FunctionPathFit(NamedTuple):
     moment_arm_rms: np.ndarray
     moment_arm_max: np.ndarray
     samples: np.ndarray
+    names: tuple[str, ...] = ()
 
 
 def _design(x: np.ndarray, order: int):
@@ -124,11 +127,11 @@ def sample_around_motion(model: Model, q: RealLike, *, samples_per_frame: int = 
 def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, max_order: int = 6,
                        length_tolerance: float = 1e-3, moment_arm_tolerance: float = 1e-4,
                        progress: Callable[[int, int], None] | None = None) -> FunctionPathFit:
-    """Fit every muscle's path of points of `model` by a polynomial of the coordinates it can
-    depend on (a [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath]); the paths of other
-    forces (`model.forces`: ligaments) stay as they are.
+    """Fit every path of points of `model`, its muscles' and its ligaments' (as OpenSim's
+    ``PolynomialPathFitter`` fits every path of a model), by a polynomial of the coordinates
+    it can depend on (a [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath]).
 
-    At the sample states `q`, each muscle's length ``L`` and moment arms ``R = -dL/dq``
+    At the sample states `q`, each path's length ``L`` and moment arms ``R = -dL/dq``
     (from [`jaxmb.muscle_lengths_and_moment_arms`][jaxmb.muscle_lengths_and_moment_arms])
     are fitted together by least squares, ``min_a Σ_s (P_a(q_s) - L_s)² + |∇P_a(q_s) +
     R_s|²``, over the coordinates its length can depend on (from the model's structure,
@@ -145,7 +148,7 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
 
     **Arguments:**
 
-    - `model`: a model with muscles.
+    - `model`: a model with muscles or ligaments.
     - `q`: `(S, nq)` sample states (rad or m), S at least a few times the number of
       monomials of the largest order used (``C(d + n, n)`` for d coordinates and order n).
     - `max_order`: the largest order tried.
@@ -161,17 +164,19 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
         raise ValueError(f"fit_function_paths: q must be finite samples of shape (S, {model.nq}), got {q.shape}.")
     if max_order < 1:
         raise ValueError(f"fit_function_paths: max_order must be at least 1, got {max_order}.")
-    lengths, R, ok = _samples(model, q, progress)
-    muscles, orders = list(model.muscles), []
-    n = len(muscles)
-    errors = np.zeros((4, n))
-    for k, muscle in enumerate(model.muscles):
+    ligaments = [i for i, f in enumerate(model.forces) if isinstance(f, Ligament)]
+    paths = list(model.muscles) + [model.forces[i].path for i in ligaments]
+    every = eqx.tree_at(lambda m: m.muscles, model, tuple(paths))  # every path, evaluated together
+    lengths, R, ok = _samples(every, q, progress)
+    orders = []
+    errors = np.zeros((4, len(paths)))
+    for k, muscle in enumerate(every.muscles):
         if muscle.path is not None:
             orders.append(0)
             continue
-        J = [j for j in range(model.nq) if spans_coordinate(model, muscle, j)]
+        J = [j for j in range(model.nq) if spans_coordinate(every, muscle, j)]
         if not J:
-            raise ValueError(f"fit_function_paths: muscle {muscle.name!r} spans no coordinate; its length is constant.")
+            raise ValueError(f"fit_function_paths: path {muscle.name!r} spans no coordinate; its length is constant.")
         keep = ok[:, k]  # the states where the path resolved (`path_status`)
         target = np.concatenate([lengths[keep, k, None], -R[keep][:, J, k]], axis=1)  # (S, 1 + d)
         for order in range(1, max_order + 1):
@@ -191,6 +196,10 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
                 break
         orders.append(order)
         path = FunctionBasedPath([Coordinate(j) for j in J], MultivariatePolynomial(a, len(J), order))
-        muscles[k] = muscle.with_path(path)
-    fitted = eqx.tree_at(lambda m: m.muscles, model, tuple(muscles))
-    return FunctionPathFit(fitted, tuple(orders), *errors, ok.sum(axis=0))
+        paths[k] = muscle.with_path(path)
+    n = len(model.muscles)
+    forces = list(model.forces)
+    for j, i in enumerate(ligaments):
+        forces[i] = eqx.tree_at(lambda f: f.path, forces[i], paths[n + j])
+    fitted = eqx.tree_at(lambda m: (m.muscles, m.forces), model, (tuple(paths[:n]), tuple(forces)))
+    return FunctionPathFit(fitted, tuple(orders), *errors, ok.sum(axis=0), tuple(m.name for m in paths))
