@@ -1,7 +1,8 @@
-"""Fitting muscle paths of points and wraps by functions of the coordinates: each muscle's
-length and moment arms at sample states fitted by one polynomial of the coordinates it
-depends on, of the lowest order that meets the tolerances (the fit OpenSim's
-``PolynomialPathFitter`` makes, for Moco's fast paths)."""
+"""Fitting paths of points and wraps (muscles' and ligaments') by functions of the
+coordinates: each path's length and moment arms at sample states fitted by one polynomial
+of the coordinates it depends on, of the lowest order that meets the tolerances (the fit
+OpenSim's ``PolynomialPathFitter`` makes, for Moco's fast paths); and the states sampled
+around a motion, as that fitter samples them."""
 
 from collections.abc import Callable
 from typing import NamedTuple
@@ -137,10 +138,10 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
     R_s|²``, over the coordinates its length can depend on (from the model's structure,
     as `jaxmb.moment_arm_sweep` finds them), with the lowest order from 1 to `max_order`
     whose RMS errors meet both tolerances (else `max_order`). The moment arms of the fitted
-    path are then ``-∇P`` exactly, so the fitted model stays conservative. A muscle's
-    samples where its path failed ([`jaxmb.path_status`][jaxmb.path_status]: a wrap
-    iteration gone astray, as OpenSim's can) are left out of its fit. Muscles already
-    given as functions are kept as they are.
+    path are then ``-∇P`` exactly, so the fitted model stays conservative. A path's
+    samples where it failed ([`jaxmb.path_status`][jaxmb.path_status]: a wrap iteration
+    gone astray, as OpenSim's can) are left out of its fit. Paths already given as
+    functions are kept as they are.
 
     A fitted path is smooth where the geometric one is not (a wrap engaging, a
     conditional point switching): check the errors returned, and sample the states
