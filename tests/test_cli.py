@@ -438,7 +438,15 @@ def test_fit_paths_does_what_opensims_fitter_does_and_static_optimization_takes_
     assert rows[1].split(",")[:3] == ["TRIlong", "5", "1111"]
 
     motion = OPENSIM / "motion" / "arm26_InverseKinematics.mot"
-    assert main(["fit-paths", str(ARM26), str(motion), "--out", str(tmp_path / "b"), *fit]) == 0
+    assert main(["fit-paths", str(ARM26), str(motion), "--out", str(tmp_path / "b"), *fit,
+                 "--coordinate-bounds", "r_shoulder_elev=-5,2"]) == 0
+    frames = jaxmb.io.coordinates_from_motion(mine, jaxmb.io.read_storage(motion))
+    around = jaxmb.io.read_storage(tmp_path / "b" / "arm26_coordinate_values_sampled.sto").values.reshape(121, 11, 2)
+    offsets = np.degrees(around[:, 1:] - frames[:, None])
+    lo, hi = np.degrees(np.asarray(mine.q_lower)), np.degrees(np.asarray(mine.q_upper))
+    inside = np.all((np.degrees(around[:, 1:]) > lo + 1e-9) & (np.degrees(around[:, 1:]) < hi - 1e-9), axis=2)
+    assert -5 <= offsets[..., 0].min() < -4.5 and 1.5 < offsets[..., 0].max() <= 2   # --coordinate-bounds, degrees
+    assert offsets[..., 1][inside].min() < -9 and offsets[..., 1][inside].max() > 9   # --bounds' default, 10 degrees
     path_set = str(tmp_path / "b" / "arm26_FunctionBasedPathSet.xml")
     assert main(["static-optimization", "--setup", str(OPENSIM / "motion" / "arm26_Setup_StaticOptimization.xml"),
                  "--out", str(tmp_path / "so"), "--function-paths", path_set, "--compile-cache", "none"]) == 0
@@ -465,3 +473,10 @@ def test_fit_paths_and_path_sets_name_missing_files(tmp_path, capsys):
     assert "set.xml: no such path set file" in _error_line(capsys)
     assert main(["fit-paths", str(ARM26), str(tmp_path), "--out", str(tmp_path / "o"), "--max-order", "10"]) == 2
     assert "--max-order: must be between 1 and 9, got 10" in _error_line(capsys)
+    assert main(["fit-paths", str(ARM26), str(tmp_path), "--out", str(tmp_path / "o"),
+                 "--coordinate-bounds", "r_elbow_flex=5,-5"]) == 2
+    assert "expected NAME=LO,HI with finite LO < HI, got 'r_elbow_flex=5,-5'" in _error_line(capsys)
+    motion = OPENSIM / "motion" / "arm26_InverseKinematics.mot"
+    assert main(["fit-paths", str(ARM26), str(motion), "--out", str(tmp_path / "o"), "--compile-cache", "none",
+                 "--coordinate-bounds", "elbow=-5,5"]) == 1
+    assert "--coordinate-bounds: 'elbow' is not an independent coordinate" in _error_line(capsys)

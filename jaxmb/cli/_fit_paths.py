@@ -20,6 +20,7 @@ import math
 import pathlib
 
 from ._cache import CacheCounter
+from ._errors import CommandError
 from ._moment_arms import add_wrap_geometry_argument
 from ._paths import check_model_file, check_out_folder
 from ._progress import Stages
@@ -41,6 +42,9 @@ def add_parser(sub, parents, positive_float, int_at_least) -> None:
                    help="the samples lie within +-DEG degrees of the frame, clipped to the coordinates' ranges "
                         "(default 10, OpenSim's; as in OpenSim, translational coordinates take the same number "
                         "in radians as metres)")
+    p.add_argument("--coordinate-bounds", action="append", default=[], type=_coordinate_bounds, metavar="NAME=LO,HI",
+                   help="the samples' offsets for one coordinate, in place of --bounds: degrees for a rotational "
+                        "coordinate, metres for a translational one (repeatable; OpenSim's coordinate_sampling_bounds)")
     p.add_argument("--max-order", type=int_at_least(1, 9), default=6,
                    help="the largest polynomial order tried, 1 to 9 (default 6)")
     p.add_argument("--length-tolerance", type=positive_float, default=1e-3, metavar="M",
@@ -66,9 +70,8 @@ def fit_paths(args) -> int:
         model = imported.model
         motion = mb.io.read_storage(args.motion)
         q = mb.io.coordinates_from_motion(model, motion, ignore=imported.all_coordinate_names, missing="default")
-        bound = math.radians(args.bounds)
         samples = mb.sample_around_motion(model, q, samples_per_frame=args.samples_per_frame,
-                                          bounds=(-bound, bound), seed=args.seed)
+                                          bounds=_bounds(mb, model, args), seed=args.seed)
         progress.start(_STAGES[1])
         stage = iter(_STAGES[2:3])
 
@@ -101,6 +104,38 @@ def fit_paths(args) -> int:
           f"{fit.length_rms[worst] * 1e3:.3g} mm ({fit.names[worst]})")
     print(f"compilation cache: {cache.describe(args.compile_cache)}")
     return 0
+
+
+def _coordinate_bounds(text: str) -> tuple[str, float, float]:
+    """``NAME=LO,HI`` as ``(NAME, LO, HI)`` with LO < HI, else an argparse error."""
+    import argparse
+
+    name, _, values = text.partition("=")
+    try:
+        lo, hi = (float(v) for v in values.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=LO,HI, got {text!r}") from None
+    if not name or not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise argparse.ArgumentTypeError(f"expected NAME=LO,HI with finite LO < HI, got {text!r}")
+    return name, lo, hi
+
+
+def _bounds(mb, model, args):
+    """The samples' offsets per coordinate (nq, 2): ``--bounds`` in radians for every
+    coordinate (metres for translations, as OpenSim takes them), then each
+    ``--coordinate-bounds`` in its coordinate's unit."""
+    import numpy as np
+
+    bound = math.radians(args.bounds)
+    out = np.tile([-bound, bound], (model.nq, 1))
+    rotational = mb.io.rotational_coordinates(model)
+    for name, lo, hi in args.coordinate_bounds:
+        if name not in model.coordinate_names:
+            raise CommandError(f"--coordinate-bounds: {name!r} is not an independent coordinate of {args.model}; "
+                               f"its coordinates are {', '.join(model.coordinate_names)}")
+        k = model.coordinate_names.index(name)
+        out[k] = np.radians([lo, hi]) if rotational[k] else (lo, hi)
+    return out
 
 
 def _sample_times(time, n):
