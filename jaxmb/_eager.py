@@ -7,8 +7,8 @@ structure and argument shapes (``eqx.filter_jit``, cached on the static parts). 
 a trace (a user's `jit`, `vmap` or `grad`, or jaxmb's own programs, which call these
 functions as building blocks) the same nested `jit` is inlined by XLA, and JAX reuses
 its traced body across the enclosing traces of a model: without it, every `jit`,
-`jacfwd` or `vmap` of a muscle model traced the whole geometry again (the test suite
-took a third longer). Every public call on a model and a state (kinematics, dynamics,
+`jacfwd` or `vmap` of a muscle model traced the whole geometry again
+(docs/dev/performance.md). Every public call on a model and a state (kinematics, dynamics,
 muscle geometry and forces, the force set) goes through this one wrapper.
 """
 

@@ -4,6 +4,7 @@ of the coordinates it depends on, of the lowest order that meets the tolerances 
 OpenSim's ``PolynomialPathFitter`` makes, for Moco's fast paths); and the states sampled
 around a motion, as that fitter samples them."""
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -44,7 +45,7 @@ class FunctionPathFit(NamedTuple):
     moment_arm_rms: np.ndarray
     moment_arm_max: np.ndarray
     samples: np.ndarray
-    names: tuple[str, ...] = ()
+    names: tuple[str, ...]
 
 
 def _design(x: np.ndarray, order: int):
@@ -55,22 +56,21 @@ def _design(x: np.ndarray, order: int):
     return values, e.T[None] * values[:, lower.T]
 
 
-# Two programs: in one, the status's geometry pass and the lengths' compile together for
-# longer than apart (arm26 at 256 states, 38 s against 24 + 9 s).
-_geometry = eqx.filter_jit(jax.vmap(muscle_lengths_and_moment_arms, in_axes=(None, 0)))
-_resolved = eqx.filter_jit(jax.vmap(lambda model, x: path_status(model, x).ok, in_axes=(None, 0)))
+@eqx.filter_jit
+@functools.partial(jax.vmap, in_axes=(None, 0))
+def _at_samples(model: Model, x):
+    return *muscle_lengths_and_moment_arms(model, x), path_status(model, x).ok
 
 
 def _samples(model: Model, q: np.ndarray, progress, chunk: int = 256):
     """Lengths, moment arms and `path_status(...).ok` at the sample states, `chunk` states
-    at a time through the same programs (the last chunk padded with its last state),
+    at a time through one program (the last chunk padded with its last state),
     calling ``progress(done, S)`` after each."""
     out = []
     for start in range(0, q.shape[0], chunk):
         part = q[start:start + chunk]
         padded = jnp.asarray(np.concatenate([part, np.repeat(part[-1:], chunk - part.shape[0], axis=0)]))
-        values = (*_geometry(model, padded), _resolved(model, padded))
-        out.append([np.asarray(x)[:part.shape[0]] for x in values])
+        out.append([np.asarray(x)[:part.shape[0]] for x in _at_samples(model, padded)])
         if progress is not None:
             progress(start + part.shape[0], q.shape[0])
     return [np.concatenate(x) for x in zip(*out)]
@@ -201,6 +201,6 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
     n = len(model.muscles)
     forces = list(model.forces)
     for j, i in enumerate(ligaments):
-        forces[i] = eqx.tree_at(lambda f: f.path, forces[i], paths[n + j])
+        forces[i] = forces[i].with_path(paths[n + j].path)
     fitted = eqx.tree_at(lambda m: (m.muscles, m.forces), model, (tuple(paths[:n]), tuple(forces)))
     return FunctionPathFit(fitted, tuple(orders), *errors, ok.sum(axis=0), tuple(m.name for m in paths))

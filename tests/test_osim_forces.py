@@ -53,7 +53,7 @@ def test_eager_force_set_calls_run_one_compiled_program_and_sum_opensims_element
     for n in range(2):
         q, qd, u = (jnp.asarray(REF[k][n]) for k in ("q", "qd", "u"))
         for call in (mb.force_set_forces, mb.actuator_forces):
-            # The state closed over, as concrete arrays: an eager call (traced ones run uncompiled).
+            # The state closed over, as concrete arrays: an eager call.
             program = jax.make_jaxpr(lambda call=call: call(model, q, qd, u))()
             assert [e.primitive.name for e in program.eqns] in (["jit"], ["pjit"]), program
         scale = np.abs(REF["Q"][n]).max()

@@ -131,8 +131,9 @@ def test_fast_muscle_paths_page_fits_within_its_tolerances_and_writes_opensims_p
     """The page's fit: lengths within 6 µm RMS, moment arms within 0.13 mm (the cylinder
     wrap's engagement is a kink the polynomial rounds: OpenSim's default 0.1 mm is not met
     at order 6, measured 0.10 and 0.13 mm); the fitted model agrees with the geometric one
-    between the samples, and the path set it writes names both muscles (run beside a link
-    to the package's data, as from the repository root)."""
+    between the samples; fitted around arm26's motion, within 0.1 mm of it at a frame; and
+    the path set it writes names both muscles (run beside links to the package's data and
+    the motion, as from the repository root)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "jaxmb").mkdir()
     (tmp_path / "jaxmb" / "data").symlink_to(ROOT / "jaxmb" / "data")
@@ -144,7 +145,7 @@ def test_fast_muscle_paths_page_fits_within_its_tolerances_and_writes_opensims_p
     assert np.all(fit.length_rms <= 1e-5) and np.all(fit.moment_arm_rms <= 2e-4) and fit.orders == (6, 6)
     assert float(np.abs(page["L"] - page["L0"]).max()) < 1e-3
     assert page["around"].shape == (31 * 11, 2)
-    assert float(np.abs(page["at_frames"] - page["mb"].muscle_lengths(page["model"], page["frames"][7])).max()) < 1e-4
+    assert float(np.abs(page["at_frame"] - page["mb"].muscle_lengths(page["model"], page["frames"][7])).max()) < 1e-4
     written = (tmp_path / "arm26_FunctionBasedPathSet.xml").read_text()
     assert '<FunctionBasedPath name="/forceset/TRIlat">' in written and "/jointset/r_elbow/r_elbow_flex" in written
 

@@ -8,7 +8,7 @@ from .._checks import violated
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from .._model import Model, _f
-from .._muscles import check_path_force_route, Muscle, muscle_lengths_and_moment_arms
+from .._muscles import check_path_force_route, FunctionBasedPath, Muscle, muscle_lengths_and_moment_arms
 from .._typing import RealLike
 from ._base import AbstractForce
 
@@ -67,6 +67,11 @@ class Ligament(AbstractForce):
         (`moment_arms`: ``"closed_form"`` or ``"frozen_path"``)."""
         return Ligament(self.name, self.path, self.force_length_curve, self.resting_length, self.pcsa_force,
                         moment_arms=moment_arms)
+
+    def with_path(self, path: FunctionBasedPath) -> "Ligament":
+        """This ligament with its path's points and wraps replaced by `path` (a
+        [`jaxmb.FunctionBasedPath`][jaxmb.FunctionBasedPath]), as `Muscle.with_path`."""
+        return eqx.tree_at(lambda f: f.path, self, self.path.with_path(path))
 
     def _one_path_model(self, model: Model) -> Model:
         return eqx.tree_at(lambda m: m.muscles, model, (self.path,))

@@ -73,12 +73,11 @@ def fit_paths(args) -> int:
         samples = mb.sample_around_motion(model, q, samples_per_frame=args.samples_per_frame,
                                           bounds=_bounds(mb, model, args), seed=args.seed)
         progress.start(_STAGES[1])
-        stage = iter(_STAGES[2:3])
 
         def report(done, total):
             progress.detail(f"{done}/{total} states")
-            if done == total:
-                progress.start(next(stage))
+            if done == total:  # the fit itself follows the last chunk
+                progress.start(_STAGES[2])
 
         fit = mb.fit_function_paths(model, samples, max_order=args.max_order,
                                     length_tolerance=args.length_tolerance,

@@ -239,8 +239,8 @@ def _with_function_paths(model: Model, path: str, coordinate_functions, every_mu
             xml.fail(el, f"the path set names force {name!r}, which is not a muscle or ligament of the model (its "
                          f"muscles are {names}, its ligaments {ligaments}).")
     muscles = tuple(m.with_path(paths[m.name][1]) if m.name in paths else m for m in model.muscles)
-    forces = tuple(eqx.tree_at(lambda f: f.path, f, f.path.with_path(paths[f.name][1]))
-                   if isinstance(f, Ligament) and f.name in paths else f for f in model.forces)
+    forces = tuple(f.with_path(paths[f.name][1]) if isinstance(f, Ligament) and f.name in paths else f
+                   for f in model.forces)
     return eqx.tree_at(lambda m: (m.muscles, m.forces), model, (muscles, forces))
 
 
