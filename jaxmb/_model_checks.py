@@ -175,3 +175,19 @@ def _default_frames(model: "Model"):
         return rot, trans
     except Exception:  # noqa: BLE001 - a check, not a requirement: skip it
         return None
+
+
+def _check_muscles(model: "Model"):
+    """Each muscle is a `jaxmb.Muscle` (anything with its ``check_model``) whose bodies and
+    coordinates the model has, and no two share a name (results, path sets and the CLI's
+    columns are keyed by it)."""
+    seen = set()
+    for muscle in model.muscles:
+        if not callable(getattr(muscle, "check_model", None)) or not isinstance(getattr(muscle, "name", None), str):
+            raise ModelError(f"Model {model.name!r}: muscles must be jaxmb.Muscle objects, got "
+                             f"{type(muscle).__name__}.")
+        if muscle.name in seen:
+            raise ModelError(f"Model {model.name!r}: two muscles are named {muscle.name!r}; give each a name of "
+                             "its own.")
+        seen.add(muscle.name)
+        muscle.check_model(model)

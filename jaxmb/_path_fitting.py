@@ -153,18 +153,25 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
     - `q`: `(S, nq)` sample states (rad or m), S at least a few times the number of
       monomials of the largest order used (``C(d + n, n)`` for d coordinates and order n).
     - `max_order`: the largest order tried.
-    - `length_tolerance`, `moment_arm_tolerance`: the RMS errors an order must meet (m;
-      OpenSim's PolynomialPathFitter's defaults).
+    - `length_tolerance`, `moment_arm_tolerance`: the RMS errors an order must meet (m,
+      positive; OpenSim's PolynomialPathFitter's defaults).
     - `progress`: called as ``progress(done, S)`` as the geometry is evaluated at the
       samples (256 states at a time), or None.
 
     **Returns:** a [`jaxmb.FunctionPathFit`][jaxmb.FunctionPathFit].
+
+    **Raises:** `ValueError` for samples of the wrong shape or not finite, a `max_order`
+    below 1, tolerances that are not positive, a path that spans no coordinate, or too
+    few samples for an order's coefficients.
     """
     q = np.asarray(q, dtype=float)
     if q.ndim != 2 or q.shape[1] != model.nq or not np.all(np.isfinite(q)):
         raise ValueError(f"fit_function_paths: q must be finite samples of shape (S, {model.nq}), got {q.shape}.")
-    if max_order < 1:
-        raise ValueError(f"fit_function_paths: max_order must be at least 1, got {max_order}.")
+    if not isinstance(max_order, (int, np.integer)) or max_order < 1:
+        raise ValueError(f"fit_function_paths: max_order must be an integer of at least 1, got {max_order!r}.")
+    for name, tol in (("length_tolerance", length_tolerance), ("moment_arm_tolerance", moment_arm_tolerance)):
+        if not (isinstance(tol, (int, float, np.integer, np.floating)) and np.isfinite(tol) and tol > 0):
+            raise ValueError(f"fit_function_paths: {name} must be a positive number of metres, got {tol!r}.")
     ligaments = [i for i, f in enumerate(model.forces) if isinstance(f, Ligament)]
     paths = list(model.muscles) + [model.forces[i].path for i in ligaments]
     every = eqx.tree_at(lambda m: m.muscles, model, tuple(paths))  # every path, evaluated together

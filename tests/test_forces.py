@@ -248,7 +248,7 @@ def test_spring_mass_and_bushing_conserve_energy_under_simulate():
     (mb.CoordinateLimitForce("c", "nope", 1, 1, 1, -1), r"CoordinateLimitForce 'c' acts on coordinate 'nope'"),
     (mb.ExpressionBasedCoordinateForce("e", "nope", "q"), r"'e' acts on coordinate 'nope'"),
     (mb.Ligament("l", Muscle("p", [PathPoint("ground", (0, 0, 0)), PathPoint("nobody", (0, 0, 0))]),
-                 Polynomial(0, [1.0]), 1.0, 1.0), r"Ligament 'l': a path point is on body 'nobody'"),
+                 Polynomial(0, [1.0]), 1.0, 1.0), r"Ligament 'l': path point is on body 'nobody'"),
 ])
 def test_missing_body_or_coordinate_is_named_at_build(force, message):
     with pytest.raises(mb.ModelError, match=message):

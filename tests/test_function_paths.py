@@ -200,6 +200,12 @@ def test_fitting_refuses_what_it_cannot_fit():
         mb.fit_function_paths(_slider(), np.zeros((4, 2)))
     with pytest.raises(ValueError, match=r"1 sample states cannot fit muscle 'pull''s 3 coefficients of order 2"):
         mb.fit_function_paths(_slider(), np.array([[0.6]]), max_order=3, length_tolerance=1e-30)
+    samples = np.linspace(0.5, 1.0, 7)[:, None]
+    for bad in (-1e-3, 0.0, np.nan):
+        with pytest.raises(ValueError, match="length_tolerance must be a positive number of metres"):
+            mb.fit_function_paths(_slider(), samples, length_tolerance=bad)
+        with pytest.raises(ValueError, match="moment_arm_tolerance must be a positive number of metres"):
+            mb.fit_function_paths(_slider(), samples, moment_arm_tolerance=bad)
 
 
 def test_written_path_sets_are_opensims_own_format(tmp_path):

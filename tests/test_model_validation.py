@@ -79,6 +79,46 @@ def test_invalid_models_raise_clear_errors(build, match):
         build()
 
 
+def _with_muscles(*muscles):
+    """A one-coordinate rod with `muscles`."""
+    return mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",), muscles=muscles, name="rod")
+
+
+_ENDS = [mb.PathPoint("ground", (0.0, 0.1, 0.0)), mb.PathPoint("a", (0.0, -0.5, 0.0))]
+
+
+@pytest.mark.parametrize(
+    "muscles, match",
+    [
+        ([mb.Muscle("m", [mb.PathPoint("ground", (0.0, 0.1, 0.0)), mb.PathPoint("arm", (0.0, -0.5, 0.0), name="end")])],
+         r"Muscle 'm': path point 'end' is on body 'arm', which model 'rod' does not have"),
+        ([mb.Muscle("m", _ENDS, [mb.WrapSphere("ball", "arm", 0.05)])],
+         r"Muscle 'm': wrap object 'ball' is on body 'arm'"),
+        # JAX would clamp q[3] to the last coordinate and return another coordinate's value.
+        ([mb.Muscle("m", [_ENDS[0], mb.ConditionalPathPoint("a", (0.0, 0.0, 0.0), mb.Coordinate(3), (-1.0, 1.0)),
+                          _ENDS[1]])], r"Muscle 'm': its path reads coordinate index 3 \(Coordinate\), but model "
+                                       r"'rod' has 1 coordinates"),
+        ([mb.Muscle("m", (), path=mb.FunctionBasedPath([mb.Coordinate(1)],
+                                                       mb.MultivariatePolynomial(np.array([0.2, 0.01]), 1, 1)))],
+         "Muscle 'm': its path reads coordinate index 1"),
+        ([mb.Muscle("m", _ENDS), mb.Muscle("m", _ENDS)], "two muscles are named 'm'"),
+        (["m"], "muscles must be jaxmb.Muscle objects, got str"),
+    ],
+)
+def test_muscles_that_do_not_fit_the_model_are_refused_at_build(muscles, match):
+    with pytest.raises(mb.ModelError, match=match):
+        _with_muscles(*muscles)
+    _with_muscles(mb.Muscle("m", _ENDS))  # the same model with a muscle that fits builds
+
+
+def test_a_ligament_whose_path_does_not_fit_the_model_is_refused():
+    path = mb.Muscle("lig", (), path=mb.FunctionBasedPath([mb.Coordinate(2)],
+                                                          mb.MultivariatePolynomial(np.array([0.2, 0.01]), 1, 1)))
+    lig = mb.Ligament("lig", path, mb.Linear((0,), (1.0,)), 0.2, 10.0)
+    with pytest.raises(mb.ModelError, match="Ligament 'lig': its path reads coordinate index 2"):
+        mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",), forces=(lig,), name="rod")
+
+
 def test_model_error_is_a_value_error():
     assert issubclass(mb.ModelError, ValueError)
 

@@ -77,11 +77,7 @@ class Ligament(AbstractForce):
         return eqx.tree_at(lambda m: m.muscles, model, (self.path,))
 
     def check_model(self, model):
-        bodies = ("ground",) + model.body_names
-        for p in self.path.points:
-            if p.body not in bodies:
-                raise ModelError(f"Ligament {self.name!r}: a path point is on body {p.body!r}, which model "
-                                 f"{model.name!r} does not have; bodies: {bodies}.")
+        self.path.check_model(model, owner=f"Ligament {self.name!r}")
 
     def length_and_moment_arms(self, model: Model, q) -> tuple[Float[Array, ""], Float[Array, " nq"]]:
         """``(L(q), R(q))``: the path's length (m) and moment arms (m or 1), ``-∂L/∂q`` or the

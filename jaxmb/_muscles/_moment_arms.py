@@ -539,8 +539,9 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     if method not in ("closed_form", "autodiff", "frozen_path"):
         raise ValueError(f"moment_arm_sweep: method must be 'closed_form', 'autodiff' or 'frozen_path', "
                          f"got {method!r}.")
-    if n < 1 or chunk < 1:
-        raise ValueError(f"moment_arm_sweep: n and chunk must be >= 1, got n={n}, chunk={chunk}.")
+    if not all(isinstance(x, (int, np.integer)) and x >= 1 for x in (n, chunk)):
+        raise ValueError(f"moment_arm_sweep: n (the number of values) and chunk must be integers >= 1, got "
+                         f"n={n!r}, chunk={chunk!r}.")
     k = model.coordinate_index(coordinate_name)
     lo, hi = float(model.q_lower[k]), float(model.q_upper[k])
     if not np.isfinite(lo):

@@ -3,10 +3,13 @@
 from collections.abc import Sequence
 
 import equinox as eqx
+import jax
 import numpy as np
 from jaxtyping import Array, Float
 
 from .._errors import ModelError
+from .._functions import AbstractJointFunction
+from .._model import GROUND
 from ._activation import AbstractActivationDynamics
 from ._function_path import FunctionBasedPath
 from .._checks import float_array, violated
@@ -142,6 +145,30 @@ class Muscle(eqx.Module):
         for w in self.wraps:
             if not isinstance(w, AbstractWrapObject):
                 raise ModelError(f"Muscle {name!r}: {type(w).__name__} is not a wrap object.")
+
+    def check_model(self, model, owner: str | None = None) -> None:
+        """Raise [`jaxmb.ModelError`][jaxmb.ModelError] if a point or wrap object of this
+        path is on a body `model` lacks, or a joint function of it (a conditional or moving
+        point's, a function-based path's coordinates) reads a coordinate index `model` does
+        not have. `jaxmb.Model` calls it for each of its muscles (and a
+        [`jaxmb.Ligament`][jaxmb.Ligament] for its path, `owner` naming it in the message)."""
+        owner = f"Muscle {self.name!r}" if owner is None else owner
+        bodies = (GROUND,) + tuple(model.body_names)
+        for part in self.points + self.wraps:
+            if part.body not in bodies:
+                kind = "wrap object" if isinstance(part, AbstractWrapObject) else "path point"
+                label = f" {part.name!r}" if part.name else ""
+                raise ModelError(f"{owner}: {kind}{label} is on body {part.body!r}, which model "
+                                 f"{model.name!r} does not have; bodies: {bodies}.")
+        functions = jax.tree.leaves((self.points, self.path), is_leaf=lambda x: isinstance(x, AbstractJointFunction))
+        for f in functions:
+            if not isinstance(f, AbstractJointFunction):
+                continue
+            outside = [k for k in f.coordinate_indices() if not 0 <= k < model.nq]
+            if outside:
+                raise ModelError(f"{owner}: its path reads coordinate index {outside[0]} "
+                                 f"({type(f).__name__}), but model {model.name!r} has {model.nq} coordinates "
+                                 f"{model.coordinate_names}; give jaxmb.Coordinate(k) with 0 <= k < {model.nq}.")
 
     def with_path(self, path: FunctionBasedPath) -> "Muscle":
         """This muscle with its points and wraps replaced by `path` (a
