@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._checks import coordinate_vector, float_array
+from ._checks import coordinate_vector, finite, float_array
 from ._errors import ModelError
 from ._eager import compiled_per_model
 from ._kinematics import body_transforms, has_loops
@@ -35,7 +35,7 @@ def _body_point(point, dtype, caller: str):
     if point.shape != (3,):  # a (1,) point would broadcast, a (2,) one fail in a matrix product
         raise ModelError(f"{caller}: point must have shape (3,), the point in the body's frame (m), "
                          f"got {point.shape}.")
-    return point
+    return finite(point, f"{caller}: point")
 
 
 def _position(model: Model, q, body: int | None, point):

@@ -129,6 +129,14 @@ def test_a_body_point_of_the_wrong_shape_is_named(call, point, body):
         _POINT_CALLS[call](body, point)
 
 
+@pytest.mark.parametrize("call", sorted(_POINT_CALLS))
+def test_a_body_point_that_is_not_finite_is_named(call):
+    """Before: NaN positions, velocities and Jacobians."""
+    with pytest.raises(mb.ModelError, match=rf"{call}: point must be finite, got \[nan, 0.0, 0.0\]"):
+        _POINT_CALLS[call](0, jnp.array([jnp.nan, 0.0, 0.0]))
+    assert jnp.isfinite(_POINT_CALLS[call](0, jnp.array([0.1, 0.0, 0.0]))).all()
+
+
 def test_a_series_of_mismatched_lengths_is_named():
     """Before: JAX's 'vmap got inconsistent sizes', naming no argument."""
     with pytest.raises(mb.ModelError, match=r"inverse_dynamics_series: q, qd and qdd must each have shape \(T, nq\) "
