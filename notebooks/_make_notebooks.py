@@ -118,6 +118,97 @@ NOTEBOOKS = {
     ],
 }
 
+NOTEBOOKS["double_pendulum"] = [
+    ("md", "# Double pendulum (Watanabe and Duarte)\n\n"
+           "Two uniform rods, `q = (theta1, theta2)` absolute angles from the downward vertical "
+           "(`mb.models.double_pendulum`). The notes integrate `M(q) q'' = C + G + Q` with explicit "
+           "Euler; here diffrax's Dopri8 integrates the same ODE, checked by energy conservation and "
+           "by three independent routes to `M` and the bias forces."),
+    ("code", SETUP),
+    ("code", "model = C.double_pendulum()  # m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m\n"
+             "q0, qd0 = jnp.array([np.pi / 2, np.pi / 2]), jnp.zeros(2)  # both rods horizontal, at rest\n"
+             "ts = jnp.linspace(0.0, 20.0, 2001)\n"
+             "sol = eqx.filter_jit(lambda m: mb.simulate(m, q0, qd0, 20.0, ts=ts, solver='dopri8', "
+             "rtol=1e-12, atol=1e-12))(model)\n"
+             "energy = jax.vmap(lambda q, qd: mb.kinetic_energy(model, q, qd) + mb.potential_energy(model, q))(sol.q, sol.qd)\n"
+             "kinetic = jax.vmap(lambda q, qd: mb.kinetic_energy(model, q, qd))(sol.q, sol.qd)\n"
+             "# E(0) = 0 J (at rest, potential energy zero at the pivot): the drift relative to the largest kinetic energy\n"
+             "print('max |E - E0| / max T =', float(jnp.max(jnp.abs(energy - energy[0])) / jnp.max(kinetic)))\n"
+             "fig, ax = plt.subplots(1, 2, figsize=(9, 3))\n"
+             "ax[0].plot(ts, sol.q); ax[0].set_xlabel('t (s)'); ax[0].set_ylabel('angle (rad)'); "
+             "ax[0].legend(['theta1', 'theta2'])\n"
+             "ax[1].plot(ts, energy - energy[0]); ax[1].set_xlabel('t (s)'); ax[1].set_title('E(t) - E(0) (J)');"),
+    ("md", "The notes' explicit Euler with a step of 1 ms, for comparison: its energy drifts, which "
+           "the adaptive high-order integration does not."),
+    ("code", "def euler(q, qd, dt, n):\n"
+             "    def step(state, _):\n"
+             "        q, qd = state\n"
+             "        return (q + dt * qd, qd + dt * mb.forward_dynamics(model, q, qd)), None\n"
+             "    return jax.lax.scan(step, (q, qd), None, length=n)[0]\n"
+             "qe, qde = jax.jit(euler, static_argnums=(2, 3))(q0, qd0, 1e-3, 20000)\n"
+             "e_euler = mb.kinetic_energy(model, qe, qde) + mb.potential_energy(model, qe)\n"
+             "print('explicit Euler, 1 ms steps: energy change over 20 s', float(e_euler - energy[0]), 'J; Dopri8:',\n"
+             "      float(energy[-1] - energy[0]), 'J')"),
+    ("md", "## Three routes to the equations of motion\n\n"
+           "`method='recursive'` (the default, Newton-Euler and composite inertias), `'autodiff'` "
+           "(the Lagrangian differentiated by `jax.jacfwd`) and `'matrix_calculus'` (Ehsani 2016's "
+           "Kronecker-product formulas) are independent; they agree to round-off at random states."),
+    ("code", "key = jax.random.PRNGKey(0)\n"
+             "qs, qds = jax.random.uniform(key, (2, 100, 2), minval=-3.0, maxval=3.0)\n"
+             "def terms(method):\n"
+             "    return eqx.filter_jit(jax.vmap(lambda q, qd: (mb.mass_matrix(model, q, method=method),\n"
+             "                                                   mb.bias_forces(model, q, qd, method=method))))(qs, qds)\n"
+             "rec, ad, mc = terms('recursive'), terms('autodiff'), terms('matrix_calculus')\n"
+             "print('max |M_recursive - M_autodiff| =', float(jnp.max(jnp.abs(rec[0] - ad[0]))))\n"
+             "print('max |M_recursive - M_matrix_calculus| =', float(jnp.max(jnp.abs(rec[0] - mc[0]))))\n"
+             "print('max |bias_recursive - bias_autodiff| =', float(jnp.max(jnp.abs(rec[1] - ad[1]))))\n"
+             "print('max |bias_recursive - bias_matrix_calculus| =', float(jnp.max(jnp.abs(rec[1] - mc[1]))))"),
+]
+
+NOTEBOOKS["three_link_arm"] = [
+    ("md", "# Inverse dynamics of a three-link arm (Cesari, Shiratori, Olivato and Duarte 2001)\n\n"
+           "The planar arm of upper arm, forearm and hand (`mb.models.three_link_arm`, `q = (alpha1, "
+           "alpha2, alpha3)`: the upper arm from the horizontal, elbow and wrist relative) reaches "
+           "against a horizontal spring on the hand. The joint moments of a minimum-jerk reach are "
+           "decomposed as the study's Eq. 24, `T = M(a) a'' + v(a, a') + G(a) + T_ext` "
+           "(`mb.inverse_dynamics_series`), and the forward dynamics driven by them gives the motion back."),
+    ("code", SETUP),
+    ("code", "model = C.three_link_arm(spring_force=10.0, spring_distance=0.05)  # a 10 N spring pulling the hand back\n"
+             "T = 0.8  # s, the reach's duration\n"
+             "start, target = jnp.array([-0.6, 1.6, 0.2]), jnp.array([0.3, 0.9, -0.1])  # rad\n"
+             "def minimum_jerk(t):\n"
+             "    s = t / T\n"
+             "    d = target - start\n"
+             "    return (start + d * (10 * s**3 - 15 * s**4 + 6 * s**5),\n"
+             "            d * (30 * s**2 - 60 * s**3 + 30 * s**4) / T,\n"
+             "            d * (60 * s - 180 * s**2 + 120 * s**3) / T**2)\n"
+             "ts = jnp.linspace(0.0, T, 161)\n"
+             "q, qd, qdd = jax.vmap(minimum_jerk)(ts)\n"
+             "terms = eqx.filter_jit(mb.inverse_dynamics_series)(model, q, qd, qdd)\n"
+             "fig, ax = plt.subplots(1, 3, figsize=(12, 3), sharex=True)\n"
+             "for j, joint in enumerate(['shoulder', 'elbow', 'wrist']):\n"
+             "    for name in ('inertial', 'velocity', 'gravity', 'external', 'total'):\n"
+             "        ax[j].plot(ts, getattr(terms, name)[:, j], 'k' if name == 'total' else '-', label=name)\n"
+             "    ax[j].set_title(f'{joint} moment (N m)'); ax[j].set_xlabel('t (s)')\n"
+             "ax[2].legend(loc='center left', bbox_to_anchor=(1.0, 0.5));"),
+    ("md", "## Two routes\n\nThe recursive route against the Lagrangian by automatic differentiation, "
+           "and the forward dynamics driven by the total moment against the prescribed accelerations."),
+    ("code", "ad = eqx.filter_jit(lambda m: mb.inverse_dynamics_series(m, q, qd, qdd, method='autodiff'))(model)\n"
+             "print('max |T_recursive - T_autodiff| =', float(jnp.max(jnp.abs(terms.total - ad.total))))\n"
+             "qdd_back = eqx.filter_jit(jax.vmap(lambda a, b, t: mb.forward_dynamics(model, a, b, t)))(q, qd, terms.total)\n"
+             "print('max |forward(inverse(qdd)) - qdd| =', float(jnp.max(jnp.abs(qdd_back - qdd))))\n"
+             "assert float(jnp.max(jnp.abs(qdd_back - qdd))) < 1e-9"),
+    ("md", "## Simulating the reach\n\nDriven open-loop by the moments of the inverse dynamics at each "
+           "time (`tau(t, q, qd)` = the total moment of the planned state at t), the forward simulation from the "
+           "start follows the planned path: inverse against forward dynamics along a whole trajectory."),
+    ("code", "def tau(t, q_, qd_):\n"
+             "    return mb.inverse_dynamics(model, *minimum_jerk(t))\n"
+             "sol = eqx.filter_jit(lambda m: mb.simulate(m, start, jnp.zeros(3), T, ts=ts, tau=tau, solver='dopri8', "
+             "rtol=1e-12, atol=1e-12))(model)\n"
+             "print('max |q_simulated - q_planned| =', float(jnp.max(jnp.abs(sol.q - q))), 'rad')\n"
+             "plt.plot(ts, q, 'k:', lw=3); plt.plot(ts, sol.q); plt.xlabel('t (s)'); plt.ylabel('angle (rad)');"),
+]
+
 SHOULDER_SETUP = SETUP.replace('matplotlib.use("Agg")', "%matplotlib inline") + """
 from jaxmb import studies
 import time, warnings
@@ -160,15 +251,17 @@ NOTEBOOKS["shoulder_study"] = [
              "print(f'largest difference: q {float(jnp.abs(dae.q - result.q).max()):.1e} rad, tau {float(jnp.abs(dae.tau - result.tau).max()):.1e} N m; drift {float(dae.drift.max()):.1e} rad')\n"
              "print(f'steps: embedded {int(result.num_steps)}, DAE {int(dae.num_steps)}; CPU time DAE / embedded: {dae_s / ode_s:.1f}x')"),
     ("md", "## Muscle forces (Fig. 21)\n\nThe torques are shared among the 14 units of "
-           "`studies.SHOULDER_MUSCLES` by a force-sharing function `share(model, ts, q, qd, tau) -> (frames, "
-           "muscles)` (static optimization), through `studies.shoulder_muscle_forces`; "
-           "`studies.plot_muscle_forces` draws Fig. 21. This cell runs once jaxmb has `mb.static_optimization` "
-           "wrapped as such a function."),
-    ("code", "share = None  # e.g. a wrapper of mb.static_optimization: share(model, ts, q, qd, tau) -> (T, n_muscles)\n"
-             "if share is None:\n    print('no force-sharing function given: Fig. 21 skipped')\n"
-             "else:\n    muscled = studies.shoulder_model(mb.io.read_osim(MODEL, muscles=True, locked=studies.locked_coordinates()).model)\n"
-             "    forces = studies.shoulder_muscle_forces(muscled, result, share)\n"
-             "    studies.plot_muscle_forces(result.ts, forces);"),
+           "`studies.SHOULDER_MUSCLES` by static optimization with compliant tendons "
+           "(`studies.compliant_static_optimization`: the sum of squared activations subject to "
+           "`R F = tau` and the musculotendon equilibrium), through `studies.shoulder_muscle_forces`; "
+           "`studies.plot_muscle_forces` draws Fig. 21."),
+    ("code", "with warnings.catch_warnings():\n    warnings.simplefilter('ignore')  # MoBL's impossible inertias, skipped forces\n"
+             "    muscled = studies.shoulder_model(mb.io.read_osim(MODEL, muscles=studies.SHOULDER_MUSCLES, "
+             "locked=studies.locked_coordinates()).model)\n"
+             "forces = studies.shoulder_muscle_forces(muscled, result, studies.compliant_static_optimization)\n"
+             "print('peak forces (N):', {k: round(float(f)) for k, f in zip(studies.SHOULDER_MUSCLES, forces.max(axis=0))})\n"
+             "assert np.isfinite(forces).all() and (forces >= 0).all()\n"
+             "studies.plot_muscle_forces(result.ts, forces);"),
 ]
 
 
