@@ -34,8 +34,11 @@ class FunctionPathFit(NamedTuple):
       length at the samples (m).
     - `moment_arm_rms`, `moment_arm_max`: the same for its moment arms (m or
       dimensionless), over the coordinates it depends on.
-    - `samples`: per path, the number of sample states fitted (those where it resolved).
+    - `samples`: per path, the number of sample states fitted (those where it resolved,
+      less the outliers).
     - `names`: per path, its muscle's or ligament's name.
+    - `outliers`: per path, the number of samples left out as outliers
+      (`fit_function_paths`' `reject_outliers`).
     """
 
     model: Model
@@ -46,6 +49,7 @@ class FunctionPathFit(NamedTuple):
     moment_arm_max: np.ndarray
     samples: np.ndarray
     names: tuple[str, ...]
+    outliers: np.ndarray
 
 
 def _design(x: np.ndarray, order: int):
@@ -127,6 +131,7 @@ def sample_around_motion(model: Model, q: RealLike, *, samples_per_frame: int = 
 
 def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, max_order: int = 6,
                        length_tolerance: float = 1e-3, moment_arm_tolerance: float = 1e-4,
+                       reject_outliers: bool = True,
                        progress: Callable[[int, int], None] | None = None) -> FunctionPathFit:
     """Fit every path of points of `model`, its muscles' and its ligaments' (as OpenSim's
     ``PolynomialPathFitter`` fits every path of a model), by a polynomial of the coordinates
@@ -140,8 +145,14 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
     whose RMS errors meet both tolerances (else `max_order`). The moment arms of the fitted
     path are then ``-∇P`` exactly, so the fitted model stays conservative. A path's
     samples where it failed ([`jaxmb.path_status`][jaxmb.path_status]: a wrap iteration
-    gone astray, as OpenSim's can) are left out of its fit. Paths already given as
-    functions are kept as they are.
+    gone astray, as OpenSim's can) are left out of its fit, and with `reject_outliers`
+    so are the samples whose length the fit misses by more than ten robust standard
+    deviations of its residuals (1.4826 times their median) and ten times
+    `length_tolerance`, refitting up to three times: geometry that fails where
+    `path_status` cannot tell (an ellipsoid wrap's construction going the long way
+    round, adding tens of centimetres, as OpenSim's does at the same states) would
+    otherwise bend the polynomial everywhere. Paths already given as functions are kept
+    as they are.
 
     A fitted path is smooth where the geometric one is not (a wrap engaging, a
     conditional point switching): check the errors returned, and sample the states
@@ -155,6 +166,8 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
     - `max_order`: the largest order tried.
     - `length_tolerance`, `moment_arm_tolerance`: the RMS errors an order must meet (m,
       positive; OpenSim's PolynomialPathFitter's defaults).
+    - `reject_outliers`: leave out the samples the fit misses by far (above); False fits
+      every sample `path_status` passes, as OpenSim's fitter fits every sample.
     - `progress`: called as ``progress(done, S)`` as the geometry is evaluated at the
       samples (256 states at a time), or None.
 
@@ -178,6 +191,7 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
     lengths, R, ok = _samples(every, q, progress)
     orders = []
     errors = np.zeros((4, len(paths)))
+    used = ok.sum(axis=0)
     for k, muscle in enumerate(every.muscles):
         if muscle.path is not None:
             orders.append(0)
@@ -185,23 +199,20 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
         J = [j for j in range(model.nq) if spans_coordinate(every, muscle, j)]
         if not J:
             raise ValueError(f"fit_function_paths: path {muscle.name!r} spans no coordinate; its length is constant.")
-        keep = ok[:, k]  # the states where the path resolved (`path_status`)
-        target = np.concatenate([lengths[keep, k, None], -R[keep][:, J, k]], axis=1)  # (S, 1 + d)
-        for order in range(1, max_order + 1):
-            # Monomials at every sample, then the kept ones: one compiled monomial table
-            # per (dimension, order), whatever each muscle keeps.
-            values, partial = (a[keep] for a in _design(q[:, J], order))
-            if values.shape[1] > target.size:
-                raise ValueError(f"fit_function_paths: {target.shape[0]} sample states cannot fit muscle "
-                                 f"{muscle.name!r}'s {values.shape[1]} coefficients of order {order}; give more "
-                                 "samples or a lower max_order.")
-            A = np.concatenate([values[:, None, :], partial], axis=1).reshape(-1, values.shape[1])
-            a = np.linalg.lstsq(A, target.reshape(-1), rcond=None)[0]
-            residual = (A @ a - target.reshape(-1)).reshape(target.shape)
-            errors[:, k] = (np.sqrt(np.mean(residual[:, 0] ** 2)), np.abs(residual[:, 0]).max(),
-                            np.sqrt(np.mean(residual[:, 1:] ** 2)), np.abs(residual[:, 1:]).max())
-            if errors[0, k] <= length_tolerance and errors[2, k] <= moment_arm_tolerance:
+        keep = ok[:, k].copy()  # the states where the path resolved (`path_status`)
+        fit = _fit_one(muscle.name, q[:, J], lengths[:, k], -R[:, J, k], keep, max_order, length_tolerance,
+                       moment_arm_tolerance)
+        for _ in range(_OUTLIER_ROUNDS if reject_outliers else 0):
+            residual = np.abs(fit[3])
+            bound = max(_OUTLIER_SIGMAS * 1.4826 * np.median(residual), _OUTLIER_FLOOR * length_tolerance)
+            outliers = residual > bound
+            if not outliers.any():
                 break
+            keep[np.flatnonzero(keep)[outliers]] = False
+            fit = _fit_one(muscle.name, q[:, J], lengths[:, k], -R[:, J, k], keep, max_order, length_tolerance,
+                           moment_arm_tolerance)
+        order, a, errors[:, k], _ = fit
+        used[k] = keep.sum()
         orders.append(order)
         path = FunctionBasedPath([Coordinate(j) for j in J], MultivariatePolynomial(a, len(J), order))
         paths[k] = muscle.with_path(path)
@@ -210,4 +221,35 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
     for j, i in enumerate(ligaments):
         forces[i] = forces[i].with_path(paths[n + j].path)
     fitted = eqx.tree_at(lambda m: (m.muscles, m.forces), model, (tuple(paths[:n]), tuple(forces)))
-    return FunctionPathFit(fitted, tuple(orders), *errors, ok.sum(axis=0), tuple(m.name for m in paths))
+    return FunctionPathFit(fitted, tuple(orders), *errors, used, tuple(m.name for m in paths), ok.sum(axis=0) - used)
+
+
+# Outliers: a sample whose length residual exceeds this many robust standard deviations
+# (1.4826 times the median absolute residual) and ten times the length tolerance (1 cm by
+# default: what a polynomial misses at the edge of a sampled region stays in); at most
+# this many rounds of leaving them out and fitting again.
+_OUTLIER_SIGMAS, _OUTLIER_FLOOR, _OUTLIER_ROUNDS = 10.0, 10.0, 3
+
+
+def _fit_one(name, x, length, slope, keep, max_order, length_tolerance, moment_arm_tolerance):
+    """``(order, coefficients, (RMS, largest) length and moment-arm errors, length
+    residuals at the kept samples)`` of the lowest order from 1 to `max_order` whose fit
+    of the kept samples meets both tolerances (else `max_order`): least squares on the
+    lengths (S,) and their slopes ``dL/dx`` (S, d) at `x` (S, d) together."""
+    target = np.concatenate([length[keep, None], slope[keep]], axis=1)  # (S, 1 + d)
+    for order in range(1, max_order + 1):
+        # Monomials at every sample, then the kept ones: one compiled monomial table
+        # per (dimension, order), whatever each path keeps.
+        values, partial = (a[keep] for a in _design(x, order))
+        if values.shape[1] > target.size:
+            raise ValueError(f"fit_function_paths: {target.shape[0]} sample states cannot fit muscle "
+                             f"{name!r}'s {values.shape[1]} coefficients of order {order}; give more "
+                             "samples or a lower max_order.")
+        A = np.concatenate([values[:, None, :], partial], axis=1).reshape(-1, values.shape[1])
+        a = np.linalg.lstsq(A, target.reshape(-1), rcond=None)[0]
+        residual = (A @ a - target.reshape(-1)).reshape(target.shape)
+        errors = (np.sqrt(np.mean(residual[:, 0] ** 2)), np.abs(residual[:, 0]).max(),
+                  np.sqrt(np.mean(residual[:, 1:] ** 2)), np.abs(residual[:, 1:]).max())
+        if errors[0] <= length_tolerance and errors[2] <= moment_arm_tolerance:
+            break
+    return order, a, errors, residual[:, 0]

@@ -434,8 +434,8 @@ def test_fit_paths_does_what_opensims_fitter_does_and_static_optimization_takes_
     np.testing.assert_allclose(sampled.values.reshape(101, 11, 2)[:, 0], q, rtol=0, atol=1e-15)
     assert np.all(np.diff(sampled.time) > 0)
     rows = (tmp_path / "a" / "arm26_path_fit.csv").read_text().splitlines()
-    assert rows[0].startswith("path,order,samples,length_rms_m") and len(rows) == 7
-    assert rows[1].split(",")[:3] == ["TRIlong", "5", "1111"]
+    assert rows[0].startswith("path,order,samples,outliers,length_rms_m") and len(rows) == 7
+    assert rows[1].split(",")[:4] == ["TRIlong", "5", "1111", "0"]
 
     motion = OPENSIM / "motion" / "arm26_InverseKinematics.mot"
     assert main(["fit-paths", str(ARM26), str(motion), "--out", str(tmp_path / "b"), *fit,

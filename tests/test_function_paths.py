@@ -185,6 +185,7 @@ def test_the_fit_takes_the_lowest_order_meeting_the_tolerances_and_reports_its_e
     np.testing.assert_allclose(fit.length_rms, np.sqrt(np.mean((L1 - L0) ** 2, axis=0)), rtol=1e-8)
     np.testing.assert_allclose(fit.moment_arm_max, np.abs(R1 - R0).max(axis=(0, 1)), rtol=1e-8)
     assert np.all(fit.length_rms <= 1e-4) and np.all(fit.moment_arm_rms <= 5e-4)
+    assert fit.outliers.tolist() == [0, 0] and fit.samples.tolist() == [41, 41]  # a smooth path has none
     lower = mb.fit_function_paths(elbow, samples, max_order=min(fit.orders) - 1, length_tolerance=1e-4,
                                   moment_arm_tolerance=5e-4)
     k = int(np.argmin(fit.orders))
@@ -193,6 +194,27 @@ def test_the_fit_takes_the_lowest_order_meeting_the_tolerances_and_reports_its_e
     L2 = jax.vmap(lambda x: mb.muscle_lengths(fit.model, x))(between)
     L3 = jax.vmap(lambda x: mb.muscle_lengths(elbow, x))(between)
     assert np.abs(L2 - L3).max() < 3 * fit.length_max.max()
+
+
+def test_a_few_samples_far_off_the_fit_are_left_out_as_outliers():
+    """Geometry gone astray at a few states (here a conditional point that detours the path
+    by 15 cm at 3 of 101 samples, as an ellipsoid wrap's construction can without
+    `path_status` noticing) bends a least-squares fit everywhere: left out, the slider's
+    exact length x + 0.1 is recovered; kept (OpenSim's fitter's way), it is not."""
+    b = mb.ModelBuilder("slider")
+    c = b.add_coordinate("x", range=(0.5, 1.0))
+    b.add_body(mb.Body("block", 1.0, (0.0, 0.0, 0.0), jnp.eye(3) * 1e-3))
+    b.add_joint(mb.prismatic("slide", "ground", "block", (1, 0, 0), mb.Coordinate(c)))
+    b.muscles.append(mb.Muscle("pull", [mb.PathPoint("ground", (0.0, 0.0, 0.0)),
+                                        mb.ConditionalPathPoint("ground", (0.5, 0.3, 0.0), mb.Coordinate(c), (0.988, 1.0)),
+                                        mb.PathPoint("block", (0.1, 0.0, 0.0))]))
+    samples = np.linspace(0.5, 1.0, 101)[:, None]
+    fit = mb.fit_function_paths(b.build(), samples)
+    assert fit.orders == (1,) and fit.outliers.tolist() == [3] and fit.samples.tolist() == [98]
+    np.testing.assert_allclose(fit.model.muscles[0].path.length_function.coefficients, [0.1, 1.0], atol=1e-14)
+    assert fit.length_max[0] < 1e-14
+    kept = mb.fit_function_paths(b.build(), samples, reject_outliers=False)
+    assert kept.outliers.tolist() == [0] and kept.samples.tolist() == [101] and kept.length_rms[0] > 0.02
 
 
 def test_fitting_refuses_what_it_cannot_fit():

@@ -51,6 +51,10 @@ def add_parser(sub, parents, positive_float, int_at_least) -> None:
                    help="RMS length error an order must meet [m] (default 1e-3, OpenSim's)")
     p.add_argument("--moment-arm-tolerance", type=positive_float, default=1e-4, metavar="M",
                    help="RMS moment arm error an order must meet [m] (default 1e-4, OpenSim's)")
+    p.add_argument("--keep-outliers", action="store_true",
+                   help="fit every sample where the geometry resolved, as OpenSim's fitter does (default: leave out "
+                        "the samples the fit misses by more than ten robust standard deviations and ten times the "
+                        "length tolerance, geometry gone astray, and fit again)")
     p.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the random samples (default 0)")
     add_wrap_geometry_argument(p)
 
@@ -81,7 +85,8 @@ def fit_paths(args) -> int:
 
         fit = mb.fit_function_paths(model, samples, max_order=args.max_order,
                                     length_tolerance=args.length_tolerance,
-                                    moment_arm_tolerance=args.moment_arm_tolerance, progress=report)
+                                    moment_arm_tolerance=args.moment_arm_tolerance,
+                                    reject_outliers=not args.keep_outliers, progress=report)
         progress.start(_STAGES[3])
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -92,14 +97,15 @@ def fit_paths(args) -> int:
                                              model.coordinate_names, samples, in_degrees=False,
                                              name="coordinate values sampled"))
         with open(out / f"{name}_path_fit.csv", "w") as f:
-            f.write("path,order,samples,length_rms_m,length_max_m,moment_arm_rms_m,moment_arm_max_m\n")
+            f.write("path,order,samples,outliers,length_rms_m,length_max_m,moment_arm_rms_m,moment_arm_max_m\n")
             for k, name in enumerate(fit.names):
-                f.write(f"{name},{fit.orders[k]},{fit.samples[k]},{fit.length_rms[k]:.6e},"
+                f.write(f"{name},{fit.orders[k]},{fit.samples[k]},{fit.outliers[k]},{fit.length_rms[k]:.6e},"
                         f"{fit.length_max[k]:.6e},{fit.moment_arm_rms[k]:.6e},{fit.moment_arm_max[k]:.6e}\n")
     met = np.sum((fit.length_rms <= args.length_tolerance) & (fit.moment_arm_rms <= args.moment_arm_tolerance))
     worst = int(np.argmax(fit.length_rms))
     print(f"wrote {path_set} and {name}_path_fit.csv ({len(fit.names)} paths, {samples.shape[0]} states "
-          f"around {q.shape[0]} frames); {met} paths meet both tolerances; largest RMS length error "
+          f"around {q.shape[0]} frames); {met} paths meet both tolerances; {int(fit.outliers.sum())} samples "
+          f"left out as outliers; largest RMS length error "
           f"{fit.length_rms[worst] * 1e3:.3g} mm ({fit.names[worst]})")
     print(f"compilation cache: {cache.describe(args.compile_cache)}")
     return 0
