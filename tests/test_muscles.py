@@ -365,6 +365,26 @@ def test_path_status_flags_implausible_lengths_under_vmap():
     assert float(jnp.max(jnp.where(engaged, lengths[:, 1], 0.0))) > 1.0  # metres: the case it catches
 
 
+def test_the_ellipsoids_far_side_is_a_path_event_where_the_length_jumps():
+    """arm26's BIClong: in a band of shoulder elevation near 0.516 rad OpenSim's far-side rule
+    sends the ellipsoid's surface path the long way round and the length jumps by 87 mm at
+    the band's edges (OpenSim 4.6's getLength at (0.51692513, 1.67395939) and (0.518,
+    1.67395939): 0.44489991720069805 and 0.35804894258163317 m, by
+    `Model('arm26.osim').getMuscles().get('BIClong').getLength(s)`). `path_events` reports it,
+    so the events differ across the jump and not between the two sides outside the band."""
+    model = mb.load_osim(pathlib.Path(mb.__file__).parent / "data" / "arm26.osim", wrap_geometry="opensim")
+    k = model.muscle_names.index("BIClong")
+    states = jnp.array([[0.514, 1.67395939], [0.51692513, 1.67395939], [0.5169, 1.0], [0.518, 1.67395939]])
+    lengths, events = jax.jit(jax.vmap(lambda q: (mb.muscle_lengths(model, q), mb.path_events(model, q))))(states)
+    np.testing.assert_allclose(lengths[[1, 3], k], [0.44489991720069805, 0.35804894258163317], rtol=0, atol=1e-9)
+    assert np.asarray(events.wrap_far_side[k]).tolist() == [[False], [True], [True], [False]]
+    assert not any(bool(jnp.any(f)) for i, f in enumerate(events.wrap_far_side) if i != k)
+    assert float(lengths[1, k] - lengths[3, k]) > 0.08
+    sig = np.concatenate([np.reshape(x, (len(states), -1)) for x in jax.tree.leaves(events)], axis=1)
+    assert not np.array_equal(sig[0], sig[1]) and not np.array_equal(sig[1], sig[3])
+    assert np.array_equal(sig[0], sig[3])
+
+
 class _Lowered:
     """Stands for one of the sweep's jitted programs (`_moment_arms._SWEEP_CHUNK`) and
     counts the programs lowered through it."""

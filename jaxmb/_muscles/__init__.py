@@ -50,11 +50,11 @@ from ._path_points import MovingPathPoint as MovingPathPoint
 from ._path_points import PathPoint as PathPoint
 from ._paths import muscle_lengthening_speeds as muscle_lengthening_speeds
 from ._paths import muscle_lengths as muscle_lengths
-from ._paths import path_event_signature as path_event_signature
-from ._paths import path_events as path_events
-from ._paths import PathEvents as PathEvents
-from ._paths import path_status as path_status
-from ._paths import PathStatus as PathStatus
+from ._path_events import path_event_signature as path_event_signature
+from ._path_events import path_events as path_events
+from ._path_events import PathEvents as PathEvents
+from ._path_events import path_status as path_status
+from ._path_events import PathStatus as PathStatus
 from ._sphere import WrapSphere as WrapSphere
 from ._thelen import Thelen2003Muscle as Thelen2003Muscle
 from ._torus import WrapTorus as WrapTorus

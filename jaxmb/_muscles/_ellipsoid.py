@@ -325,17 +325,24 @@ def _ell_polyline(r1, r2, a, vs, vs4, n, sign, P1, P2):
     return _ell_polyline_length(jnp.concatenate([r1, r2, vs, jnp.reshape(vs4, (1,))]), a, n, sign, P1, P2)
 
 
-def _ell_polyline_plain(x, a, n, sign, P1, P2):
-    r1, r2, vs, vs4 = x[0:3], x[3:6], x[6:9], x[9]
-    a0, ar1, vsy, phi0 = _ell_fan_frame(r1, r2, vs, vs4)
+def _ell_far_side(r1, r2, a, a0, ar1, vsy, phi0, n, sign, P1, P2):
+    """OpenSim's far-side rule: with a quadrant, the polyline goes the long way round
+    where the short way's first or last segment points back towards its segment end."""
     nn = jnp.maximum(n, 1).astype(r1.dtype)
     dphi_near = phi0 / nn
     ends = _ell_surface_points(a, a0, ar1, vsy, jnp.stack([dphi_near, (n - 1).astype(r1.dtype) * dphi_near]))
     w1 = jnp.where(n >= 2, ends[0], r2)
     w2 = jnp.where(n >= 2, ends[1], r1)
     wrong = (unit(P1 - r1) @ unit(w1 - r1) > 0.0) | (unit(P2 - r2) @ unit(w2 - r2) > 0.0)
-    far = (sign != 0) & (n >= 2) & wrong
-    dphi = jnp.where(far, -(2.0 * jnp.pi - phi0) / nn, dphi_near)
+    return (sign != 0) & (n >= 2) & wrong
+
+
+def _ell_polyline_plain(x, a, n, sign, P1, P2):
+    r1, r2, vs, vs4 = x[0:3], x[3:6], x[6:9], x[9]
+    a0, ar1, vsy, phi0 = _ell_fan_frame(r1, r2, vs, vs4)
+    nn = jnp.maximum(n, 1).astype(r1.dtype)
+    far = _ell_far_side(r1, r2, a, a0, ar1, vsy, phi0, n, sign, P1, P2)
+    dphi = jnp.where(far, -(2.0 * jnp.pi - phi0) / nn, phi0 / nn)
     k = jnp.arange(1, _ELL_MAX_SEG, dtype=r1.dtype)  # interior points 1 .. 498
     s = _ell_surface_points(a, a0, ar1, vsy, k * dphi)
     idx = jnp.arange(_ELL_MAX_SEG + 1, dtype=jnp.asarray(n).dtype)
@@ -387,10 +394,12 @@ def _ellipsoid_code(p1, p2, dims):
     return jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))
 
 
-def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False):
+def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False, far_side=False):
     """OpenSim's WrapEllipsoid. `dims` is (3,) or (4,) = semi-axes and the PathWrap method
     (0 hybrid, 1 midpoint, 2 axial; hybrid when absent). `skip` (may be traced): the
-    caller does not use the result, so the iterations make no step (finite values)."""
+    caller does not use the result, so the iterations make no step (finite values).
+    `far_side` (static): return only whether the surface path goes the long way round
+    (`_ell_far_side`), a discrete state of the path (`jaxmb.path_events`)."""
     method = dims[3] if dims.shape[0] > 3 else jnp.asarray(0.0, p1.dtype)
     dims = dims[:3]
     hybrid, axial = method == 0, method == 2
@@ -492,6 +501,8 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False):
     chord = norm(r1 - r2)
     lm = chord / factor
     n = jnp.clip(jnp.floor(jax.lax.stop_gradient(lm) / _ELL_SEG), 0, _ELL_MAX_SEG).astype(jnp.int32)
+    if far_side:
+        return ~(lm < _ELL_SEG) & _ell_far_side(r1, r2, a, *_ell_fan_frame(r1, r2, vs, vs4), n, sign, P1, P2)
     wl = jnp.where(lm < _ELL_SEG, chord, _ell_polyline(r1, r2, a, vs, vs4, n, sign, P1, P2))
     code = jnp.where(inside, INSIDE_RADIUS, jnp.where(hit, MANDATORY_WRAP, NO_WRAP))
     return code, r1 / factor, r2 / factor, wl / factor
@@ -501,7 +512,8 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False):
 # (the first mandatory one) follows from the cheap crossing test alone. The same
 # algorithm whatever the number of PathWraps.
 _ELLIPSOID = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _ellipsoid_wrap(p1, p2, prm, ax, sg, skip)),
-                           code=_ellipsoid_code, iterates=True, gathers_live=True)
+                           code=_ellipsoid_code, iterates=True, gathers_live=True,
+                           far_side=jax.jit(lambda p1, p2, prm, ax, sg: _ellipsoid_wrap(p1, p2, prm, ax, sg, far_side=True)))
 
 
 class WrapEllipsoid(AbstractWrapObject):

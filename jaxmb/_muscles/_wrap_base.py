@@ -69,6 +69,10 @@ class WrapAlgorithm:
     # chunks (`_paths._scanned_pass`): for algorithms whose lane is costly (the ellipsoid's
     # 300-point closest-point fan), so that done muscles cost nothing.
     gathers_live: bool = False
+    # `far_side(p1, p2, params, axis, sign) -> bool`, where not None: whether `wrap` of that
+    # segment takes the surface path the long way round (OpenSim's ellipsoid far-side rule),
+    # a discrete state whose switch makes the length jump (`jaxmb.path_events`).
+    far_side: Callable | None = None
 
     @property
     def refines(self) -> bool:
