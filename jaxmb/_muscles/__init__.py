@@ -50,7 +50,6 @@ from ._path_points import MovingPathPoint as MovingPathPoint
 from ._path_points import PathPoint as PathPoint
 from ._paths import muscle_lengthening_speeds as muscle_lengthening_speeds
 from ._paths import muscle_lengths as muscle_lengths
-from ._path_events import path_event_signature as path_event_signature
 from ._path_events import path_events as path_events
 from ._path_events import PathEvents as PathEvents
 from ._path_events import path_status as path_status

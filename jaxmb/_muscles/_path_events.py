@@ -36,8 +36,9 @@ def path_events(model: Model, q: RealLike) -> PathEvents:
 
     The derivative of the path length jumps where any of these change, and the length
     itself where a conditional point switches or a wrap changes sides (arm26's BIClong:
-    87 mm at a shoulder elevation of about 0.515 rad, as in OpenSim 4.6); compare two
-    states by `path_event_signature`.
+    87 mm at a shoulder elevation of about 0.515 rad, as in OpenSim 4.6). Where two
+    states' events differ (compare ``jax.tree.leaves`` of the two results), the path
+    crosses such a jump between them.
 
     **Arguments:**
 
@@ -88,20 +89,6 @@ def _far_sides(lay: Layout, r: Resolved, dt):
                 pa[ks, s], pb[ks, s], rot, org, prm, jnp.asarray(axis), jnp.asarray(sign))
             out = out.at[ks, s].set(flag & jnp.any(use[:, ks, s], axis=0))
     return out
-
-
-def path_event_signature(model: Model, q) -> Bool[Array, " n_events"]:
-    """All of `path_events` flattened to one bool vector (for comparing states).
-
-    **Returns:**
-
-    `(n_events,)` bools: every muscle's path points (True unless a conditional point
-    is out of its range), then every muscle's wraps (True where engaged), then every
-    muscle's wraps again (True where the surface path goes the long way round).
-    """
-    ev = path_events(model, q)
-    parts = list(ev.conditional_active) + list(ev.wrap_engaged) + list(ev.wrap_far_side)
-    return jnp.concatenate([jnp.ravel(p) for p in parts]) if parts else jnp.zeros(0, bool)
 
 
 class PathStatus(eqx.Module):
