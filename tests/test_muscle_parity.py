@@ -154,6 +154,42 @@ def test_mobl_arms_loads_with_muscles_ligaments_and_limit_forces(shared_dir):
     assert all(m.kind == "Ligament" and len(m.wraps) == 1 for m in ligs)
 
 
+# A state where OpenSim 4.6 gives ECRL 0.570014285381491 m, within the sum of the wraps'
+# allowances: `Model("MOBL_ARMS_fixed_41.osim")`, these coordinates set (in the order of
+# `independent_coordinate_names`), `assemble`, `getMuscles().get("ECRL").getLength(s)`.
+ECRL_ASTRAY_Q = (0.046273, 1.144100, 1.132507, 0.805920, -0.724479, 0.025945, -0.573222)
+
+
+def test_path_status_flags_the_mobl_arms_paths_whose_wraps_go_astray_in_opensim_too(shared_dir):
+    """At MoBL-ARMS's 20 random reference states OpenSim 4.6 gives ECRL 0.52 to 0.90 m at
+    three (0.30 to 0.35 m at the others: its torus's inner cylinder is forced round by a
+    segment passing about 0.1 m off the torus) and LAT2 0.72 m at one (0.30 to 0.38 m at the
+    others). jaxmb gives the same lengths, and `path_status` flags those states, and
+    only those, as implausible. At `ECRL_ASTRAY_Q` (OpenSim: 0.570 m) the path's length is
+    within the sum of its two wraps' allowances, and the torus alone lengthens its segment
+    by more than twice its own: flagged."""
+    path = pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    d = np.load(DATA / "mobl_arms.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MoBL-ARMS's inertias (test_osim_skeleton.py)
+        model = mb.io.read_osim(path, muscles=["ECRL", "LAT2"], wrap_geometry="opensim").model
+    assert model.coordinate_names == tuple(d["independent_coordinate_names"])
+    states = jnp.concatenate([jnp.asarray(d["random_q_ind"]), jnp.array([ECRL_ASTRAY_Q])])
+    status, lengths = jax.jit(jax.vmap(lambda q: (mb.path_status(model, q), mb.muscle_lengths(model, q))))(states)
+    names = list(d["muscle_names"])
+    reference = d["random_muscle_lengths"][:, [names.index(m) for m in model.muscle_names]]
+    np.testing.assert_allclose(lengths[:-1], reference, atol=TOL_LENGTH, rtol=0)
+    astray = reference > 1.2 * np.median(reference, axis=0)
+    assert dict(zip(model.muscle_names, astray.sum(axis=0).tolist())) == {"ECRL": 3, "LAT2": 1}
+    np.testing.assert_array_equal(np.asarray(status.plausible[:-1]), ~astray)
+    k = model.muscle_names.index("ECRL")
+    np.testing.assert_allclose(lengths[-1, k], 0.570014285381491, atol=TOL_LENGTH, rtol=0)
+    assert not bool(status.plausible[-1, k])
+    np.testing.assert_array_equal(np.asarray(status.wraps_converged), True)
+
+
 def test_moving_point_clamps_its_coordinate(shared_dir):
     """OpenSim evaluates a MovingPathPoint at the coordinate clamped to its range."""
     path = pathlib.Path(shared_dir) / "models" / "gait2354_simbody.osim"

@@ -5,6 +5,7 @@ constructions (a sphere-shaped ellipsoid), MINPACK for the torus search. Parity 
 OpenSim 4.6 is in test_muscle_parity.py.
 """
 
+import dataclasses
 import pathlib
 
 import equinox as eqx
@@ -363,6 +364,39 @@ def test_path_status_flags_implausible_lengths_under_vmap():
     np.testing.assert_array_equal(np.asarray(st.plausible[:, 2]), ~engaged)
     np.testing.assert_array_equal(np.asarray(st.ok), np.asarray(st.plausible))
     assert float(jnp.max(jnp.where(engaged, lengths[:, 1], 0.0))) > 1.0  # metres: the case it catches
+
+
+class _OffSurfaceSphere(_ScaledSphere):
+    """A sphere whose tangent points lie 1 % outside it: a wrap whose iteration stopped
+    short of the tangency equations (as an ellipsoid Gauss-Newton stopped at its cap)."""
+
+    def algorithm(self, n_wraps):
+        from jaxmb._muscles._sphere import _SPHERE
+
+        def wrap(p1, p2, prm, ax, sg, skip=False):
+            code, r1, r2, wl = _SPHERE.wrap(p1, p2, prm, ax, sg, skip)
+            return code, 1.01 * r1, 1.01 * r2, wl
+
+        return dataclasses.replace(_SPHERE, wrap=wrap)
+
+
+def test_path_status_flags_wraps_whose_tangent_points_do_not_solve_the_tangency_equations():
+    """`path_status(...).wraps_converged`: the sphere's, cylinder's and ellipsoid's tangent
+    points solve their tangency equations (on the surface, the straight line tangent there;
+    OpenSim's ellipsoid iterate within its stopping tolerance) wherever they wrap; a sphere
+    whose tangent points lie 1 % off its surface (a residual of 0.02) is flagged where,
+    and only where, it wraps, while its length stays plausible."""
+    wraps = {k: WRAPS[k] for k in ("sphere", "cylinder", "ellipsoid")}
+    model = _arm({**wraps, "off": _OffSurfaceSphere(WRAPS["sphere"], 1.0)})
+    states = jnp.concatenate([STATES, jnp.array([(0.5, 0.0), (-0.6, 1.8), (0.7, 1.95)])])
+    st, events = jax.jit(jax.vmap(lambda q: (mb.path_status(model, q), mb.path_events(model, q))))(states)
+    engaged = np.asarray(jnp.stack([e[:, 0] for e in events.wrap_engaged], axis=1))  # (states, muscles)
+    assert engaged[:, :3].sum(axis=0).min() >= 2  # every real kind wraps at some of the states
+    np.testing.assert_array_equal(np.asarray(st.wraps_converged[:, :3]), True)
+    np.testing.assert_array_equal(np.asarray(st.wraps_converged[:, 3]), ~engaged[:, 3])
+    assert engaged[:, 3].any() and not engaged[:, 3].all()
+    np.testing.assert_array_equal(np.asarray(st.plausible), True)
+    np.testing.assert_array_equal(np.asarray(st.ok), np.asarray(st.wraps_converged))
 
 
 def test_the_ellipsoids_far_side_is_a_path_event_where_the_length_jumps():

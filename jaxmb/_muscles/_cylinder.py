@@ -18,7 +18,7 @@ from .._errors import ModelError
 from .._safe import acos, dsign, norm, safe_div, sqrt0, unit
 from ._checks import positive, scalar
 from ._wrap_base import (INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, ROUNDOFF, WRAPPED, AbstractWrapObject,
-                         WrapAlgorithm, init_common, iterate_derivative, pick_shortest)
+                         WrapAlgorithm, init_common, iterate_derivative, pick_shortest, quadric_tangency)
 
 
 def _closest_between_lines(p1, p2, p3, p4):
@@ -241,16 +241,23 @@ def cylinder_wrap(p1, p2, radius, length, axis, sign, single=True, skip=False, s
     return code, r1, r2, wl
 
 
+def _cylinder_tangency(p1, p2, r1, r2, prm):
+    # Across the axis only: the sliding moves the tangent points along it.
+    return quadric_tangency(p1, p2, r1, r2, jnp.stack([prm[0] ** -2, prm[0] ** -2, jnp.zeros_like(prm[0])]))
+
+
 _CYLINDER = WrapAlgorithm(jax.jit(
-    lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg)))
+    lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg)),
+    tangency=_cylinder_tangency)
 # On a muscle with several PathWraps (OpenSim's singleWrap false). `skip`: the segment
 # is not a candidate (its result is not used), so the sliding need not run on it.
 _CYLINDER_MULTI = WrapAlgorithm(jax.jit(
     lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False, skip)),
-    unrefined=_CYLINDER, iterates=True)
+    unrefined=_CYLINDER, iterates=True, tangency=_cylinder_tangency)
 # The same with the sliding's aim in closed form: no iteration, every segment computed.
 _CYLINDER_GEODESIC = WrapAlgorithm(jax.jit(
-    lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False, skip, "geodesic")))
+    lambda p1, p2, prm, ax, sg, skip=False: cylinder_wrap(p1, p2, prm[0], prm[1], ax, sg, False, skip, "geodesic")),
+    tangency=_cylinder_tangency)
 
 
 def checked_sliding(sliding, what: str) -> str:

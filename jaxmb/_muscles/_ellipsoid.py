@@ -24,7 +24,7 @@ from .._batching import iterate_lanes
 from .._safe import acos, dsign, norm, safe_div, sqrt0, unit
 from ._checks import positive, vector3
 from ._wrap_base import (INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, ROUNDOFF, WRAP_METHODS, AbstractWrapObject,
-                         WrapAlgorithm, init_common, iterate_derivative)
+                         WrapAlgorithm, init_common, iterate_derivative, quadric_tangency)
 
 _MU_BLEND_MIN, _MU_BLEND_MAX = 0.7073, 0.9  # below: fan only; above: "Frans" (axis) only
 _SV_BOUNDARY_BLEND = 0.3
@@ -513,7 +513,8 @@ def _ellipsoid_wrap(p1, p2, dims, axis, sign, skip=False, far_side=False):
 # algorithm whatever the number of PathWraps.
 _ELLIPSOID = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _ellipsoid_wrap(p1, p2, prm, ax, sg, skip)),
                            code=_ellipsoid_code, iterates=True, gathers_live=True,
-                           far_side=jax.jit(lambda p1, p2, prm, ax, sg: _ellipsoid_wrap(p1, p2, prm, ax, sg, far_side=True)))
+                           far_side=jax.jit(lambda p1, p2, prm, ax, sg: _ellipsoid_wrap(p1, p2, prm, ax, sg, far_side=True)),
+                           tangency=lambda p1, p2, r1, r2, prm: quadric_tangency(p1, p2, r1, r2, prm[:3] ** -2))
 
 
 class WrapEllipsoid(AbstractWrapObject):

@@ -8,7 +8,7 @@ from jaxtyping import Array, Float
 from .._safe import acos, dsign, norm, safe_div, sqrt0, unit
 from ._checks import positive, scalar
 from ._wrap_base import (INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, WRAPPED, AbstractWrapObject, WrapAlgorithm,
-                         init_common, pick_shortest)
+                         init_common, pick_shortest, quadric_tangency)
 
 
 def _sphere_tangents(p, n, radius):
@@ -80,7 +80,8 @@ def _sphere_wrap(p1, p2, radius, axis, sign):
 
 
 # The same algorithm whatever the number of PathWraps (`skip`: nothing to refine).
-_SPHERE = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _sphere_wrap(p1, p2, prm[0], ax, sg)))
+_SPHERE = WrapAlgorithm(jax.jit(lambda p1, p2, prm, ax, sg, skip=False: _sphere_wrap(p1, p2, prm[0], ax, sg)),
+                        tangency=lambda p1, p2, r1, r2, prm: quadric_tangency(p1, p2, r1, r2, jnp.full(3, prm[0] ** -2)))
 
 
 class WrapSphere(AbstractWrapObject):

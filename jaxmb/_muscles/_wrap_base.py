@@ -73,6 +73,12 @@ class WrapAlgorithm:
     # segment takes the surface path the long way round (OpenSim's ellipsoid far-side rule),
     # a discrete state whose switch makes the length jump (`jaxmb.path_events`).
     far_side: Callable | None = None
+    # `tangency(p1, p2, r1, r2, params) -> residual`, where not None: how far the tangent
+    # points r1, r2 that `wrap` returned for p1-p2 are from solving the equations they
+    # solve (on the surface, the path's straight lines tangent there), dimensionless
+    # (`quadric_tangency`); large where an iteration stopped at its cap or went astray
+    # (`jaxmb.path_status`).
+    tangency: Callable | None = None
 
     @property
     def refines(self) -> bool:
@@ -151,6 +157,18 @@ def init_common(self, name, body, translation, xyz_body_rotation, quadrant, rang
     if str(method).strip().lower() not in WRAP_METHODS:
         raise ModelError(f"Wrap object {name!r}: method {method!r} is not one of {', '.join(WRAP_METHODS)}.")
     self.method = str(method)
+
+
+def quadric_tangency(p1, p2, r1, r2, inv_a2):
+    """The residuals of the tangency equations of a wrap on the quadric ``Σ r_i² / a_i² = 1``
+    (`inv_a2` = 1/a_i², 0 along a cylinder's axis): each tangent point on the surface,
+    ``Σ r_i² / a_i² - 1 = 0``, and the straight line from its path end tangent there,
+    ``2 Σ r_i (p_i - r_i) / a_i² = 0`` (the surface normal ⟂ p - r). These are the
+    equations OpenSim's ellipsoid Gauss-Newton drives to a squared sum of 1e-8, so each is
+    then below 1e-4; the largest of the four, dimensionless (invariant under scaling)."""
+    def ends(p, r):
+        return jnp.maximum(jnp.abs(jnp.sum(r * r * inv_a2) - 1.0), jnp.abs(2.0 * jnp.sum(r * (p - r) * inv_a2)))
+    return jnp.maximum(ends(p1, r1), ends(p2, r2))
 
 
 def pick_shortest(r1a, r1b, r2a, r2b, c1, c2):
