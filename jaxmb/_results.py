@@ -33,6 +33,8 @@ class RESULTS(eqx.Enumeration):
       (or did not converge).
     - `solver_failed`: the step size collapsed or an implicit stage diverged.
     - `identification_failed`: a parameter fit did not converge (`identify`).
+    - `path_passes_not_converged`, `path_wrap_not_converged`, `path_implausible`: a muscle's
+      path at a state failed (`PathStatus.result`, one code per muscle).
     """
 
     successful = ""
@@ -71,4 +73,20 @@ class RESULTS(eqx.Enumeration):
         "static optimization found no activations and controls within their bounds that balance "
         "the generalized forces at this frame (or did not converge in max_steps): the model is too "
         "weak here; add reserve actuators, widen their bounds, or check the motion"
+    )
+    path_passes_not_converged = (
+        "OpenSim's passes over this muscle's wraps did not meet their 0.5 mm criterion within 8 "
+        "passes: its length depends on the order of the wraps here; check the wraps' ranges and "
+        "quadrants, or leave this state out"
+    )
+    path_wrap_not_converged = (
+        "a wrap of this muscle ended at tangent points that do not solve its tangency equations "
+        "(its iteration stopped at its cap or converged elsewhere); the length here is not the "
+        "wrapped path's; leave this state out or check the wrap object's size and placement"
+    )
+    path_implausible = (
+        "this muscle's length here is one no wrapped path can have (not finite, shorter than the "
+        "straight path through its points, or a wrap lengthening its segment by more than a turn "
+        "and a diameter about its object): the wrap geometry failed, in OpenSim too; leave this "
+        "state out (fit_function_paths does) or check the wrap objects"
     )

@@ -363,6 +363,8 @@ def test_path_status_flags_implausible_lengths_under_vmap():
     np.testing.assert_array_equal(np.asarray(st.plausible[:, 1]), ~engaged)
     np.testing.assert_array_equal(np.asarray(st.plausible[:, 2]), ~engaged)
     np.testing.assert_array_equal(np.asarray(st.ok), np.asarray(st.plausible))
+    np.testing.assert_array_equal(np.asarray(st.result == mb.RESULTS.path_implausible), ~np.asarray(st.plausible))
+    np.testing.assert_array_equal(np.asarray(st.result == mb.RESULTS.successful), np.asarray(st.ok))
     assert float(jnp.max(jnp.where(engaged, lengths[:, 1], 0.0))) > 1.0  # metres: the case it catches
 
 
@@ -397,6 +399,23 @@ def test_path_status_flags_wraps_whose_tangent_points_do_not_solve_the_tangency_
     assert engaged[:, 3].any() and not engaged[:, 3].all()
     np.testing.assert_array_equal(np.asarray(st.plausible), True)
     np.testing.assert_array_equal(np.asarray(st.ok), np.asarray(st.wraps_converged))
+    failed = np.asarray(st.result == mb.RESULTS.path_wrap_not_converged)
+    np.testing.assert_array_equal(failed, ~np.asarray(st.wraps_converged))
+    assert "tangency equations" in mb.RESULTS[jax.tree.map(lambda v: v[np.argmax(failed[:, 3]), 3], st.result)]
+
+
+def test_path_status_result_is_one_code_per_muscle_and_state_worst_failure_first():
+    """`PathStatus.result`: an implausible length outranks a wrap that did not converge,
+    which outranks passes that did not; batched like the fields."""
+    t, f = True, False
+    st = mb.PathStatus(jnp.array([[t, f, t, t, f]] * 2), jnp.array([[t, t, f, t, f]] * 2),
+                       jnp.array([[t, t, t, f, f]] * 2))
+    expected = [mb.RESULTS.successful, mb.RESULTS.path_passes_not_converged, mb.RESULTS.path_wrap_not_converged,
+                mb.RESULTS.path_implausible, mb.RESULTS.path_implausible]
+    for k, code in enumerate(expected):
+        assert np.asarray(st.result == code)[:, k].all()
+        assert np.asarray(st.result == code).sum() == 2 * expected.count(code)
+    np.testing.assert_array_equal(np.asarray(st.result == mb.RESULTS.successful), np.asarray(st.ok))
 
 
 def test_the_ellipsoids_far_side_is_a_path_event_where_the_length_jumps():

@@ -12,6 +12,7 @@ from .._checks import finite_coordinate_vector
 from .._eager import compiled_per_model
 from .._kinematics import body_transforms
 from .._model import Model
+from .._results import RESULTS
 from .._safe import norm
 from .._typing import RealLike
 from ._function_path import function_path_lengths
@@ -137,6 +138,24 @@ class PathStatus(eqx.Module):
     @property
     def ok(self) -> Bool[Array, "*batch n_muscles"]:
         return self.passes_converged & self.wraps_converged & self.plausible
+
+    @property
+    def result(self) -> RESULTS:
+        """One [`jaxmb.RESULTS`][jaxmb.RESULTS] code per muscle (and state, batched as the
+        fields): `path_implausible` where the path is not plausible, else
+        `path_wrap_not_converged` where a wrap did not converge, else
+        `path_passes_not_converged` where the passes did not, else `successful`.
+        ``status.result == mb.RESULTS.successful`` is `ok`, and
+        ``status.result == mb.RESULTS.path_implausible`` picks one failure; the codes'
+        messages say what failed and what to do."""
+        def one(passes, wraps, plausible):
+            code = RESULTS.where(passes, RESULTS.successful, RESULTS.path_passes_not_converged)
+            code = RESULTS.where(wraps, code, RESULTS.path_wrap_not_converged)
+            return RESULTS.where(plausible, code, RESULTS.path_implausible)
+
+        shape = self.ok.shape
+        flat = (jnp.reshape(x, (-1,)) for x in (self.passes_converged, self.wraps_converged, self.plausible))
+        return jax.tree.map(lambda v: jnp.reshape(v, shape), jax.vmap(one)(*flat))
 
 
 # The largest residual of a wrap's tangency equations `path_status` accepts: ten times the
