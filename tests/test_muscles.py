@@ -423,8 +423,9 @@ def test_the_ellipsoids_far_side_is_a_path_event_where_the_length_jumps():
     sends the ellipsoid's surface path the long way round and the length jumps by 87 mm at
     the band's edges (OpenSim 4.6's getLength at (0.51692513, 1.67395939) and (0.518,
     1.67395939): 0.44489991720069805 and 0.35804894258163317 m, by
-    `Model('arm26.osim').getMuscles().get('BIClong').getLength(s)`). `path_events` reports it,
-    so the events differ across the jump and not between the two sides outside the band."""
+    `Model('arm26.osim').getMuscles().get('BIClong').getLength(s)`). `path_events` reports it:
+    `PathEvents.crossed` says BIClong crosses a discontinuity across the jump, and no muscle
+    does between the two sides outside the band."""
     model = mb.load_osim(pathlib.Path(mb.__file__).parent / "data" / "arm26.osim", wrap_geometry="opensim")
     k = model.muscle_names.index("BIClong")
     states = jnp.array([[0.514, 1.67395939], [0.51692513, 1.67395939], [0.5169, 1.0], [0.518, 1.67395939]])
@@ -433,9 +434,12 @@ def test_the_ellipsoids_far_side_is_a_path_event_where_the_length_jumps():
     assert np.asarray(events.wrap_far_side[k]).tolist() == [[False], [True], [True], [False]]
     assert not any(bool(jnp.any(f)) for i, f in enumerate(events.wrap_far_side) if i != k)
     assert float(lengths[1, k] - lengths[3, k]) > 0.08
-    sig = np.concatenate([np.reshape(x, (len(states), -1)) for x in jax.tree.leaves(events)], axis=1)
-    assert not np.array_equal(sig[0], sig[1]) and not np.array_equal(sig[1], sig[3])
-    assert np.array_equal(sig[0], sig[3])
+    at = lambda i: jax.tree.map(lambda x: x[i], events)  # noqa: E731
+    assert bool(at(0).crossed(at(1))[k]) and bool(at(1).crossed(at(3))[k])
+    assert not bool(jnp.any(at(0).crossed(at(3))))
+    consecutive = at(slice(None, -1)).crossed(at(slice(1, None)))  # batched: (3, n_muscles)
+    assert consecutive.shape == (3, len(model.muscles))
+    assert np.asarray(consecutive[:, k]).tolist() == [True, False, True]
 
 
 class _Lowered:

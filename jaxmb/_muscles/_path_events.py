@@ -31,6 +31,27 @@ class PathEvents(eqx.Module):
     wrap_engaged: tuple
     wrap_far_side: tuple
 
+    def crossed(self, other: "PathEvents") -> Bool[Array, "*batch n_muscles"]:
+        """Per muscle, whether its events differ from `other`'s (the same model at another
+        state, batched alike): True where the path crosses a discontinuity of its length
+        or of its derivative between the two states (a conditional point switching, a wrap
+        engaging or releasing, an ellipsoid wrap changing sides), so that a difference
+        quotient of the lengths across them is not a moment arm.
+
+        **Arguments:**
+
+        - `other`: the `PathEvents` of the other state(s).
+
+        **Returns:** `(*batch, n_muscles)` bools.
+        """
+        if len(self.wrap_engaged) != len(other.wrap_engaged):
+            raise ValueError(f"PathEvents.crossed: {len(self.wrap_engaged)} muscles against "
+                             f"{len(other.wrap_engaged)}; compare the events of one model.")
+        out = [jnp.any(a != b, axis=-1) | jnp.any(c != d, axis=-1) | jnp.any(e != f, axis=-1)
+               for a, b, c, d, e, f in zip(self.conditional_active, other.conditional_active, self.wrap_engaged,
+                                            other.wrap_engaged, self.wrap_far_side, other.wrap_far_side)]
+        return jnp.stack(out, axis=-1) if out else jnp.zeros((0,), bool)
+
 
 def path_events(model: Model, q: RealLike) -> PathEvents:
     """Which conditional points are active, which wraps are engaged, and which go the
@@ -39,8 +60,8 @@ def path_events(model: Model, q: RealLike) -> PathEvents:
     The derivative of the path length jumps where any of these change, and the length
     itself where a conditional point switches or a wrap changes sides (arm26's BIClong:
     87 mm at a shoulder elevation of about 0.515 rad, as in OpenSim 4.6). Where two
-    states' events differ (compare ``jax.tree.leaves`` of the two results), the path
-    crosses such a jump between them.
+    states' events differ (`PathEvents.crossed`, per muscle), the path crosses such a
+    jump between them.
 
     **Arguments:**
 
