@@ -116,6 +116,7 @@ from ._muscles import muscle_lengths as muscle_lengths
 from ._muscles import muscle_lengths_and_moment_arms as muscle_lengths_and_moment_arms
 from ._muscles import MuscleParameters as MuscleParameters
 from ._muscles import path_events as path_events
+from ._muscles import PathEvents as PathEvents
 from ._muscles import path_status as path_status
 from ._muscles import PathStatus as PathStatus
 from ._muscles import PathPoint as PathPoint
