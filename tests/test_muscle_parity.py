@@ -165,11 +165,11 @@ def test_path_status_flags_the_mobl_arms_paths_whose_wraps_go_astray_in_opensim_
     three (0.30 to 0.35 m at the others: its torus's inner cylinder is forced round by a
     segment passing about 0.1 m off the torus) and LAT2 0.72 m at one (0.30 to 0.38 m at the
     others). jaxmb gives the same lengths, and `path_status` flags those states, and
-    only those, as implausible; PQ (two cylinders) at none, though at one state it is 0.08 mm
-    shorter than the straight path through its points: within the 0.5 mm to which
-    OpenSim's passes make a multi-wrap length consistent. At `ECRL_ASTRAY_Q` (OpenSim: 0.570 m) the path's length is
-    within the sum of its two wraps' allowances, and the torus alone lengthens its segment
-    by more than twice its own: flagged."""
+    only those, as implausible; PQ (two cylinders) at none, though at one state it is
+    0.08 mm shorter than the straight path through its points: within the 0.5 mm to which
+    OpenSim's passes make a multi-wrap length consistent. At `ECRL_ASTRAY_Q` (OpenSim:
+    0.570 m) the path's length is within the sum of its two wraps' allowances, and the
+    torus alone lengthens its segment by more than twice its own: flagged."""
     path = pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim"
     if not path.exists():
         pytest.skip(f"{path} is absent")

@@ -440,6 +440,8 @@ def test_the_ellipsoids_far_side_is_a_path_event_where_the_length_jumps():
     consecutive = at(slice(None, -1)).crossed(at(slice(1, None)))  # batched: (3, n_muscles)
     assert consecutive.shape == (3, len(model.muscles))
     assert np.asarray(consecutive[:, k]).tolist() == [True, False, True]
+    with pytest.raises(ValueError, match="compare the events of one model"):
+        at(0).crossed(mb.PathEvents((), (), ()))
 
 
 class _Lowered:
