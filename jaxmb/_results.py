@@ -86,7 +86,7 @@ class RESULTS(eqx.Enumeration):
     )
     path_implausible = (
         "this muscle's length here is one no wrapped path can have (not finite, shorter than the "
-        "straight path through its points, or a wrap lengthening its segment by more than a turn "
-        "and a diameter about its object): the wrap geometry failed, in OpenSim too; leave this "
+        "straight path through its points, or a wrap lengthening its segment by more than two turns "
+        "and two diameters about its object): the wrap geometry failed, in OpenSim too; leave this "
         "state out (fit_function_paths does) or check the wrap objects"
     )

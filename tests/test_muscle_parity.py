@@ -165,9 +165,11 @@ def test_path_status_flags_the_mobl_arms_paths_whose_wraps_go_astray_in_opensim_
     three (0.30 to 0.35 m at the others: its torus's inner cylinder is forced round by a
     segment passing about 0.1 m off the torus) and LAT2 0.72 m at one (0.30 to 0.38 m at the
     others). jaxmb gives the same lengths, and `path_status` flags those states, and
-    only those, as implausible; PQ (two cylinders) at none, though at one state it is
-    0.08 mm shorter than the straight path through its points: within the 0.5 mm to which
-    OpenSim's passes make a multi-wrap length consistent. At `ECRL_ASTRAY_Q` (OpenSim:
+    only those, as implausible. Not PQ (two cylinders), though at one state it is 0.08 mm
+    shorter than the straight path through its points: within the 0.5 mm to which
+    OpenSim's passes make a multi-wrap length consistent. Nor FCR, though at one state
+    (0.308 m) its torus's inner cylinder, wrapping a segment beside the tube, lengthens it
+    by 1.4 turns and diameters about the tube: within two. At `ECRL_ASTRAY_Q` (OpenSim:
     0.570 m) the path's length is within the sum of its two wraps' allowances, and the
     torus alone lengthens its segment by more than twice its own: flagged."""
     path = pathlib.Path(shared_dir) / "models" / "MOBL_ARMS_fixed_41.osim"
@@ -176,7 +178,7 @@ def test_path_status_flags_the_mobl_arms_paths_whose_wraps_go_astray_in_opensim_
     d = np.load(DATA / "mobl_arms.npz")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # MoBL-ARMS's inertias (test_osim_skeleton.py)
-        model = mb.io.read_osim(path, muscles=["ECRL", "LAT2", "PQ"], wrap_geometry="opensim").model
+        model = mb.io.read_osim(path, muscles=["ECRL", "LAT2", "PQ", "FCR"], wrap_geometry="opensim").model
     assert model.coordinate_names == tuple(d["independent_coordinate_names"])
     states = jnp.concatenate([jnp.asarray(d["random_q_ind"]), jnp.array([ECRL_ASTRAY_Q])])
     status, lengths = jax.jit(jax.vmap(lambda q: (mb.path_status(model, q), mb.muscle_lengths(model, q))))(states)
@@ -184,9 +186,8 @@ def test_path_status_flags_the_mobl_arms_paths_whose_wraps_go_astray_in_opensim_
     reference = d["random_muscle_lengths"][:, [names.index(m) for m in model.muscle_names]]
     np.testing.assert_allclose(lengths[:-1], reference, atol=TOL_LENGTH, rtol=0)
     astray = reference > 1.2 * np.median(reference, axis=0)
-    pq = model.muscle_names.index("PQ")
-    astray[:, pq] = False  # PQ's lengths span 22 to 38 mm with pronation, smoothly
-    assert dict(zip(model.muscle_names, astray.sum(axis=0).tolist())) == {"ECRL": 3, "LAT2": 1, "PQ": 0}
+    astray[:, model.muscle_names.index("PQ")] = False  # its lengths span 22 to 38 mm with pronation, smoothly
+    assert dict(zip(model.muscle_names, astray.sum(axis=0).tolist())) == {"ECRL": 3, "LAT2": 1, "PQ": 0, "FCR": 0}
     np.testing.assert_array_equal(np.asarray(status.plausible[:-1]), ~astray)
     k = model.muscle_names.index("ECRL")
     np.testing.assert_allclose(lengths[-1, k], 0.570014285381491, atol=TOL_LENGTH, rtol=0)

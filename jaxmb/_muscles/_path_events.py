@@ -146,9 +146,9 @@ class PathStatus(eqx.Module):
       points that solve its tangency equations (residuals at most 1e-3): False where an
       iteration stopped at its cap or went astray.
     - `plausible`: the length is finite, and the wraps lengthen the straight path through
-      the active points by no less than 0 (0.5 mm with several wraps) and no more than a
-      full turn (2π times the wrap's `turn_radius`) plus a diameter per engaged wrap, no
-      one wrap the segment it replaced by more than twice its own.
+      the active points by no less than 0 (-0.5 mm with several wraps) and no more than two
+      full turns (2π times the wrap's `turn_radius`) plus two diameters per engaged wrap,
+      no one wrap the segment it replaced by more than its own two turns and diameters.
     - `ok`: all three.
     """
 
@@ -202,17 +202,19 @@ def path_status(model: Model, q: RealLike) -> PathStatus:
     Plausibility: a wrap replaces the straight segment ``p_a p_b`` by tangent lines and a
     surface path, so it can only lengthen the path, and OpenSim's wraps turn the path less
     than once about the object (wrap angles below 2π), so a wrap about an object of largest
-    turning radius ``ρ`` (`AbstractWrapObject.turn_radius`) adds about at most a turn
-    ``2πρ`` and a diameter for the tangent lines. Flagged: a path shorter than the straight
-    path through its active points (by more than round-off, or with several wraps by more
-    than the 0.5 mm to which OpenSim's passes make such a length consistent: its straight
-    segments keep the first pass's tangent points), one longer by more than ``Σ (2π + 2) ρ`` over its
-    engaged wraps, and one where a single wrap lengthens the segment it replaced by more
-    than twice its own ``(2π + 2) ρ`` (a wrap gone astray that the sum hides behind the
-    others' slack: MoBL-ARMS's ECRL, whose torus's inner cylinder is forced round by a
-    segment passing 0.1 m off the torus, in OpenSim 4.6 too). A heuristic bound, not a
-    theorem: it separates the failures (decimetres to metres) from wrapped paths
-    (centimetres).
+    turning radius ``ρ`` (`AbstractWrapObject.turn_radius`) adds about a turn ``2πρ`` and
+    a diameter for the tangent lines at most, where its segment passes the object; twice
+    that, ``a = 2 (2π + 2) ρ``, leaves room for OpenSim's torus, whose inner cylinder also
+    wraps segments passing beside the tube (MoBL-ARMS's FCR: up to 1.4 turns and
+    diameters). Flagged: a path shorter than the straight path through its active points
+    (by more than round-off, or with several wraps by more than the 0.5 mm to which
+    OpenSim's passes make such a length consistent: its straight segments keep the first
+    pass's tangent points), one longer by more than ``Σ a`` over its engaged wraps, and
+    one where a single wrap lengthens the segment it replaced by more than its own ``a``
+    (a wrap gone astray that the sum hides behind the others' slack: MoBL-ARMS's ECRL,
+    whose torus's inner cylinder is forced round by a segment passing 0.1 m off the torus,
+    in OpenSim 4.6 too). A heuristic bound, not a theorem: it separates the failures
+    (decimetres to metres) from wrapped paths (centimetres).
 
     Not reported: OpenSim's torus search (its circle point) stopping short of the root
     of its residual, which `WrapTorus(search="converged")` avoids.
@@ -256,11 +258,11 @@ def _path_status(model: Model, q) -> PathStatus:
             for i, k in enumerate(ks):
                 for s_, w in enumerate(model.muscles[k].wraps):
                     rho = rho.at[i, s_].set(w.turn_radius(dt))
-            allowance = (2.0 * jnp.pi + 2.0) * rho  # a turn and a diameter
+            allowance = 2.0 * (2.0 * jnp.pi + 2.0) * rho  # two turns and two diameters
             ok = ok & (length - straight <= jnp.sum(jnp.where(r.engaged, allowance, 0.0), axis=1) + tol)
             used, pa, pb, r1, r2 = _last_records(r)
             excess = norm(pa - r1) + r.wrap_len + norm(r2 - pb) - norm(pb - pa)
-            ok = ok & jnp.all(~used | (excess <= 2.0 * allowance + 1e-9 * (1.0 + norm(pb - pa))), axis=1)
+            ok = ok & jnp.all(~used | (excess <= allowance + 1e-9 * (1.0 + norm(pb - pa))), axis=1)
             tangent[-1] = jnp.all(_tangency(lay, r, dt) <= TANGENCY_TOLERANCE, axis=1)
         plaus.append(ok)
         conv.append(r.converged)

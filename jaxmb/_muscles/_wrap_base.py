@@ -116,7 +116,7 @@ class AbstractWrapObject(eqx.Module):
     @abc.abstractmethod
     def turn_radius(self, dtype) -> Float[Array, ""]:
         """The largest radius (m) a path turns about on this object (`jaxmb.path_status`
-        bounds the length a wrap may add by a full turn about it)."""
+        bounds the length a wrap may add by two turns and two diameters about it)."""
 
     @abc.abstractmethod
     def algorithm(self, n_wraps: int) -> WrapAlgorithm:
