@@ -406,7 +406,7 @@ def test_an_unusable_compilation_cache_is_a_one_line_error(tmp_path, capsys):
 OPENSIM = pathlib.Path(__file__).resolve().parent / "data" / "opensim"
 
 
-def test_fit_paths_does_what_opensims_fitter_does_and_static_optimization_takes_its_paths(tmp_path):
+def test_fit_paths_does_what_opensims_fitter_does_and_static_optimization_takes_its_paths(tmp_path, capsys):
     """`jaxmb fit-paths` around the motion OpenSim's PolynomialPathFitter was given for
     tests/data/opensim/arm26_function_paths.osim (101 frames, 10 samples per frame, orders up
     to 5): the same orders, and at the motion's frames lengths within 1 mm and moment arms
@@ -421,6 +421,9 @@ def test_fit_paths_does_what_opensims_fitter_does_and_static_optimization_takes_
     jaxmb.io.write_storage(tmp_path / "reference.sto", jaxmb.io.MotionData(t, labels, q))
     fit = ["--samples-per-frame", "10", "--max-order", "5", "--compile-cache", "none"]
     assert main(["fit-paths", str(ARM26), str(tmp_path / "reference.sto"), "--out", str(tmp_path / "a"), *fit]) == 0
+    said = capsys.readouterr().out
+    assert "and arm26_path_fit.csv (6 paths, 1111 states" in said
+    assert "0 path-samples left out where the geometry failed (path_status)" in said
     mine = jaxmb.load_osim(ARM26, function_paths=tmp_path / "a" / "arm26_FunctionBasedPathSet.xml")
     theirs = jaxmb.load_osim(OPENSIM / "arm26_function_paths.osim")
     geometric = jaxmb.load_osim(ARM26)

@@ -98,14 +98,17 @@ def fit_paths(args) -> int:
                                              name="coordinate values sampled"))
         with open(out / f"{name}_path_fit.csv", "w") as f:
             f.write("path,order,samples,outliers,length_rms_m,length_max_m,moment_arm_rms_m,moment_arm_max_m\n")
-            for k, name in enumerate(fit.names):
-                f.write(f"{name},{fit.orders[k]},{fit.samples[k]},{fit.outliers[k]},{fit.length_rms[k]:.6e},"
+            for k, path_name in enumerate(fit.names):
+                f.write(f"{path_name},{fit.orders[k]},{fit.samples[k]},{fit.outliers[k]},{fit.length_rms[k]:.6e},"
                         f"{fit.length_max[k]:.6e},{fit.moment_arm_rms[k]:.6e},{fit.moment_arm_max[k]:.6e}\n")
     met = np.sum((fit.length_rms <= args.length_tolerance) & (fit.moment_arm_rms <= args.moment_arm_tolerance))
     worst = int(np.argmax(fit.length_rms))
+    # Path-samples where the geometry failed (`path_status`) are in neither count.
+    failed = len(fit.names) * samples.shape[0] - int(fit.samples.sum()) - int(fit.outliers.sum())
     print(f"wrote {path_set} and {name}_path_fit.csv ({len(fit.names)} paths, {samples.shape[0]} states "
-          f"around {q.shape[0]} frames); {met} paths meet both tolerances; {int(fit.outliers.sum())} samples "
-          f"left out as outliers; largest RMS length error "
+          f"around {q.shape[0]} frames); {met} paths meet both tolerances; {failed} path-samples left out "
+          f"where the geometry failed (path_status), {int(fit.outliers.sum())} as outliers; largest RMS "
+          f"length error "
           f"{fit.length_rms[worst] * 1e3:.3g} mm ({fit.names[worst]})")
     print(f"compilation cache: {cache.describe(args.compile_cache)}")
     return 0
