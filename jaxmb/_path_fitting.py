@@ -200,6 +200,10 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
         if not J:
             raise ValueError(f"fit_function_paths: path {muscle.name!r} spans no coordinate; its length is constant.")
         keep = ok[:, k].copy()  # the states where the path resolved (`path_status`)
+        if not keep.any():
+            raise ValueError(f"fit_function_paths: path {muscle.name!r} failed at every sample state "
+                             "(jaxmb.path_status: its wraps gone astray or its length implausible); sample "
+                             "states where its geometry resolves, or check its wrap objects.")
         fit = _fit_one(muscle.name, q[:, J], lengths[:, k], -R[:, J, k], keep, max_order, length_tolerance,
                        moment_arm_tolerance)
         for _ in range(_OUTLIER_ROUNDS if reject_outliers else 0):

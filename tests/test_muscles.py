@@ -368,6 +368,15 @@ def test_path_status_flags_implausible_lengths_under_vmap():
     assert float(jnp.max(jnp.where(engaged, lengths[:, 1], 0.0))) > 1.0  # metres: the case it catches
 
 
+def test_fitting_a_path_that_failed_at_every_sample_names_path_status():
+    """`fit_function_paths` refuses a path whose geometry failed (`path_status`) at every
+    sample state, naming it, instead of "0 sample states cannot fit"."""
+    model = _arm({"long": _ScaledSphere(WRAPS["sphere"], 300.0)})
+    q = jnp.stack([jnp.linspace(-0.8, 0.8, 12), jnp.linspace(1.8, 2.0, 12)], axis=1)  # the sphere wraps at all
+    with pytest.raises(ValueError, match="path 'long' failed at every sample state .*path_status"):
+        mb.fit_function_paths(model, q, max_order=2)
+
+
 class _OffSurfaceSphere(_ScaledSphere):
     """A sphere whose tangent points lie 1 % outside it: a wrap whose iteration stopped
     short of the tangency equations (as an ellipsoid Gauss-Newton stopped at its cap)."""

@@ -117,10 +117,9 @@ def _per_wrap(lay: Layout, r: Resolved, dt, hook: str, fn, fill):
             f = getattr(algorithm, hook)
             if f is None:
                 continue
-            local = lambda x, R, o: (x - o) @ R  # noqa: E731
-            value = jax.vmap(lambda a, b, c, d, R, o, p, ax, sg: fn(
-                f, local(a, R, o), local(b, R, o), local(c, R, o), local(d, R, o), p, ax, sg))(
-                pa[ks, s], pb[ks, s], r1[ks, s], r2[ks, s], rot, org, prm, jnp.asarray(axis), jnp.asarray(sign))
+            value = jax.vmap(lambda x, R, o, p, ax, sg: fn(f, *((x - o[None]) @ R), p, ax, sg))(
+                jnp.stack([pa[ks, s], pb[ks, s], r1[ks, s], r2[ks, s]], axis=1), rot, org, prm, jnp.asarray(axis),
+                jnp.asarray(sign))
             out = out.at[ks, s].set(jnp.where(used[ks, s], value, fill))
     return out
 
@@ -254,10 +253,8 @@ def _path_status(model: Model, q) -> PathStatus:
         ok = jnp.isfinite(length) & (length - straight >= -(tol + slack))
         tangent.append(jnp.ones(lay.K, bool))
         if lay.W > 0:
-            rho = jnp.zeros((lay.K, lay.W), dt)
-            for i, k in enumerate(ks):
-                for s_, w in enumerate(model.muscles[k].wraps):
-                    rho = rho.at[i, s_].set(w.turn_radius(dt))
+            rho = jnp.stack([jnp.stack([w.turn_radius(dt) for w in model.muscles[k].wraps]
+                                       + [jnp.zeros((), dt)] * (lay.W - len(model.muscles[k].wraps))) for k in ks])
             allowance = 2.0 * (2.0 * jnp.pi + 2.0) * rho  # two turns and two diameters
             ok = ok & (length - straight <= jnp.sum(jnp.where(r.engaged, allowance, 0.0), axis=1) + tol)
             used, pa, pb, r1, r2 = _last_records(r)
