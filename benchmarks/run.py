@@ -5,7 +5,8 @@
 
 Each script writes ``benchmarks/results/<name>.json`` and ``<name>.md``; this command
 also writes ``benchmarks/results/headline.md`` and puts the same table between the
-``headline`` markers of benchmarks/README.md (``--no-readme`` leaves the README alone).
+``headline`` markers of benchmarks/README.md and of the repository's README.md
+(``--no-readme`` leaves both alone).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from benchmarks import _harness as H  # noqa: E402  (sets XLA flags and x64 befo
 
 SCRIPTS = ("dynamics", "closed_chains", "muscles", "gradients", "batches")
 README = H.ROOT / "benchmarks" / "README.md"
+READMES = (README, H.ROOT / "README.md")  # one table, the same in both, never edited by hand
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 
 
@@ -46,7 +48,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="each script's smoke configuration (minutes, not hours)")
     p.add_argument("--only", help=f"comma-separated subset of {','.join(SCRIPTS)}")
-    p.add_argument("--no-readme", action="store_true", help="do not rewrite benchmarks/README.md's headline table")
+    p.add_argument("--no-readme", action="store_true", help="do not rewrite the READMEs' headline tables")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
     names = tuple(a.only.split(",")) if a.only else SCRIPTS
@@ -63,8 +65,9 @@ def main(argv=None):
     (Path(a.out_dir) / "headline.md").write_text(table + "\n")
     print("\n" + table)
     if not a.no_readme:
-        update_readme(table)
-        print(f"\nupdated {README.relative_to(H.ROOT)}")
+        for path in READMES:
+            update_readme(table, path)
+            print(f"updated {path.relative_to(H.ROOT)}")
 
 
 if __name__ == "__main__":

@@ -228,6 +228,20 @@ def test_run_writes_the_headline_between_the_readme_markers(bench, tmp_path):
     assert "old" not in text and "| w | 1 | 2 | bench_dynamics.py |" in text and text.endswith(f"{run.END}\nafter\n")
 
 
+def test_both_readmes_hold_the_same_generated_headline_table():
+    """The repository's README shows the table `python -m benchmarks` writes, not figures
+    edited by hand: the text between its headline markers is benchmarks/README.md's."""
+    from benchmarks import run
+
+    def table(path):
+        text = path.read_text()
+        return text[text.index(run.START):text.index(run.END)]
+
+    first, *others = (table(path) for path in run.READMES)
+    assert len(run.READMES) == 2 and "| what | jaxmb |" in first
+    assert all(other == first for other in others)
+
+
 def test_the_shoulder_section_reads_the_studys_shoulder(bench, shared_dir):
     from benchmarks import _shoulder
 
