@@ -36,6 +36,7 @@ from ._kinematics import body_transforms, has_loops, joint_gradients, joint_valu
 from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _path_twist_jacobian
 from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
 from ._model import Model
+from ._model_checks import require_mass
 from ._point_kinematics import angular_jacobians, body_angular_velocities
 from ._batching import batches_in_chunks
 from ._rigid_body import _joint_space_crba, _joint_space_rnea, _joint_space_terms, _projected_terms, _projects
@@ -342,8 +343,10 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
     not finite: this call is the hot path of `jaxmb.simulate`, which reports such a state
     as ``RESULTS.singular_mass_matrix`` rather than paying a check on every call. The
     structural causes (a massless end body, no inertia about a joint axis, a coordinate
-    no joint reads) are refused when the model is built.
+    no joint reads) are refused when the model is built, and a model in which no body
+    has mass (a kinematic model) by this call, with a [`jaxmb.ModelError`][jaxmb.ModelError].
     """
+    require_mass(model, "forward_dynamics")
     q = coordinate_vector(model, q, "forward_dynamics", "q")
     qd = coordinate_vector(model, qd, "forward_dynamics", "qd", dtype=q.dtype)
     tau = jnp.zeros_like(q) if tau is None else coordinate_vector(model, tau, "forward_dynamics", "tau", dtype=q.dtype)

@@ -76,11 +76,33 @@ def _np_rotation(axis, angle):
     return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
 
 
+def is_kinematic(model: "Model") -> bool:
+    """Whether no body of `model` has mass: a kinematic model, such as OpenSim's wrist model
+    (Gonzalez et al. 1997), built for muscle geometry and moment arms. Its kinematics,
+    muscle paths, mass matrix (zero) and inverse dynamics are defined; its forward
+    dynamics are not (`require_mass`). False when the masses are traced."""
+    masses = _concrete(*(b.mass for b in model.bodies))
+    return masses is not None and not any(float(m) > 0.0 for m in masses)
+
+
+def require_mass(model: "Model", caller: str):
+    """Raise `ModelError` where `model` is kinematic (`is_kinematic`) and `caller` needs
+    ``M(q)⁻¹``: its mass matrix is zero, so accelerations are undefined."""
+    if is_kinematic(model):
+        raise ModelError(
+            f"{caller}: no body of Model {model.name!r} has mass (a kinematic model, such as one built "
+            "for muscle moment arms), so M(q) = 0 and its accelerations are undefined. Its kinematics, "
+            "muscle geometry and inverse dynamics work; to simulate it, give its bodies mass and inertia."
+        )
+
+
 def _check_regular(model: "Model"):
     """Structural causes of a singular mass matrix, found with NumPy at build time (no
     compilation): a coordinate that no joint function reads, a moving subtree without
     mass, and a revolute joint whose moving subtree has no inertia about its axis at the
-    default pose. Skipped when the model's parameters are traced."""
+    default pose. The mass checks are skipped when the model's parameters are traced,
+    and for a kinematic model (no body has mass: `is_kinematic`), whose forward dynamics
+    are refused at the call instead (`require_mass`)."""
     reads = [set(j.function.coordinate_indices()) for j in model.joints]
     for k, name in enumerate(model.coordinate_names):
         if not any(k in r for r in reads):
@@ -90,8 +112,8 @@ def _check_regular(model: "Model"):
                 "a joint with it (e.g. Coordinate(index))."
             )
     inertial = _concrete(*(x for b in model.bodies for x in (b.mass, b.com, b.inertia)))
-    if inertial is None:
-        return
+    if inertial is None or not any(float(m) > 0.0 for m in inertial[0::3]):
+        return  # traced, or a kinematic model (no body has mass: `require_mass`)
     mass = inertial[0::3]
     com = inertial[1::3]
     inertia = inertial[2::3]

@@ -21,6 +21,7 @@ from ._loop_closure import RESULT_MESSAGES, SUCCESS, LoopClosureError
 from ._control import AbstractController
 from ._dynamics import Method
 from ._model import Model
+from ._model_checks import require_mass
 from ._results import RESULTS
 from ._solvers import _solver_by_name, _TracedOnce
 from ._simulate_state import (
@@ -333,7 +334,11 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     with `throw` it raises `LoopClosureError` naming the loop, otherwise
     ``.success`` is False and ``.loop_results``, ``.t_end``, ``.q_end`` say which loop
     and where.
+
+    A model in which no body has mass (a kinematic model, built for muscle geometry)
+    has no accelerations: it is refused with a `ModelError` at the call.
     """
+    require_mass(model, "simulate")
     q0 = coordinate_vector(model, q0, "simulate", "q0")
     qd0 = coordinate_vector(model, qd0, "simulate", "qd0", dtype=q0.dtype)
     _finite_argument(q0, "q0")

@@ -194,6 +194,32 @@ def test_massless_end_body_with_its_own_coordinate_is_refused():
     assert b.build().nq == 2
 
 
+def test_a_model_without_any_mass_is_kinematic_its_forward_dynamics_refused_at_the_call():
+    """No body has mass (a model built for moment arms, as OpenSim's wrist model): it
+    builds, its kinematics and inverse dynamics are defined (M = 0, tau = 0 without
+    gravity's pull on anything), and what needs M⁻¹ names the model and the fix."""
+    b = mb.ModelBuilder("linkage")
+    for c in ("a", "b"):
+        b.add_coordinate(c)
+    b.add_body(mb.Body.virtual("upper"))
+    b.add_joint(_rev("shoulder", "ground", "upper"))
+    b.add_body(mb.Body.virtual("lower"))
+    b.add_joint(mb.revolute("elbow", "upper", "lower", (0, 0, 1.0), mb.Coordinate(1), offset=(0, -1.0, 0)))
+    m = b.build()
+    x, v = jnp.array([0.3, -0.2]), jnp.array([1.0, 2.0])
+    assert float(jnp.abs(mb.mass_matrix(m, x)).max()) == 0.0
+    assert float(jnp.abs(mb.inverse_dynamics(m, x, v, v)).max()) == 0.0
+    assert mb.body_transforms(m, x).shape == (2, 4, 4)
+    for call, name in ((lambda: mb.forward_dynamics(m, x, v), "forward_dynamics"),
+                       (lambda: mb.simulate(m, x, v, 1.0), "simulate")):
+        with pytest.raises(mb.ModelError, match=f"{name}: no body of Model 'linkage' has mass.*give its bodies mass"):
+            call()
+    # One body with mass makes it a dynamic model again, checked as one at build time.
+    with pytest.raises(mb.ModelError, match="body 'hand' and the bodies it carries have no mass"):
+        _arm(coords=("q", "w"), end=mb.Body.virtual("hand"),
+             extra=mb.revolute("wrist", "upper", "hand", (0, 0, 1.0), mb.Coordinate(1)))
+
+
 def test_revolute_joint_without_inertia_about_its_axis_is_refused():
     # A point mass on the axis of the wrist (the axis passes through the hand's origin).
     point = mb.Body("hand", 0.5, com=(0.0, 0.0, 0.3))

@@ -20,6 +20,7 @@ import re
 import time
 import warnings
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.test_util import check_grads
@@ -179,6 +180,31 @@ def test_arm26_with_muscles_loads():
     ref = np.load(REFERENCE / "arm26.npz") if (REFERENCE / "arm26.npz").exists() else None
     if ref is not None:
         assert model.muscle_names == tuple(ref["muscle_names"])
+
+
+def test_a_model_without_mass_loads_as_a_kinematic_model(tmp_path):
+    """A model in which no body has mass (as OpenSim's wrist model, Gonzalez et al. 1997,
+    built for moment arms) loads with a note saying so; its muscle paths are arm26's
+    (mass does not enter them), and the calls that need M(q)⁻¹ refuse it by name."""
+    text = re.sub(r"<mass>[^<]*</mass>", "<mass>0</mass>", (DATA / "arm26.osim").read_text())
+    text = re.sub(r"<inertia>[^<]*</inertia>", "<inertia>0 0 0 0 0 0</inertia>", text)
+    path = tmp_path / "arm26_massless.osim"
+    path.write_text(text)
+    with pytest.warns(UserWarning, match=r"arm26_massless.osim:\d+: no body has mass: a kinematic model"):
+        kinematic = mb.load_osim(path)
+    model = mb.load_osim(DATA / "arm26.osim")
+    assert kinematic.muscle_names == model.muscle_names
+    # The muscle without wraps (a small program; the wraps read no mass either).
+    plain = [m.name for m in model.muscles if not m.wraps]
+    qs = jnp.array([[0.1, 0.5], [-0.4, 1.9], [1.2, 0.05]])
+    lengths = jax.jit(jax.vmap(lambda m, q: mb.muscle_lengths(m, q), in_axes=(None, 0)))
+    a, b = (lengths(eqx.tree_at(lambda x: x.muscles, m, tuple(u for u in m.muscles if u.name in plain)), qs)
+            for m in (kinematic, model))
+    assert plain == ["BICshort"] and a.shape == (3, 1)
+    np.testing.assert_array_equal(a, b)
+    assert float(jnp.abs(mb.mass_matrix(kinematic, qs[0])).max()) == 0.0
+    with pytest.raises(mb.ModelError, match="forward_dynamics: no body of Model 'arm26' has mass"):
+        mb.forward_dynamics(kinematic, qs[0], jnp.zeros(2))
 
 
 # ---------------------------------------------------------------------------

@@ -51,10 +51,11 @@ from typing import Any
 import equinox as eqx
 import numpy as np
 
-from .._errors import ModelError
+from .._errors import ModelError, warn
 from .._forces import Ligament
 from .._functions import AbstractJointFunction
 from .._model import Model
+from .._model_checks import is_kinematic
 from .._muscles import check_path_force_route, Muscle
 from .._muscles._geometry import WRAP_GEOMETRIES, with_wrap_geometry
 from ._osim_actuators import parse_force_elements
@@ -321,6 +322,9 @@ class _Importer(_JointReader):
             )
         except ModelError as exc:
             raise ModelError(f"{self.where(model_el)}: {exc}") from None
+        if is_kinematic(model):
+            warn(f"{self.where(model_el)}: no body has mass: a kinematic model (kinematics, muscle paths "
+                 "and moment arms work; forward dynamics and simulations are refused).")
         # Muscles index bodies in the model's (parents-first) order, known only now.
         muscles = self.muscles(model_el, functions, model.body_names)
         forces = parse_force_elements(self, model_el, functions, model) if self.read_muscles else ()
