@@ -245,6 +245,7 @@ class Reference:
             st = osim.State(s)
             st.setQ(osim.Vector(self.nq, 0.0))
             st.setU(osim.Vector(self.nu, 0.0))
+            c.setLocked(st, False)  # a locked coordinate keeps its value through setValue
             c.setValue(st, 0.123, False)
             c.setSpeedValue(st, 0.456)
             (qi,) = np.nonzero(_vec(st.getQ()))[0]

@@ -9,7 +9,9 @@ Prints, per muscle, max |L - L_OpenSim| over the sweep states, max |R - R_FD| ov
 sweep states where `sweep_fd_smooth` (R about the swept coordinate), and max |R - R_FD|
 over the random states (every coordinate, where `random_fd_smooth`). R is the
 closed form (`mb.muscle_lengths_and_moment_arms`), R_FD OpenSim's -dL/dq by central
-differences. `--muscles` keeps only those muscles (a smaller graph to compile).
+differences. `--muscles` keeps only those muscles (a smaller graph to compile);
+`--wrap-geometry converged` compares load_osim's default geometry instead of OpenSim's
+iterates (docs/opensim-parity.md, "Converged wrap geometry").
 """
 
 import argparse
@@ -31,10 +33,13 @@ def main(argv=None):
     ap.add_argument("model")
     ap.add_argument("reference")
     ap.add_argument("--muscles", default="", help="comma-separated muscle names (default: all)")
+    ap.add_argument("--wrap-geometry", default="opensim", choices=("opensim", "converged"),
+                    help="load_osim's wrap_geometry: OpenSim's iterates (default, as the parity tests) or "
+                         "the converged geometry (load_osim's own default)")
     args = ap.parse_args(argv)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = mb.load_osim(args.model)
+        model = mb.load_osim(args.model, wrap_geometry=args.wrap_geometry)
     d = np.load(args.reference)
     names = list(d["muscle_names"])
     if args.muscles:
