@@ -429,6 +429,24 @@ def test_broken_corpus_is_large_and_its_baseline_loads():
     assert model.coordinate_names == ("q1", "q2")
 
 
+@pytest.mark.parametrize("name, skipped", [
+    ("valid_with_contact.osim", r"contact geometry is not modelled; skipped 1: ContactSphere 'heel'\. Simulations"),
+    ("valid_with_controller.osim", r"controllers are not modelled; skipped 1: PrescribedController 'ctrl'\. Apply"),
+])
+def test_contact_geometry_and_controllers_are_skipped_with_a_warning_naming_them(name, skipped):
+    """A floor, foot spheres or a controller do not stop a model from loading for its
+    kinematics, muscles and inverse dynamics (which use none of them); the warning names
+    each object skipped, and the contact forces are named with the ForceSet's skipped forces."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = mb.load_osim(BROKEN / name)
+    messages = [str(w.message) for w in caught]
+    assert any(re.search(rf"{name}:\d+: " + skipped, m) for m in messages), messages
+    if name == "valid_with_contact.osim":
+        assert any("skipped 1: 1 HuntCrossleyForce (heel_floor)" in m for m in messages), messages
+    assert model.coordinate_names == ("q1", "q2") and model.forces == ()
+
+
 @pytest.mark.parametrize("name", BROKEN_FILES)
 def test_broken_file_raises_naming_the_element(name):
     path = BROKEN / name

@@ -302,10 +302,10 @@ class _Importer(_JointReader):
         coords, joint_specs = self.read_joints(sections.get("JointSet"), bodies)
         couplers = self.read_constraints(sections.get("ConstraintSet"), coords)
         self.lock(coords, couplers)
-        self.check_empty(sections, "ContactGeometrySet", "contact geometry (and the forces "
-                                                         "that use it) is not supported")
-        self.check_empty(sections, "ControllerSet", "controllers are not supported; apply "
-                                                    "controls through jaxmb instead")
+        self.skip_set(sections.get("ContactGeometrySet"), "contact geometry is",
+                      "Simulations of this model have no contact (the ForceSet's contact forces are skipped too).")
+        self.skip_set(sections.get("ControllerSet"), "controllers are",
+                      "Apply controls through jaxmb (a controller of jaxmb.control, or tau).")
         self.check_component_set(sections.get("ComponentSet"))
 
         functions, kinds = self.coordinate_functions(coords, couplers)
@@ -379,13 +379,15 @@ class _Importer(_JointReader):
             self.fail(model_el, "the model has no <JointSet>.")
         return sections
 
-    def check_empty(self, sections, tag, reason):
-        el = sections.get(tag)
-        if el is None:
-            return
-        objs = self.set_objects(el)
+    def skip_set(self, el, what: str, consequence: str):
+        """Skip the objects of a set jaxmb does not model (contact geometry, controllers)
+        with one warning naming each, so that the model still loads for its kinematics,
+        muscles and inverse dynamics (which use neither); `consequence` says what a
+        simulation of it lacks."""
+        objs = [] if el is None else self.set_objects(el)
         if objs:
-            self.fail(objs[0], f"{reason} (jaxmb's .osim importer supports only an empty <{tag}>).")
+            names = ", ".join(f"{o.tag} {o.get('name', '')!r}" for o in objs)
+            warn(f"{self.where(el)}: {what} not modelled; skipped {len(objs)}: {names}. {consequence}")
 
     def check_component_set(self, el):
         if el is None:

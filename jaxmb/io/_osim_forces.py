@@ -27,6 +27,8 @@ Other forces are not read. Every one of them is listed by name in one
   SpringGeneralizedForce, ActivationCoordinateActuator, BodyActuator, PointToPointActuator.
 * Path forces without muscle parameters (``PATH_FORCES``): PathSpring,
   ClutchedPathSpring, PathActuator; readable with `parse_paths`.
+* Contact forces (``CONTACT_FORCES``): HuntCrossleyForce, ElasticFoundationForce,
+  SmoothSphereHalfSpaceForce, skipped with the ContactGeometrySet they act between.
 
 Disabled muscles (``appliesForce``/``isDisabled``) are still read: their
 geometry is valid. Anything else in the ForceSet raises [`jaxmb.ModelError`][jaxmb.ModelError]
@@ -59,6 +61,8 @@ FORCE_ELEMENTS = (  # read by jaxmb.io._osim_actuators into model.forces
     "PointToPointSpring", "BushingForce", "ExpressionBasedCoordinateForce",
 )
 SKIPPED_FORCES = ("SpringGeneralizedForce", "ActivationCoordinateActuator", "BodyActuator", "PointToPointActuator")
+# Forces between the ContactGeometrySet's objects, which are skipped too (`_osim._Importer.skip_set`).
+CONTACT_FORCES = ("HuntCrossleyForce", "ElasticFoundationForce", "SmoothSphereHalfSpaceForce")
 PATH_FORCES = ("PathSpring", "ClutchedPathSpring", "PathActuator")
 _PARAMS = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
            "pennation_angle_at_optimal", "max_contraction_velocity")
@@ -203,7 +207,7 @@ def parse_muscles(xml: XmlReader, model_el: ET.Element,
     for f in xml.set_objects(forceset):
         if f.tag in FORCE_ELEMENTS:
             continue
-        if f.tag in SKIPPED_FORCES or f.tag in PATH_FORCES:
+        if f.tag in SKIPPED_FORCES or f.tag in PATH_FORCES or f.tag in CONTACT_FORCES:
             skipped.setdefault(f.tag, []).append(f.get("name", ""))
             continue
         if f.tag not in MUSCLE_TYPES:
