@@ -81,8 +81,11 @@ def is_kinematic(model: "Model") -> bool:
     (Gonzalez et al. 1997), built for muscle geometry and moment arms. Its kinematics,
     muscle paths, mass matrix (zero) and inverse dynamics are defined; its forward
     dynamics are not (`require_mass`). False when the masses are traced."""
-    masses = _concrete(*(b.mass for b in model.bodies))
-    return masses is not None and not any(float(m) > 0.0 for m in masses)
+    for body in model.bodies:  # one conversion for most models: the first body has mass
+        mass = _concrete(body.mass)
+        if mass is None or float(mass[0]) > 0.0:
+            return False
+    return True
 
 
 def require_mass(model: "Model", caller: str):
