@@ -66,6 +66,31 @@ def ball_and_free():
     return b.build()
 
 
+def walker_knee():
+    """A thigh and a shank joined as OpenSim's ``walker_knee`` CustomJoint is: three
+    rotations about x, z and y and a translation along y, the last three cubic splines of
+    the one knee angle, chained through massless links. The shape where OpenSim 4.6's
+    velocity terms leave its own Lagrangian (docs/opensim-parity.md)."""
+    b = mb.ModelBuilder("walker_knee", gravity=(0.0, -9.81, 0.0))
+    hip = b.add_coordinate("hip")
+    knee = b.add_coordinate("knee")
+    x = jnp.linspace(0.0, 2.1, 13)
+    b.add_body(mb.Body("femur", 8.0, (0.0, -0.17, 0.0), _inertia(21)))
+    for name in ("knee_r1", "knee_r2", "knee_t"):
+        b.add_body(mb.Body.virtual(name))
+    b.add_body(mb.Body("tibia", 3.5, (0.0, -0.19, 0.01), _inertia(22)))
+    b.add_joint(mb.revolute("hip", "ground", "femur", (0.0, 0.0, 1.0), mb.Coordinate(hip), offset=(0.0, 1.0, 0.0)))
+    b.add_joint(mb.revolute("knee_x", "femur", "knee_r1", (1.0, 0.0, 0.0), mb.Coordinate(knee),
+                            offset=(0.0, -0.4, 0.0)))
+    b.add_joint(mb.revolute("knee_z", "knee_r1", "knee_r2", (0.0, 0.0, 1.0),
+                            mb.CubicSpline.fit(knee, x, 0.035 * jnp.sin(1.5 * x), "not-a-knot-fmm")))
+    b.add_joint(mb.prismatic("knee_ty", "knee_r2", "knee_t", (0.0, 1.0, 0.0),
+                             mb.CubicSpline.fit(knee, x, 0.007 * (1.0 - jnp.cos(x)), "not-a-knot-fmm")))
+    b.add_joint(mb.revolute("knee_y", "knee_t", "tibia", (0.0, 1.0, 0.0),
+                            mb.CubicSpline.fit(knee, x, 0.26 * (1.0 - jnp.exp(-2.0 * x)), "not-a-knot-fmm")))
+    return b.build()
+
+
 def all_models():
     return {
         "double_pendulum": mb.models.double_pendulum(),
@@ -73,6 +98,7 @@ def all_models():
         "planar_chain_4": mb.models.planar_chain(4),
         "knee_like_tree": knee_like_tree(),
         "ball_and_free": ball_and_free(),
+        "walker_knee": walker_knee(),
     }
 
 

@@ -15,7 +15,7 @@ from assertions import assert_tree_allclose
 from models_for_tests import all_models, random_state
 
 MODELS = all_models()
-SEED_ROUTE_MODELS = ["double_pendulum", "three_link_arm_spring", "planar_chain_4", "knee_like_tree"]
+SEED_ROUTE_MODELS = ["double_pendulum", "three_link_arm_spring", "planar_chain_4", "knee_like_tree", "walker_knee"]
 TOL = 1e-10  # norm-wise relative agreement of routes (float64, exact maths)
 
 # Jitted entry points: one compilation per (model structure, method) instead of slow
