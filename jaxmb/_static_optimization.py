@@ -7,9 +7,10 @@ At every frame the muscles' activations ``a`` and the actuators' controls ``u`` 
     R(q) (a ⊙ F_A(q, q') + F_P(q, q')) + Q_act(q) u = τ_ID(q, q', q''),   lo ≤ (a, u) ≤ hi,
 
 with ``R = -dL/dq`` the moment arms (or the frozen path's, `moment_arms`), ``F_A`` the active fibre force along the tendon at
-full activation with a rigid tendon (OpenSim's ``calcInextensibleTendonActiveFiberForce``:
-force-length at the fibre length, force-velocity at the fibre velocity the path's
-lengthening speed gives), ``F_P`` the passive fibre force along the tendon (0 unless
+full activation with a rigid tendon (force-length at the fibre length, force-velocity at
+the fibre velocity the path's lengthening speed gives: OpenSim's
+``calcInextensibleTendonActiveFiberForce`` for Thelen's muscle; OpenSim's for every model
+with `active_force`), ``F_P`` the passive fibre force along the tendon (0 unless
 asked: OpenSim 4.6 overrides the whole muscle force by ``a F_A``), ``Q_act`` the
 generalized force of each actuator per unit control and ``τ_ID`` the inverse dynamics of
 the motion with its external loads ([`jaxmb.inverse_dynamics_motion`][jaxmb.inverse_dynamics_motion]).
@@ -39,7 +40,7 @@ from ._errors import ModelError
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
 from ._motion import _external_generalized_force, _spec, ExternalForce, motion_coordinates
 from ._dynamics import inverse_dynamics
-from ._muscles import check_path_force_route, muscle_lengths_and_moment_arms, musculotendon_states
+from ._muscles import ACTIVE_FORCES, check_path_force_route, muscle_lengths_and_moment_arms, rigid_tendon_forces
 from ._results import RESULTS
 from ._signal import opensim_states_operators
 from ._static_optimization_matching import MATCHING, matching_problem
@@ -241,7 +242,7 @@ def _frame_torque(model, specs, qi, qdi, qddi, si):
 
 
 @eqx.filter_jit
-def _problems(model, extra, specs, q, qd, qdd, samples, passive, method):
+def _problems(model, extra, specs, q, qd, qdd, samples, passive, method, active_force):
     """Per frame: ``τ_ID``, the constraint matrix ``B`` (nq, n), its right side
     ``τ_ID - R F_P`` and the muscles' ``F_A``, ``F_P`` (vmapped over the frames)."""
     n_muscles = len(model.muscles)
@@ -254,10 +255,8 @@ def _problems(model, extra, specs, q, qd, qdd, samples, passive, method):
         if n_muscles:
             lengths, R = muscle_lengths_and_moment_arms(model, qi, method=method)
             speeds = -R.T @ qdi
-            state = musculotendon_states(model, jnp.ones(n_muscles, qi.dtype), lengths, speeds, inextensible_tendon=True)
-            cos_phi = jnp.cos(state.pennation_angle)
-            f_active = state.active_fiber_force * cos_phi
-            f_passive = state.passive_fiber_force * cos_phi if passive else jnp.zeros_like(f_active)
+            f_active, f_passive = rigid_tendon_forces(model, lengths, speeds, active_force)
+            f_passive = f_passive if passive else jnp.zeros_like(f_active)
             columns.append(R * f_active[None, :])
             target = tau - R @ f_passive
         if extra:
@@ -279,7 +278,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                         passive_forces: bool = False, use_model_actuators: bool = True,
                         tolerance: float | None = None, max_steps: int | None = None, solver: str = "newton",
                         matching: str = "moments", residual_weight: float | None = None,
-                        tendon: str = "rigid", moment_arms: str = "closed_form") -> StaticOptimization:
+                        tendon: str = "rigid", moment_arms: str = "closed_form",
+                        active_force: str = "along_tendon") -> StaticOptimization:
     """Muscle activations and actuator controls over a whole motion, as OpenSim 4.6's Static
     Optimization (Anderson and Pandy 2001; Crowninshield and Brand 1981).
 
@@ -344,6 +344,15 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       linearisations, `muscle_forces` are the tendon forces and `constraint_matrix`,
       `constraint_target` the last linearisation's.
 
+    - `active_force`: ``"along_tendon"`` (default): ``F_A`` is the active fibre force along
+      the tendon, ``F_max f_L f_V cos(phi)``, for every force model (the force the muscle
+      applies in `forward_dynamics`). ``"opensim"``: ``F_A`` as OpenSim 4.6's static
+      optimization takes it (``calcInextensibleTendonActiveFiberForce``), which is that for
+      Thelen2003Muscle, but ``F_max f_L f_V`` (no ``cos(phi)``) for DeGrooteFregly2016Muscle, and
+      for Millard2012EquilibriumMuscle ``cos(phi*)`` with ``sin(phi*) = h / (l / l_o)``, the
+      normalised fibre length read as metres: pennated muscles are stronger there by up to
+      ``1 / cos(phi)`` (docs/opensim-parity.md). Only with ``tendon="rigid"``.
+
     **Returns:**
 
     A [`jaxmb.StaticOptimization`][jaxmb.StaticOptimization]; frames that did not converge
@@ -358,6 +367,11 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if not exponent > 1.0:
         raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
     _check_options(solver, matching, residual_weight, exponent, tendon)
+    if active_force not in ACTIVE_FORCES:
+        raise ValueError(f"static_optimization: active_force must be one of {ACTIVE_FORCES}, got {active_force!r}.")
+    if active_force != "along_tendon" and tendon == "compliant":
+        raise ValueError("static_optimization: active_force='opensim' is OpenSim's rigid-tendon F_A; with "
+                         "tendon='compliant' the tendon force is each model's own equilibrium.")
     check_path_force_route("static_optimization", "moment_arms", moment_arms)
     extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
     for a in extra:
@@ -390,7 +404,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     tolerance = finite_tolerance(tolerance, "static_optimization", "tolerance", dtype)
     if int(max_steps) < 1:
         raise ValueError(f"static_optimization: max_steps must be at least 1, got {max_steps}.")
-    options = (solver, matching, None if residual_weight is None else float(residual_weight), moment_arms)
+    options = (solver, matching, None if residual_weight is None else float(residual_weight), moment_arms,
+               active_force)
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
                 bool(passive_forces), float(exponent), float(tolerance), int(max_steps), options + (tendon,))
 
@@ -422,14 +437,15 @@ def _run(model, extra, specs, frames, operators, q, samples, w, passive, p, tol,
     qs, qds, qdds = w0 @ q, w1 @ q, w2 @ q
     samples = jax.tree.map(lambda a: jnp.asarray(a, dtype=dtype), samples)
     lo, hi = _bounds(model, extra, dtype)
-    solver, matching, residual_weight, method, tendon = options
+    solver, matching, residual_weight, method, active_force, tendon = options
     nm = len(model.muscles)
     if tendon == "compliant":
         tau, x, forces, B, target, balance, kkt, steps, ok = compliant_frames(
             model, extra, specs, qs, qds, qdds, samples, w, lo, hi, p, tol, max_steps, frame_torque=_frame_torque,
             actuator_columns=unit_actuation_matrix, affine_frame=_frame, method=method)
     else:
-        tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive, method)
+        tau, B, target, f_active, f_passive = _problems(model, extra, specs, qs, qds, qdds, samples, passive, method,
+                                                         active_force)
         problem = matching_problem(model, qs, B, target, w, lo, hi, matching, residual_weight)
         solve = solve_frames_optax if solver == "optax" else _solve_frames
         x, _, kkt, steps, ok = solve(*problem, p, tol, max_steps)

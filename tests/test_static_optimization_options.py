@@ -1,6 +1,7 @@
 """Static optimization's options: per-muscle control bounds read from the .osim, the optax
 route against the dual Newton route and SLSQP, and acceleration vs moment matching."""
 
+import json
 import pathlib
 
 import equinox as eqx
@@ -216,10 +217,72 @@ def test_optax_command_equals_the_newton_route(tmp_path, capsys):
     (dict(tendon="compliant", residual_weight=1.0), "tendon='compliant' .* residual_weight=1.0"),
     (dict(tolerance=-1.0), "tolerance must be a positive finite number, got -1.0"),
     (dict(max_steps=0), "max_steps must be at least 1, got 0"),
+    (dict(active_force="fibre"), r"active_force must be one of \('along_tendon', 'opensim'\), got 'fibre'"),
+    (dict(active_force="opensim", tendon="compliant"), "active_force='opensim' is OpenSim's rigid-tendon F_A"),
 ])
 def test_bad_options_are_refused(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         mb.static_optimization(_two_link(tmp_path), _TIME, _Q, **kwargs)
+
+
+# ---- F_A: along the tendon, or as OpenSim's static optimization takes it ----
+
+_HILL = json.loads((pathlib.Path(__file__).parent / "data" / "opensim" / "hill_muscles.json").read_text())
+_HILL_MODELS = {  # the generator's models (tests/data/opensim/opensim_muscle_reference.py)
+    "Thelen2003Muscle/compliant": lambda p: mb.Thelen2003Muscle(**p),
+    "Thelen2003Muscle/rigid": lambda p: mb.Thelen2003Muscle(**p, compliant_tendon=False),
+    "DeGrooteFregly2016Muscle/compliant": lambda p: mb.DeGrooteFregly2016Muscle(**p),
+    "DeGrooteFregly2016Muscle/rigid": lambda p: mb.DeGrooteFregly2016Muscle(**p, compliant_tendon=False),
+    "Millard2012EquilibriumMuscle/rigid": lambda p: mb.Millard2012EquilibriumMuscle(**p, compliant_tendon=False),
+    "Millard2012EquilibriumMuscle/compliant": lambda p: mb.Millard2012EquilibriumMuscle(**p),
+    "Millard2012EquilibriumMuscle/compliant_undamped": lambda p: mb.Millard2012EquilibriumMuscle(**p, fiber_damping=0.0),
+}
+
+
+@pytest.mark.parametrize("key", sorted(_HILL_MODELS))
+def test_opensim_active_force_is_opensims_calc_inextensible_tendon_active_fiber_force(key):
+    """`active_force="opensim"` takes each model's F_A as OpenSim 4.6's static optimization does
+    (`calcInextensibleTendonActiveFiberForce(s, 1)`, over the reference's lengths and speeds):
+    Thelen's along the tendon; De Groote's without cos(phi); Millard's with the pennation of the
+    normalised fibre length. The hook is private; `rigid_tendon_forces` applies it."""
+    ref = _HILL["models"][key]
+    fm = _HILL_MODELS[key](_HILL["parameters"])
+    lengths, speeds = (jnp.asarray(np.asarray(ref["muscle_length"]).ravel()),
+                       jnp.asarray(np.broadcast_to(_HILL["speeds"], np.shape(ref["muscle_length"])).ravel()))
+    s = jax.vmap(fm.inextensible_tendon_state)(jnp.ones_like(lengths), lengths, speeds)
+    cos_phi = jnp.cos(s.pennation_angle)
+    opensim = s.active_fiber_force * fm._opensim_rigid_tendon_cosine(s.fiber_length, cos_phi)
+    want = np.asarray(ref["static_optimization_active_force"]).ravel()
+    np.testing.assert_allclose(np.asarray(opensim), want, rtol=1e-9, atol=1e-9)
+    along = np.asarray(s.active_fiber_force * cos_phi)
+    if key.startswith("Thelen"):
+        np.testing.assert_array_equal(np.asarray(opensim), along)
+    else:  # pennated (0.209 rad): OpenSim's is stronger by up to 1 / cos(phi)
+        assert np.max(np.asarray(opensim) / np.where(along > 0, along, 1.0)) > 1.02
+
+
+def test_static_optimization_takes_opensims_active_force_when_asked(tmp_path):
+    """A pennated Millard muscle: with `active_force="opensim"` its column of the constraint is
+    OpenSim's F_A (stronger than along the tendon), so it needs less activation; the default
+    and Thelen's are along the tendon."""
+    text = _TWO_LINK.replace("Thelen2003Muscle", "Millard2012EquilibriumMuscle").replace(
+        "<max_isometric_force>", "<pennation_angle_at_optimal>0.4</pennation_angle_at_optimal><max_isometric_force>"
+    ).replace("<tendon_slack_length>0.2<", "<tendon_slack_length>0.6<")  # fibres near optimal (0.3 m)
+    (tmp_path / "millard.osim").write_text(text)
+    model = mb.load_osim(tmp_path / "millard.osim")
+    along, opensim = (mb.static_optimization(model, _TIME, _Q, actuators_extra=_reserves(), active_force=f)
+                      for f in ("along_tendon", "opensim"))
+    column, base = np.asarray(opensim.constraint_matrix[:, :, 0]), np.asarray(along.constraint_matrix[:, :, 0])
+    moves = np.abs(base) > 1e-9  # the muscle's moment arm about the coordinate
+    assert moves.sum() >= 20
+    ratio = column[moves] / base[moves]
+    assert 1.05 < float(ratio.min()) and float(ratio.max()) < 1.0 / np.cos(0.45)
+    assert bool(jnp.all(opensim.result == mb.RESULTS.successful))
+    assert float(jnp.max(opensim.torque_residual)) < 1e-10
+    thelen = _two_link(tmp_path)
+    a, b = (mb.static_optimization(thelen, _TIME, _Q, actuators_extra=_reserves(), active_force=f)
+            for f in ("along_tendon", "opensim"))
+    np.testing.assert_array_equal(np.asarray(a.constraint_matrix), np.asarray(b.constraint_matrix))
 
 
 # ---- moments vs accelerations ----

@@ -98,6 +98,10 @@ class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
     def _clamp_fiber_state(self, x, v, active, passive, fv):
         return v, active, passive, fv
 
+    def _opensim_rigid_tendon_cosine(self, fiber_length, cos_phi):
+        # OpenSim 4.6 returns the active fibre force itself, not its part along the tendon.
+        return jnp.ones_like(cos_phi)
+
     def _equilibrium_fiber_velocity(self, a, l, l_mt, v_mt):
         h = self.fiber_width()
         return v_mt * jnp.sqrt(jnp.clip(1.0 - (h / l) ** 2, 1e-30, 1.0))

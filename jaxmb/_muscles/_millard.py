@@ -276,6 +276,18 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         lmin, h = self.minimum_fiber_length(), self.fiber_width()
         return sqrt0(jnp.maximum(lmin * lmin - h * h, 0.0))
 
+    def _opensim_rigid_tendon_cosine(self, fiber_length, cos_phi):
+        # OpenSim 4.6's calcActiveFiberForceAlongTendon takes the pennation angle of the
+        # normalised fibre length l / l_o read as metres (MuscleFixedWidthPennationModel's
+        # calcPennationAngle of lceN): sin(phi*) = h / (l / l_o), the maximum angle below the
+        # shortest fibre or past the largest sine. About 1 for l_o well under 1 m.
+        l_norm = fiber_length / self.optimal_fiber_length
+        sin_phi = self.fiber_width() / l_norm
+        sin_max = jnp.sin(self.maximum_pennation_angle)
+        inside = (l_norm > self.minimum_fiber_length()) & (sin_phi < sin_max)
+        phi = jnp.where(inside, jnp.arcsin(jnp.where(inside, sin_phi, 0.0)), self.maximum_pennation_angle)
+        return jnp.cos(phi)
+
     def _equilibrium_fiber_velocity(self, a, l, l_mt, v_mt):
         # OpenSim 4.6's equilibrium is static whatever v_MT: computeInitialFiberEquilibrium asks
         # for it, and computeFiberEquilibrium(s, true) passes its flag as `staticSolution`.

@@ -89,6 +89,28 @@ def musculotendon_states(model, a, l_mt, v_mt, *, inextensible_tendon: bool = Fa
     return _per_muscle(model, "force_model", lambda fm, x, y, z: fm(x, y, z), a, l_mt, v_mt)
 
 
+ACTIVE_FORCES = ("along_tendon", "opensim")
+
+
+def rigid_tendon_forces(model, l_mt, v_mt, active_force: str = "along_tendon"):
+    """Every muscle's ``(F_A, F_P)`` with a rigid tendon at full activation, (n_muscles,)
+    each, N: the active and passive fibre forces along the tendon (static optimization's
+    ``a F_A + F_P``). ``active_force="opensim"`` takes ``F_A`` as OpenSim 4.6's
+    ``calcInextensibleTendonActiveFiberForce`` computes it (each force model's
+    ``_opensim_rigid_tendon_cosine``): the same for Thelen 2003, the fibre force itself for
+    De Groote et al. 2016, and a pennation angle from the normalised fibre length for
+    Millard et al. 2013."""
+    n = len(model.muscles)
+    state = musculotendon_states(model, jnp.ones(n, l_mt.dtype), l_mt, v_mt, inextensible_tendon=True)
+    cos_phi = jnp.cos(state.pennation_angle)
+    if active_force == "opensim":
+        factor = _per_muscle(model, "force_model", lambda fm, x, c: fm._opensim_rigid_tendon_cosine(x, c),
+                             state.fiber_length, cos_phi)
+    else:
+        factor = cos_phi
+    return state.active_fiber_force * factor, state.passive_fiber_force * cos_phi
+
+
 def activation_rates(model, excitations: ArrayLike, activations: ArrayLike) -> Float[Array, " n_muscles"]:
     """``da/dt`` of every muscle of `model` by its own activation dynamics
     (`Muscle.activation_dynamics`: Thelen 2003's first order, De Groote et al. 2016's

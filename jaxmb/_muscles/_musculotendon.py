@@ -164,6 +164,13 @@ class AbstractMusculotendonModel(eqx.Module):
         """(v, active, passive, fv) after the model's rule for a fibre at its shortest (``x`` the
         fibre length along the tendon), e.g. OpenSim's Millard model zeroes the fibre forces."""
 
+    @abc.abstractmethod
+    def _opensim_rigid_tendon_cosine(self, fiber_length, cos_phi):
+        """The factor OpenSim 4.6's ``calcInextensibleTendonActiveFiberForce`` (its static
+        optimization's ``F_A``) applies to the active fibre force of a rigid tendon, where the
+        force along the tendon would take ``cos_phi`` (`static_optimization`'s
+        ``active_force="opensim"``)."""
+
     # -- geometry (constant-thickness pennation, OpenSim's MuscleFixedWidthPennationModel) ---
     def fiber_width(self) -> Float[Array, ""]:
         """The constant thickness ``h = l_o sin(alpha_o)`` (m)."""

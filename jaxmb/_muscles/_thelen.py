@@ -122,6 +122,9 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
     def _clamp_fiber_state(self, x, v, active, passive, fv):
         return v, active, passive, fv
 
+    def _opensim_rigid_tendon_cosine(self, fiber_length, cos_phi):
+        return cos_phi  # the force along the tendon
+
     def _equilibrium_fiber_velocity(self, a, l, l_mt, v_mt):
         lo, fmax, ls = self.optimal_fiber_length, self.max_isometric_force, self.tendon_slack_length
         h = self.fiber_width()

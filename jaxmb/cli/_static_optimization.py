@@ -44,6 +44,11 @@ def add_parser(sub, parents, non_negative_float) -> None:
                    help="the muscles pull and lengthen along their paths frozen at each frame, as in OpenSim "
                         "(its computeMomentArm) instead of R = -dL/dq; with --wrap-geometry opensim this is "
                         "OpenSim's problem where paths wrap")
+    p.add_argument("--opensim-active-force", action="store_true",
+                   help="each muscle's strength F_A as OpenSim 4.6's static optimization takes it (for "
+                        "DeGrooteFregly2016Muscle and Millard2012EquilibriumMuscle, more than the force along "
+                        "the tendon where the fibres are pennated) instead of the active fibre force along the "
+                        "tendon")
     add_wrap_geometry_argument(p)
     add_function_paths_argument(p)
 
@@ -93,7 +98,8 @@ def static_optimization(args) -> int:
                                         external_loads=loads, actuators_extra=extra, exponent=inp["exponent"],
                                         solver=args.solver, matching=args.matching,
                                         residual_weight=args.residual_weight,
-                                        moment_arms="frozen_path" if args.frozen_path else "closed_form")
+                                        moment_arms="frozen_path" if args.frozen_path else "closed_form",
+                                        active_force="opensim" if args.opensim_active_force else "along_tendon")
         progress.start(_STAGES[2])
         labels = result.muscle_names + result.actuator_names
         time = np.asarray(result.time)

@@ -15,6 +15,9 @@ grid point the state gets the coordinate value and speed and the muscle's activa
   fibre length, pennation angle, fibre velocity, active and passive fibre force, tendon force.
 - ``Thelen2003Muscle`` rigid tendon: ``calcInextensibleTendonActiveFiberForce(state, a)``
   (the active fibre force along the tendon that OpenSim's static optimization uses).
+- Every model: ``calcInextensibleTendonActiveFiberForce(state, 1.0)``
+  (``static_optimization_active_force``, static optimization's ``F_A``; it ignores the
+  tendon's compliance).
 - ``DeGrooteFregly2016Muscle`` with ``ignore_tendon_compliance`` true and false (explicit tendon
   dynamics; the compliant one through ``computeInitialFiberEquilibrium``): as for Thelen.
 - ``Millard2012EquilibriumMuscle`` rigid (``ignore_tendon_compliance``) and compliant (through
@@ -164,7 +167,7 @@ def run(kind, rigid, damping=None, curves=None, solve_for_velocity=False):
     model, state, m, coord = build(kind, rigid, damping, curves)
     shape = (len(ACTIVATIONS), len(NORM_FIBER), len(SPEEDS))
     keys = ("muscle_length", "fiber_length", "pennation_angle", "fiber_velocity", "active_fiber_force",
-            "passive_fiber_force", "tendon_force", "active_along_tendon_rigid")
+            "passive_fiber_force", "tendon_force", "active_along_tendon_rigid", "static_optimization_active_force")
     out = {k: np.full(shape, np.nan) for k in keys}
     for i, a in enumerate(ACTIVATIONS):
         for j, l in enumerate(lengths()):
@@ -174,6 +177,8 @@ def run(kind, rigid, damping=None, curves=None, solve_for_velocity=False):
                 m.setActivation(state, float(a))
                 model.realizeVelocity(state)
                 out["muscle_length"][i, j, k] = m.getLength(state)
+                # What OpenSim's static optimization takes as F_A (at full activation), every model.
+                out["static_optimization_active_force"][i, j, k] = m.calcInextensibleTendonActiveFiberForce(state, 1.0)
                 if kind == "Thelen2003Muscle" and rigid:
                     out["active_along_tendon_rigid"][i, j, k] = m.calcInextensibleTendonActiveFiberForce(state, a)
                     continue
