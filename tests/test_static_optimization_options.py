@@ -279,6 +279,15 @@ def test_static_optimization_takes_opensims_active_force_when_asked(tmp_path):
     assert 1.05 < float(ratio.min()) and float(ratio.max()) < 1.0 / np.cos(0.45)
     assert bool(jnp.all(opensim.result == mb.RESULTS.successful))
     assert float(jnp.max(opensim.torque_residual)) < 1e-10
+    # The command's flag is the same option.
+    (tmp_path / "reserves.xml").write_text(_RESERVES)
+    mb.io.write_storage(tmp_path / "motion.mot", mb.io.MotionData(_TIME, ("q1", "q2"), _Q, in_degrees=False))
+    assert main(["static-optimization", str(tmp_path / "millard.osim"), str(tmp_path / "motion.mot"), "--out",
+                 str(tmp_path / "so"), "--actuators", str(tmp_path / "reserves.xml"), "--compile-cache", "none",
+                 "--opensim-active-force"]) == 0
+    written = mb.io.read_storage(tmp_path / "so" / "millard_StaticOptimization_activation.sto")
+    np.testing.assert_allclose(written.values[:, 0], np.asarray(opensim.activations[:, 0]), rtol=0, atol=1e-9)
+    assert float(np.max(np.abs(written.values[:, 0] - np.asarray(along.activations[:, 0])))) > 1e-3
     thelen = _two_link(tmp_path)
     a, b = (mb.static_optimization(thelen, _TIME, _Q, actuators_extra=_reserves(), active_force=f)
             for f in ("along_tendon", "opensim"))
