@@ -343,15 +343,15 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
       torque balance imposed); `iterations` counts the
       linearisations, `muscle_forces` are the tendon forces and `constraint_matrix`,
       `constraint_target` the last linearisation's.
-
     - `active_force`: ``"along_tendon"`` (default): ``F_A`` is the active fibre force along
       the tendon, ``F_max f_L f_V cos(phi)``, for every force model (the force the muscle
       applies in `forward_dynamics`). ``"opensim"``: ``F_A`` as OpenSim 4.6's static
       optimization takes it (``calcInextensibleTendonActiveFiberForce``), which is that for
       Thelen2003Muscle, but ``F_max f_L f_V`` (no ``cos(phi)``) for DeGrooteFregly2016Muscle, and
-      for Millard2012EquilibriumMuscle ``cos(phi*)`` with ``sin(phi*) = h / (l / l_o)``, the
-      normalised fibre length read as metres: pennated muscles are stronger there by up to
-      ``1 / cos(phi)`` (docs/opensim-parity.md). Only with ``tendon="rigid"``.
+      for Millard2012EquilibriumMuscle ``F_max f_L f_V cos(phi*)`` with
+      ``sin(phi*) = h / (l / l_o)``, the normalised fibre length read as metres: pennated
+      muscles are stronger there by up to ``1 / cos(phi)`` (the OpenSim parity page). Only with
+      ``tendon="rigid"``.
 
     **Returns:**
 

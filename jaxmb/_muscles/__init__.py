@@ -39,7 +39,8 @@ from ._muscle_forces import muscle_forces as muscle_forces
 from ._muscle_forces import muscle_states as muscle_states
 from ._muscle_forces import musculotendon_activation_rates as musculotendon_activation_rates
 from ._muscle_forces import musculotendon_states as musculotendon_states
-from ._muscle_forces import ACTIVE_FORCES as ACTIVE_FORCES, rigid_tendon_forces as rigid_tendon_forces
+from ._muscle_forces import ACTIVE_FORCES as ACTIVE_FORCES
+from ._muscle_forces import rigid_tendon_forces as rigid_tendon_forces
 from ._musculotendon import AbstractMusculotendonModel as AbstractMusculotendonModel
 from ._musculotendon import MusculotendonForces as MusculotendonForces
 from ._muscle import MuscleParameters as MuscleParameters
