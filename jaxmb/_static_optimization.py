@@ -37,6 +37,7 @@ from jaxtyping import Array, Float, Int
 
 from ._checks import is_concrete, finite_tolerance
 from ._errors import ModelError
+from ._model_checks import require_mass
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
 from ._motion import _external_generalized_force, _spec, ExternalForce, motion_coordinates
 from ._dynamics import inverse_dynamics
@@ -373,6 +374,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
         raise ValueError("static_optimization: active_force='opensim' is OpenSim's rigid-tendon F_A; with "
                          "tendon='compliant' the tendon force is each model's own equilibrium.")
     check_path_force_route("static_optimization", "moment_arms", moment_arms)
+    if matching == "accelerations":
+        require_mass(model, "static_optimization(matching='accelerations')")
     extra = tuple(actuators(model) if use_model_actuators else ()) + tuple(actuators_extra)
     for a in extra:
         if not isinstance(a, AbstractActuator):

@@ -210,8 +210,14 @@ def test_a_model_without_any_mass_is_kinematic_its_forward_dynamics_refused_at_t
     assert float(jnp.abs(mb.mass_matrix(m, x)).max()) == 0.0
     assert float(jnp.abs(mb.inverse_dynamics(m, x, v, v)).max()) == 0.0
     assert mb.body_transforms(m, x).shape == (2, 4, 4)
+    torques = [mb.CoordinateActuator(f"{c}_motor", c, optimal_force=1.0) for c in ("a", "b")]
+    time = np.linspace(0.0, 1.0, 11)
+    motion = np.column_stack([0.3 * time, -0.2 * time])
     for call, name in ((lambda: mb.forward_dynamics(m, x, v), "forward_dynamics"),
-                       (lambda: mb.simulate(m, x, v, 1.0), "simulate")):
+                       (lambda: mb.simulate(m, x, v, 1.0), "simulate"),
+                       (lambda: mb.static_optimization(m, time, motion, actuators_extra=torques,
+                                                       matching="accelerations"),
+                        r"static_optimization\(matching='accelerations'\)")):
         with pytest.raises(mb.ModelError, match=f"{name}: no body of Model 'linkage' has mass.*give its bodies mass"):
             call()
     # One body with mass makes it a dynamic model again, checked as one at build time.
