@@ -5,7 +5,8 @@ stored state of a reference file of tests/data/opensim/opensim_reference.py.
     .venv/bin/python tests/data/opensim/parity_report.py ../shared/models/MOBL_ARMS_fixed_41.osim \
         tests/data/opensim/mobl_arms.npz --muscles TMIN,ECRL,SUBSC,ECRB
 
-Prints, per muscle, max |L - L_OpenSim| over the sweep states, max |R - R_FD| over the
+Prints the skeleton's errors first (body poses over the sweep states; M and inverse
+dynamics at the random states, relative to the largest entry), then, per muscle, max |L - L_OpenSim| over the sweep states, max |R - R_FD| over the
 sweep states where `sweep_fd_smooth` (R about the swept coordinate), and max |R - R_FD|
 over the random states (every coordinate, where `random_fd_smooth`). R is the
 closed form (`mb.muscle_lengths_and_moment_arms`), R_FD OpenSim's -dL/dq by central
@@ -41,6 +42,9 @@ def main(argv=None):
         warnings.simplefilter("ignore")
         model = mb.load_osim(args.model, wrap_geometry=args.wrap_geometry)
     d = np.load(args.reference)
+    _skeleton(args.model, d)
+    if not model.muscles:
+        return
     names = list(d["muscle_names"])
     if args.muscles:
         keep = args.muscles.split(",")
@@ -61,6 +65,27 @@ def main(argv=None):
     print(f"{'muscle':10s} {'max|dL| sweep':>14s} {'max|dR| sweep':>14s} {'max|dR| random':>15s}")
     for k, m in enumerate(model.muscles):
         print(f"{m.name:10s} {dl[:, k].max():14.2e} {dr[:, k].max():14.2e} {drr[:, :, k].max():15.2e}")
+
+
+def _skeleton(path, d):
+    """Body poses over the sweep states, and M and inverse dynamics at the random states
+    (relative to the largest entry), as tests/test_osim_skeleton.py compares them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imp = mb.io.read_osim(path, muscles=False)
+    model = imp.model
+    rows = jnp.asarray([model.body_index(b) for b in d["body_names"]])
+    poses = jax.jit(jax.vmap(lambda q: mb.body_transforms(model, q)[rows]))(jnp.asarray(d["sweep_q_ind"]))
+    dynamics = jax.jit(jax.vmap(lambda q, qd, qdd: (mb.mass_matrix(model, q), mb.inverse_dynamics(model, q, qd, qdd))))
+    m, tau = dynamics(*(jnp.asarray(d[k]) for k in ("random_q_ind", "random_qd_ind", "random_qdd_ind")))
+
+    def relative(got, want):
+        return np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), np.finfo(float).tiny)
+
+    print(f"poses over {len(d['sweep_q_ind'])} sweep states: max |pose - OpenSim| "
+          f"{np.abs(np.asarray(poses) - d['sweep_body_poses']).max():.1e}; at {len(d['random_q_ind'])} random "
+          f"states, relative: M {relative(m, d['random_mass_matrix_ind']):.1e}, inverse dynamics "
+          f"{relative(tau, d['random_tau_random_acc_ind']):.1e}")
 
 
 if __name__ == "__main__":
