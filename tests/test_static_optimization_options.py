@@ -261,7 +261,7 @@ def test_opensim_active_force_is_opensims_calc_inextensible_tendon_active_fiber_
         assert np.max(np.asarray(opensim) / np.where(along > 0, along, 1.0)) > 1.02
 
 
-def test_static_optimization_takes_opensims_active_force_when_asked(tmp_path):
+def test_static_optimization_takes_opensims_active_force_when_asked(tmp_path, capsys):
     """A pennated Millard muscle: with `active_force="opensim"` its column of the constraint is
     OpenSim's F_A (stronger than along the tendon), so it needs less activation; the default
     and Thelen's are along the tendon."""
@@ -282,9 +282,12 @@ def test_static_optimization_takes_opensims_active_force_when_asked(tmp_path):
     # The command's flag is the same option.
     (tmp_path / "reserves.xml").write_text(_RESERVES)
     mb.io.write_storage(tmp_path / "motion.mot", mb.io.MotionData(_TIME, ("q1", "q2"), _Q, in_degrees=False))
-    assert main(["static-optimization", str(tmp_path / "millard.osim"), str(tmp_path / "motion.mot"), "--out",
-                 str(tmp_path / "so"), "--actuators", str(tmp_path / "reserves.xml"), "--compile-cache", "none",
-                 "--opensim-active-force"]) == 0
+    args = ["static-optimization", str(tmp_path / "millard.osim"), str(tmp_path / "motion.mot"), "--out",
+            str(tmp_path / "so"), "--actuators", str(tmp_path / "reserves.xml"), "--compile-cache", "none"]
+    assert main(args) == 0  # the default says what the flag would change
+    assert "note: 1 of 1 muscles (flexor) are pennated De Groote or Millard" in capsys.readouterr().out
+    assert main(args + ["--opensim-active-force"]) == 0
+    assert "note:" not in capsys.readouterr().out
     written = mb.io.read_storage(tmp_path / "so" / "millard_StaticOptimization_activation.sto")
     def unknowns(so):
         return np.hstack([np.asarray(so.activations), np.asarray(so.controls)])
