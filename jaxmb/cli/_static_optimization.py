@@ -120,7 +120,7 @@ def static_optimization(args) -> int:
     if failed:
         print(f"warning: {failed} frames have no solution within the bounds (the model is too weak there; add "
               "reserve actuators)")
-    stronger = _stronger_in_opensim(mb, model)
+    stronger = _stronger_in_opensim(model)
     if stronger and not args.opensim_active_force:
         print(f"note: {len(stronger)} of {len(model.muscles)} muscles ({', '.join(stronger[:3])}"
               f"{', ...' if len(stronger) > 3 else ''}) are pennated De Groote or Millard muscles, whose F_A OpenSim "
@@ -130,10 +130,12 @@ def static_optimization(args) -> int:
     return 0
 
 
-def _stronger_in_opensim(mb, model) -> list[str]:
+def _stronger_in_opensim(model) -> list[str]:
     """The muscles whose F_A OpenSim 4.6's static optimization takes differently from the
     force along the tendon (`static_optimization`'s ``active_force``): pennated
     DeGrooteFregly2016Muscle and Millard2012EquilibriumMuscle."""
+    import jaxmb as mb  # as the command itself: `jaxmb --help` does not import JAX
+
     kinds = (mb.DeGrooteFregly2016Muscle, mb.Millard2012EquilibriumMuscle)
     return [m.name for m in model.muscles
             if isinstance(m.force_model, kinds) and float(m.force_model.pennation_angle_at_optimal) > 0.0]
