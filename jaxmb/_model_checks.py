@@ -115,8 +115,8 @@ def _check_regular(model: "Model"):
                 "a joint with it (e.g. Coordinate(index))."
             )
     inertial = _concrete(*(x for b in model.bodies for x in (b.mass, b.com, b.inertia)))
-    if inertial is None or not any(float(m) > 0.0 for m in inertial[0::3]):
-        return  # traced, or a kinematic model (no body has mass: `require_mass`)
+    if inertial is None or is_kinematic(model):
+        return  # traced, or no body has mass (`require_mass` refuses its forward dynamics)
     mass = inertial[0::3]
     com = inertial[1::3]
     inertia = inertial[2::3]

@@ -251,7 +251,7 @@ def _path_status(model: Model, q) -> PathStatus:
         # the length is consistent to the passes' 0.5 mm criterion, not to round-off.
         slack = jnp.where(jnp.asarray(lay.nw > 1), _PASS_TOLERANCE, 0.0)
         ok = jnp.isfinite(length) & (length - straight >= -(tol + slack))
-        tangent.append(jnp.ones(lay.K, bool))
+        wraps_ok = jnp.ones(lay.K, bool)
         if lay.W > 0:
             rho = jnp.stack([jnp.stack([w.turn_radius(dt) for w in model.muscles[k].wraps]
                                        + [jnp.zeros((), dt)] * (lay.W - len(model.muscles[k].wraps))) for k in ks])
@@ -260,7 +260,8 @@ def _path_status(model: Model, q) -> PathStatus:
             used, pa, pb, r1, r2 = _last_records(r)
             excess = norm(pa - r1) + r.wrap_len + norm(r2 - pb) - norm(pb - pa)
             ok = ok & jnp.all(~used | (excess <= allowance + 1e-9 * (1.0 + norm(pb - pa))), axis=1)
-            tangent[-1] = jnp.all(_tangency(lay, r, dt) <= TANGENCY_TOLERANCE, axis=1)
+            wraps_ok = jnp.all(_tangency(lay, r, dt) <= TANGENCY_TOLERANCE, axis=1)
+        tangent.append(wraps_ok)
         plaus.append(ok)
         conv.append(r.converged)
     functions = function_part(model)
