@@ -10,12 +10,24 @@ its traced body across the enclosing traces of a model: without it, every `jit`,
 `jacfwd` or `vmap` of a muscle model traced the whole geometry again
 (docs/dev/performance.md). Every public call on a model and a state (kinematics, dynamics,
 muscle geometry and forces, the force set) goes through this one wrapper.
+
+An eager call passes the model to its program as a few flat buffers, one per dtype,
+made once per model object (`_packed`): a full-body model is a pytree of thousands of
+small arrays, and flattening it and handing each array to the program cost a
+millisecond per call, many times the program's own run time. A model is immutable, so
+its buffers stay valid for as long as it lives; they are dropped with it.
 """
 
+import dataclasses
 import functools
+import weakref
 from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 
 def compiled_per_model(fn: Callable | None = None, *, unless: Callable[..., bool] | None = None) -> Callable:
@@ -31,6 +43,118 @@ def compiled_per_model(fn: Callable | None = None, *, unless: Callable[..., bool
     def call(*args, **kwargs):
         if unless is not None and unless(*args, **kwargs):
             return fn(*args, **kwargs)
-        return compiled(*args, **kwargs)
+        static = _static_kwargs(kwargs) if args and _concrete_arrays(args[1:]) else None
+        packed = None if static is None else _packed(args[0])
+        if packed is None:
+            return compiled(*args, **kwargs)
+        return _run_packed(fn, packed.skeleton, static, packed.buffers, args[1:])
 
     return call
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Skeleton:
+    """A model's structure: its treedef, its static leaves, and where each array leaf lies
+    in the buffers (buffer, offset, shape). Hashable by value (a static argument of the
+    program) and interned (`_SKELETONS`), so that models of one structure share one
+    object and the program's cache finds it by identity."""
+
+    treedef: Any
+    static: tuple
+    slots: tuple  # per leaf: None for a static leaf, else (buffer, offset, shape)
+    key: tuple
+    hash_: int
+
+    def __hash__(self):
+        return self.hash_
+
+    def __eq__(self, other):
+        return self is other or (isinstance(other, _Skeleton) and self.key == other.key)
+
+    def unpack(self, buffers):
+        leaves = [s if slot is None else buffers[slot[0]][slot[1]:slot[1] + int(np.prod(slot[2], dtype=int))]
+                  .reshape(slot[2]) for s, slot in zip(self.static, self.slots)]
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Packing:
+    skeleton: _Skeleton
+    buffers: tuple
+
+
+# id(model) -> (weak reference to it, its packing). Entries leave with their model.
+_MODELS: dict[int, tuple[weakref.ref, _Packing]] = {}
+_SKELETONS: dict[tuple, _Skeleton] = {}
+
+
+def _concrete_arrays(args) -> bool:
+    """Whether every leaf of `args` is an array and none is traced: an eager call."""
+    return all(eqx.is_array(x) and not isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(args))
+
+
+def _static_kwargs(kwargs) -> tuple | None:
+    """The keyword arguments as a hashable static argument, or None (an array among them)."""
+    items = tuple(sorted(kwargs.items()))
+    try:
+        hash(items)
+    except TypeError:
+        return None
+    return items
+
+
+def _packed(model) -> _Packing | None:
+    """The model's buffers and skeleton (made on its first eager call), or None where it
+    cannot be packed: traced leaves (a `grad` with respect to the model), leaves on
+    several devices, unhashable static leaves, or an object without weak references."""
+    entry = _MODELS.get(id(model))
+    if entry is not None and entry[0]() is model:
+        return entry[1]
+    leaves, treedef = jax.tree_util.tree_flatten(model)
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        return None
+    groups: dict[tuple, tuple[int, list]] = {}  # (dtype, weak type) -> (buffer index, arrays)
+    sizes: list[int] = []
+    slots, static = [], []
+    for leaf in leaves:
+        if eqx.is_array(leaf):
+            x = leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf)
+            index, group = groups.setdefault((x.dtype, x.weak_type), (len(groups), []))
+            if index == len(sizes):
+                sizes.append(0)
+            group.append(x)
+            slots.append((index, sizes[index], x.shape))
+            sizes[index] += x.size
+            static.append(None)
+        else:
+            slots.append(None)
+            static.append(leaf)
+    key = (treedef, tuple(static), tuple(slots), tuple(groups))
+    try:
+        skeleton = _SKELETONS.get(key)
+        if skeleton is None:
+            skeleton = _SKELETONS.setdefault(key, _Skeleton(treedef, tuple(static), tuple(slots), key, hash(key)))
+        with jax.ensure_compile_time_eval():  # concrete buffers, also when called inside a trace
+            buffers = tuple(_concatenate(group) for _, group in groups.values())
+        ref = weakref.ref(model, functools.partial(_forget, id(model)))
+    except (TypeError, ValueError):
+        return None
+    packing = _Packing(skeleton, buffers)
+    _MODELS[id(model)] = (ref, packing)
+    return packing
+
+
+@jax.jit
+def _concatenate(arrays):
+    # One program per group of arrays (an eager `ravel` per leaf costs more than the call).
+    return jnp.concatenate([a.ravel() for a in arrays])
+
+
+def _forget(key, ref):
+    if key in _MODELS and _MODELS[key][0] is ref:
+        del _MODELS[key]
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _run_packed(fn, skeleton: _Skeleton, kwargs: tuple, buffers, args):
+    return fn(skeleton.unpack(buffers), *args, **dict(kwargs))

@@ -1,8 +1,12 @@
 """The boundary a user touches: arguments of the wrong shape or dtype get an error that
 names the function, the argument, the expected and the received shape."""
 
+import gc
+
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jaxmb as mb
@@ -106,6 +110,61 @@ def test_an_eager_call_of_the_joints_or_muscles_runs_one_compiled_program(name):
     took a second a call on gait2354, its tendons' equilibrium solved operation by operation)."""
     program = jax.make_jaxpr(_MORE_CALLS[name])()
     assert [e.primitive.name for e in program.eqns] in (["jit"], ["pjit"]), program
+
+
+GAIT = mb.__file__.replace("__init__.py", "data/gait2354_simbody.osim")
+
+
+def test_an_eager_call_hands_the_model_to_its_program_as_one_buffer_per_dtype():
+    """A full-body model is a pytree of thousands of small arrays (gait2354: 1794). Flattening
+    it and handing each array to the program cost about 1.4 ms per eager call, ten times the
+    computation (docs/dev/performance.md); the arrays now reach the program packed, one
+    buffer per dtype and weak type, made once per model object. Values are the traced
+    route's (the model closed over in a user's `jit`)."""
+    model = mb.load_osim(GAIT)
+    q, qd = jnp.asarray(np.asarray(model.q_default) + 0.1), jnp.asarray(np.full(model.nq, 0.3))
+    (eqn,) = jax.make_jaxpr(lambda: mb.bias_forces(model, q, qd))().eqns
+    assert len(eqn.invars) <= 5 < len(jax.tree.leaves(model)), eqn.invars
+    for call in (lambda q: mb.mass_matrix(model, q), lambda q: mb.inverse_dynamics(model, q, qd, qd),
+                 lambda q: mb.muscle_lengths(model, q)):
+        assert_tree_allclose(call(q), jax.jit(call)(q), rtol=1e-14, normwise=True)
+
+
+def test_an_eager_call_keeps_each_array_of_the_model_as_it_was():
+    """Packing keeps every array's shape, dtype and weak type (a weakly typed float64 mass
+    must not turn a float32 state's result into float64), float32 models stay float32, and
+    a gradient with respect to the model outside `jit` (its arrays traced: not packed) is
+    the gradient inside `jit`."""
+    from jaxmb import _eager
+
+    model = mb.models.planar_chain(3)
+    model32 = jax.tree.map(lambda x: x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x, model)
+    for m in (model, model32, muscled_elbow([("flexor", "flexor", mb.Thelen2003Muscle(300.0, 0.12, 0.14, 0.1, 10.0),
+                                                mb.FirstOrderActivation())])):
+        q = jnp.full(m.nq, 0.2, jax.tree.leaves(m)[0].dtype)
+        mb.kinetic_energy(m, q, q)
+        packing = _eager._MODELS[id(m)][1]
+        unpacked = packing.skeleton.unpack(packing.buffers)
+        kind = lambda x: (x.shape, x.dtype, x.weak_type) if eqx.is_array(x) else x  # noqa: E731
+        assert jax.tree.structure(unpacked) == jax.tree.structure(m)
+        assert jax.tree.leaves(jax.tree.map(kind, unpacked)) == jax.tree.leaves(jax.tree.map(kind, m))
+        assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(unpacked), jax.tree.leaves(m)))
+    assert mb.mass_matrix(model32, jnp.full(3, 0.2, jnp.float32)).dtype == jnp.float32
+    q = jnp.array([0.3, -0.2, 0.5])
+    energy = lambda m: mb.kinetic_energy(m, q, q)  # noqa: E731
+    assert_tree_allclose(jax.grad(energy)(model), jax.jit(jax.grad(energy))(model), rtol=1e-14)
+
+
+def test_a_models_packed_arrays_leave_with_it():
+    from jaxmb import _eager
+
+    before = len(_eager._MODELS)
+    model = mb.models.planar_chain(2)
+    mb.mass_matrix(model, GOOD)
+    assert len(_eager._MODELS) == before + 1
+    del model
+    gc.collect()
+    assert len(_eager._MODELS) == before
 
 
 def test_python_lists_are_accepted():
