@@ -30,24 +30,39 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def compiled_per_model(fn: Callable | None = None, *, unless: Callable[..., bool] | None = None) -> Callable:
+def compiled_per_model(fn: Callable | None = None, *, check_model: Callable[[Any], None] | None = None,
+                       explain: Callable[..., None] | None = None) -> Callable:
     """Decorate ``fn(model, *arrays, **static)``: it runs as one compiled program
-    (``eqx.filter_jit``; nested, and so inlined, where its arguments are traced), or as
-    it is where ``unless(*args, **kwargs)`` holds. Its callers convert and check their arguments
-    first (a Python number or list would be a static argument and compile per value)."""
+    (``eqx.filter_jit``; nested, and so inlined, where its arguments are traced). Its
+    callers convert and check their arguments first (a Python number or list would be a
+    static argument and compile per value).
+
+    Eagerly, ``check_model(model)``, where given, runs once per model object, before its
+    first program: it raises what the program cannot see, its arguments being traced
+    (copies of a loop that disagree). Where the program raises (an ``eqx.error_if``:
+    `EquinoxRuntimeError`), ``explain(*args, **kwargs)`` runs to raise the precise error
+    at the call instead (a loop that cannot close: its `LoopClosureError`), at no cost
+    to the calls that succeed."""
     if fn is None:
-        return functools.partial(compiled_per_model, unless=unless)
+        return functools.partial(compiled_per_model, check_model=check_model, explain=explain)
     compiled = eqx.filter_jit(fn)
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if unless is not None and unless(*args, **kwargs):
-            return fn(*args, **kwargs)
-        static = _static_kwargs(kwargs) if args and _concrete_arrays(args[1:]) else None
-        packed = None if static is None else _packed(args[0])
-        if packed is None:
-            return compiled(*args, **kwargs)
-        return _run_packed(fn, packed.skeleton, static, packed.buffers, args[1:])
+        # The model's own arrays are looked at once per model object (`_packed`).
+        eager = bool(args) and not _traced(args[1:], kwargs)
+        packed = _packed(args[0]) if eager else None
+        try:
+            if packed is None:
+                return compiled(*args, **kwargs)
+            if check_model is not None and check_model not in packed.checked:
+                check_model(args[0])
+                packed.checked.add(check_model)
+            return _run_packed(fn, packed.skeleton, packed.buffers, args[1:], kwargs)
+        except eqx.EquinoxRuntimeError:
+            if eager and explain is not None:
+                explain(*args, **kwargs)
+            raise
 
     return call
 
@@ -81,6 +96,7 @@ class _Skeleton:
 class _Packing:
     skeleton: _Skeleton
     buffers: tuple
+    checked: set = dataclasses.field(default_factory=set)  # the `check_model`s passed
 
 
 # id(model) -> (weak reference to it, its packing). Entries leave with their model.
@@ -88,19 +104,8 @@ _MODELS: dict[int, tuple[weakref.ref, _Packing]] = {}
 _SKELETONS: dict[tuple, _Skeleton] = {}
 
 
-def _concrete_arrays(args) -> bool:
-    """Whether every leaf of `args` is an array and none is traced: an eager call."""
-    return all(eqx.is_array(x) and not isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(args))
-
-
-def _static_kwargs(kwargs) -> tuple | None:
-    """The keyword arguments as a hashable static argument, or None (an array among them)."""
-    items = tuple(sorted(kwargs.items()))
-    try:
-        hash(items)
-    except TypeError:
-        return None
-    return items
+def _traced(args, kwargs) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs)))
 
 
 def _packed(model) -> _Packing | None:
@@ -155,6 +160,8 @@ def _forget(key, ref):
         del _MODELS[key]
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _run_packed(fn, skeleton: _Skeleton, kwargs: tuple, buffers, args):
-    return fn(skeleton.unpack(buffers), *args, **dict(kwargs))
+# `eqx.filter_jit` (not `jax.jit`): it turns an `eqx.error_if` raised inside the program
+# (a loop that cannot close) into an `EquinoxRuntimeError` with the message.
+@eqx.filter_jit
+def _run_packed(fn, skeleton: _Skeleton, buffers, args, kwargs):
+    return fn(skeleton.unpack(buffers), *args, **kwargs)

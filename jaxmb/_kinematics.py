@@ -23,14 +23,24 @@ from ._spatial import own_buffer, small_matmul, small_matvec
 
 
 # The public calls convert and check their arguments, then run a body compiled once per
-# model structure and argument shapes when called eagerly (`jaxmb._eager`), except on a
-# model with loops: there a loop that cannot close raises its `LoopClosureError` at the
-# call, and the loops' solves are compiled on their own.
+# model structure and argument shapes when called eagerly (`jaxmb._eager`). On a model
+# with loops, a loop that cannot close raises its `LoopClosureError` at the call
+# (`close_loops`, run where the program failed).
 
 
-def has_loops(model: Model, *args, **kwargs) -> bool:
-    """Whether `model` has loop closures (`compiled_per_model`'s exception)."""
-    return bool(model.loops)
+def check_loop_copies(model: Model) -> None:
+    """Raise `LoopClosureError` where the joints of a loop hold copies of it that disagree
+    (`_loop_closure_of`): checked eagerly once per model object, as its compiled
+    programs see the copies traced."""
+    _closure_joints(model)
+
+
+def close_loops(model: Model, q, *args, **kwargs) -> None:
+    """Solve each loop of `model` at `q` (each solve compiled and cached), raising its
+    `LoopClosureError` where it cannot close: what an eager call whose program failed
+    raises in place of the equinox runtime error."""
+    for closure, _ in _closure_joints(model):
+        closure.solve(q)
 
 
 def _loop_closure_of(model: Model, members: Sequence[int]) -> LoopClosure:
@@ -138,7 +148,7 @@ def joint_values(model: Model, q: RealLike) -> Float[Array, " nj"]:
     return _joint_values(model, jnp.asarray(q))
 
 
-@compiled_per_model(unless=has_loops)
+@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
 def _joint_values(model: Model, q):
     return jnp.stack(_per_joint(model, "__call__", q)).astype(q.dtype)
 
@@ -163,7 +173,7 @@ def joint_gradients(model: Model, q: RealLike) -> Float[Array, "nj nq"]:
     return _joint_gradients(model, jnp.asarray(q))
 
 
-@compiled_per_model(unless=has_loops)
+@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
 def _joint_gradients(model: Model, q):
     return jnp.stack(_per_joint(model, "gradient", q))
 
@@ -187,7 +197,7 @@ def joint_hessians(model: Model, q: RealLike) -> Float[Array, "nj nq nq"]:
     return _joint_hessians(model, jnp.asarray(q))
 
 
-@compiled_per_model(unless=has_loops)
+@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
 def _joint_hessians(model: Model, q):
     return jnp.stack(_per_joint(model, "hessian", q))
 
@@ -218,7 +228,7 @@ def joint_rates(model: Model, q, qd, qdd=None):
     return _joint_rates(model, q, qd, None if qdd is None else jnp.asarray(qdd, dtype=q.dtype))
 
 
-@compiled_per_model(unless=has_loops)
+@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
 def _joint_rates(model: Model, q, qd, qdd):
     if qdd is None:
         return tuple(jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
@@ -431,7 +441,7 @@ def body_transforms(model: Model, q: RealLike) -> Float[Array, "nb 4 4"]:
     return _body_transforms(model, q)
 
 
-@compiled_per_model(unless=has_loops)
+@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
 def _body_transforms(model: Model, q):
     return body_transforms_from_joints(model, joint_values(model, q))
 

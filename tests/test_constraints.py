@@ -337,6 +337,31 @@ def test_singular_configuration_errors():
     assert ok.result == R.successful
 
 
+_STRETCHED = mb.models.five_bar(l3=1.5, l4=1.5)  # links 3 and 4 stretched at q = (0, pi)
+_EAGER_CALLS = {
+    "joint_values": lambda q: mb.joint_values(_STRETCHED, q),
+    "joint_rates": lambda q: mb.joint_rates(_STRETCHED, q, q),
+    "body_transforms": lambda q: mb.body_transforms(_STRETCHED, q),
+    "point_velocity": lambda q: mb.point_velocity(_STRETCHED, q, q, 1),
+    "mass_matrix": lambda q: mb.mass_matrix(_STRETCHED, q),
+    "bias_forces": lambda q: mb.bias_forces(_STRETCHED, q, q),
+    "forward_dynamics": lambda q: mb.forward_dynamics(_STRETCHED, q, q),
+    "inverse_dynamics": lambda q: mb.inverse_dynamics(_STRETCHED, q, q, q),
+    "kinetic_energy": lambda q: mb.kinetic_energy(_STRETCHED, q, q),
+}
+
+
+@pytest.mark.parametrize("call", sorted(_EAGER_CALLS))
+def test_every_eager_call_on_a_loop_that_cannot_close_raises_its_loop_closure_error(call):
+    """Eager calls on a model with loops run compiled programs, in which a failing solve
+    can only raise an equinox runtime error; the call raises the loop's
+    `LoopClosureError`, naming it and q, whichever call it is (before, the kinematics ran
+    operation by operation to raise it, and the dynamics raised the equinox error)."""
+    with pytest.raises(mb.LoopClosureError, match=r"five_bar.*q = \[0\. +3\.14159"):
+        jax.block_until_ready(_EAGER_CALLS[call](jnp.asarray([0.0, np.pi])))
+    assert jnp.all(jnp.isfinite(jnp.asarray(jax.tree.leaves(_EAGER_CALLS[call](jnp.asarray([0.5, 0.3])))[0])))
+
+
 def test_checks_in_simulations_bound_the_condition_number_without_an_svd():
     """The right-hand side's check (throw=True) and simulate's step-end check
     (throw=False) estimate rcond(∂g/∂f) = σ_min/σ_max by 1/(‖J‖_F ‖J⁻¹‖_F) from
