@@ -15,7 +15,9 @@ An eager call passes the model to its program as a few flat buffers, one per dty
 made once per model object (`_packed`): a full-body model is a pytree of thousands of
 small arrays, and flattening it and handing each array to the program cost a
 millisecond per call, many times the program's own run time. A model is immutable, so
-its buffers stay valid for as long as it lives; they are dropped with it.
+its buffers stay valid for as long as it lives; they are dropped with it. A program
+that fails inside (an ``eqx.error_if``) is explained at the call where the decorated
+function says how (a loop that cannot close raises its `LoopClosureError`).
 """
 
 import dataclasses
@@ -60,7 +62,7 @@ def compiled_per_model(fn: Callable | None = None, *, check_model: Callable[[Any
                 packed.checked.add(check_model)
             return _run_packed(fn, packed.skeleton, packed.buffers, args[1:], kwargs)
         except eqx.EquinoxRuntimeError:
-            if eager and explain is not None:
+            if packed is not None and explain is not None:
                 explain(*args, **kwargs)
             raise
 
@@ -69,22 +71,25 @@ def compiled_per_model(fn: Callable | None = None, *, check_model: Callable[[Any
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _Skeleton:
-    """A model's structure: its treedef, its static leaves, and where each array leaf lies
-    in the buffers (buffer, offset, shape). Hashable by value (a static argument of the
-    program) and interned (`_SKELETONS`), so that models of one structure share one
-    object and the program's cache finds it by identity."""
+    """A model's structure: its treedef, its static leaves (None where an array is), and
+    where each array lies in the buffers (buffer, offset, shape; None for a static leaf).
+    Hashable by value (a static argument of the program) and interned (`_SKELETONS`),
+    so that models of one structure share one object, which the program's cache finds
+    by identity."""
 
     treedef: Any
     static: tuple
-    slots: tuple  # per leaf: None for a static leaf, else (buffer, offset, shape)
-    key: tuple
-    hash_: int
+    slots: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "_hash", hash((self.treedef, self.static, self.slots)))
 
     def __hash__(self):
-        return self.hash_
+        return self._hash
 
     def __eq__(self, other):
-        return self is other or (isinstance(other, _Skeleton) and self.key == other.key)
+        return self is other or (isinstance(other, _Skeleton) and (self.treedef, self.static, self.slots)
+                                 == (other.treedef, other.static, other.slots))
 
     def unpack(self, buffers):
         leaves = [s if slot is None else buffers[slot[0]][slot[1]:slot[1] + int(np.prod(slot[2], dtype=int))]
@@ -101,7 +106,7 @@ class _Packing:
 
 # id(model) -> (weak reference to it, its packing). Entries leave with their model.
 _MODELS: dict[int, tuple[weakref.ref, _Packing]] = {}
-_SKELETONS: dict[tuple, _Skeleton] = {}
+_SKELETONS: dict[_Skeleton, _Skeleton] = {}
 
 
 def _traced(args, kwargs) -> bool:
@@ -134,11 +139,9 @@ def _packed(model) -> _Packing | None:
         else:
             slots.append(None)
             static.append(leaf)
-    key = (treedef, tuple(static), tuple(slots), tuple(groups))
     try:
-        skeleton = _SKELETONS.get(key)
-        if skeleton is None:
-            skeleton = _SKELETONS.setdefault(key, _Skeleton(treedef, tuple(static), tuple(slots), key, hash(key)))
+        skeleton = _Skeleton(treedef, tuple(static), tuple(slots))
+        skeleton = _SKELETONS.setdefault(skeleton, skeleton)
         with jax.ensure_compile_time_eval():  # concrete buffers, also when called inside a trace
             buffers = tuple(_concatenate(group) for _, group in groups.values())
         ref = weakref.ref(model, functools.partial(_forget, id(model)))
