@@ -115,8 +115,9 @@ def _traced(args, kwargs) -> bool:
 
 def _packed(model) -> _Packing | None:
     """The model's buffers and skeleton (made on its first eager call), or None where it
-    cannot be packed: traced leaves (a `grad` with respect to the model), leaves on
-    several devices, unhashable static leaves, or an object without weak references."""
+    cannot be packed: traced leaves (a `grad` with respect to the model), NumPy arrays,
+    leaves on several devices, unhashable static leaves, or an object without weak
+    references."""
     entry = _MODELS.get(id(model))
     if entry is not None and entry[0]() is model:
         return entry[1]
@@ -128,13 +129,14 @@ def _packed(model) -> _Packing | None:
     slots, static = [], []
     for leaf in leaves:
         if eqx.is_array(leaf):
-            x = leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf)
-            index, group = groups.setdefault((x.dtype, x.weak_type), (len(groups), []))
+            if not isinstance(leaf, jax.Array):
+                return None  # a NumPy array can change in place: the model is handed over as it is
+            index, group = groups.setdefault((leaf.dtype, leaf.weak_type), (len(groups), []))
             if index == len(sizes):
                 sizes.append(0)
-            group.append(x)
-            slots.append((index, sizes[index], x.shape))
-            sizes[index] += x.size
+            group.append(leaf)
+            slots.append((index, sizes[index], leaf.shape))
+            sizes[index] += leaf.size
             static.append(None)
         else:
             slots.append(None)

@@ -155,6 +155,16 @@ def test_an_eager_call_keeps_each_array_of_the_model_as_it_was():
     assert_tree_allclose(jax.grad(energy)(model), jax.jit(jax.grad(energy))(model), rtol=1e-14)
 
 
+def test_a_model_holding_a_numpy_array_is_read_afresh_at_each_call():
+    """A NumPy array can change in place, so such a model is not packed once."""
+    mass = np.asarray(2.0)
+    model = eqx.tree_at(lambda m: m.bodies[1].mass, mb.models.planar_chain(2), mass)
+    before = mb.mass_matrix(model, GOOD)
+    mass[...] = 4.0
+    assert_tree_allclose(mb.mass_matrix(model, GOOD), jax.jit(lambda q: mb.mass_matrix(model, q))(GOOD), rtol=1e-14)
+    assert not np.allclose(mb.mass_matrix(model, GOOD), before)
+
+
 def test_a_models_packed_arrays_leave_with_it():
     from jaxmb import _eager
 
