@@ -16,7 +16,8 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from ._checks import is_concrete, coordinate_vector, finite_tolerance
-from ._kinematics import _closure_joints
+from ._eager import compiled_per_model
+from ._kinematics import _closure_joints, check_loop_copies, close_loops
 from ._loop_closure import RESULT_MESSAGES, SUCCESS, LoopClosureError
 from ._control import AbstractController
 from ._dynamics import Method
@@ -353,6 +354,27 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
         z0 = jax.tree.map(lambda x: jnp.asarray(x, q0.dtype), controller.init(q0, qd0))
         for leaf in jax.tree.leaves(z0):
             _finite_argument(leaf, "the controller's initial state (controller.init)")
+    save_ts, states, t_end, end, result, codes, stats = _integrate(
+        model, q0, qd0, z0, t0, t1, save_ts, torque, controller, solver, rtol, atol, dt0, max_steps, progress,
+        adjoint, method)
+    outputs = (save_ts, states, t_end, end)
+    if throw:
+        outputs = _raise_loop_failures(codes, t_end, end.q, outputs)
+        outputs = _raise_failure(result, outputs)
+    save_ts, states, t_end, end = outputs
+    return Solution(ts=save_ts, state=states, success=result == RESULTS.successful, result=result,
+                    stats=stats, t_end=t_end, state_end=end, loop_results=codes)
+
+
+# One program per model structure and options (`jaxmb._eager`): called eagerly, the
+# solve's setup (its modules holding the model, each flattening it) and diffrax's own
+# dispatch of the model's arrays cost milliseconds on a full-body model, many times a
+# short simulation. The arguments are checked before it, and failures raised after it.
+@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+def _integrate(model, q0, qd0, z0, t0, t1, save_ts, torque, controller, solver, rtol, atol, dt0, max_steps,
+               progress, adjoint, method):
+    """The solve of `simulate` from its checked arguments: ``(save_ts, states, t_end,
+    end, result, loop codes, stats)``."""
     warm = _warm_loops(model)
     y0 = SimulationState(q=q0, qd=qd0, controller=z0, loops=_initial_loops(model, warm, q0))
     layout = _Layout.of(y0)
@@ -400,13 +422,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     states, end = layout.unravel(states), layout.unravel(end[0])
     result = _diagnose(model, warm, sol.result, _loop_result(codes), end)
     result = RESULTS.where(start == RESULTS.successful, result, start)
-    outputs = (save_ts, states, t_end, end)
-    if throw:
-        outputs = _raise_loop_failures(codes, t_end, end.q, outputs)
-        outputs = _raise_failure(result, outputs)
-    save_ts, states, t_end, end = outputs
-    return Solution(ts=save_ts, state=states, success=result == RESULTS.successful, result=result,
-                    stats=sol.stats, t_end=t_end, state_end=end, loop_results=codes)
+    return save_ts, states, t_end, end, result, codes, sol.stats
 
 
 def _raise_failure(result, outputs):

@@ -323,6 +323,31 @@ def test_a_solve_traces_the_dynamics_once(monkeypatch):
     assert len(calls) <= 1
 
 
+def test_an_eager_simulation_takes_the_model_packed_and_equals_the_traced_one(caplog):
+    """Called eagerly, `simulate` runs its solve as one program taking the model packed
+    (`jaxmb._eager`): its setup and diffrax's dispatch flattened a full-body model about
+    ten times per call (8.8 ms per call on gait2354 against 0.21 ms for the solve). The
+    same structure with other values compiles nothing new and gives its own motion."""
+    from jaxmb import _eager
+
+    model = mb.models.planar_chain(3)
+    q0, qd0 = jnp.array([0.3, -0.2, 0.1]), jnp.array([0.0, 0.5, -0.5])
+    eager = mb.simulate(model, q0, qd0, 0.2, ts=jnp.linspace(0.0, 0.2, 5))
+    assert id(model) in _eager._MODELS
+    traced = jax.jit(lambda q: mb.simulate(model, q, qd0, 0.2, ts=jnp.linspace(0.0, 0.2, 5)).q)(q0)
+    np.testing.assert_allclose(eager.q, traced, rtol=1e-12, atol=1e-14)
+    heavier = eqx.tree_at(lambda m: m.bodies[2].mass, model, 3.0 * model.bodies[2].mass)
+    ts = jnp.linspace(0.0, 0.2, 5)
+    caplog.clear()
+    with jax.log_compiles(), caplog.at_level(logging.WARNING):
+        other = mb.simulate(heavier, q0, qd0, 0.2, ts=ts)
+    assert [r.getMessage()[:80] for r in caplog.records if "Compiling" in r.getMessage()] == []
+    assert not np.allclose(other.q[-1], eager.q[-1])
+    e0 = mb.kinetic_energy(heavier, q0, qd0) + mb.potential_energy(heavier, q0)
+    e1 = mb.kinetic_energy(heavier, other.q[-1], other.qd[-1]) + mb.potential_energy(heavier, other.q[-1])
+    np.testing.assert_allclose(e1, e0, rtol=1e-6)
+
+
 def test_calling_again_outside_jit_compiles_nothing(caplog):
     """A second call with arguments of the same shapes reuses what the first compiled:
     simulate, also for a model whose loop variables ride along in the state (four-bar)
