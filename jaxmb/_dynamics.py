@@ -31,8 +31,7 @@ from jaxtyping import Array, Float
 from ._checks import coordinate_vector
 from ._errors import ModelError
 from ._typing import RealLike
-from ._eager import compiled_per_model
-from ._kinematics import body_transforms, check_loop_copies, close_loops, joint_gradients, joint_values
+from ._kinematics import body_transforms, compiled_on_model, joint_gradients, joint_values
 from ._kinematics import _ground_frame, _joint_rates_and_gradients, _local_frames, _path_twist_jacobian
 from ._loads import AbstractJointSpaceLoad, AbstractLoad, _PoseLoad
 from ._model import Model
@@ -114,7 +113,7 @@ def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> F
 # The public calls' bodies are compiled, one program per model structure and argument
 # shapes (`jaxmb._eager`): eagerly they would run the passes operation by operation.
 # Inside a user's `jit`, `vmap` or `grad` the nested `jit` is inlined.
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 @batches_in_chunks
 def _mass_matrix(model: Model, q, *, method: Method):
     if method == "recursive":
@@ -150,7 +149,7 @@ def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -
     return _gravity_forces(model, coordinate_vector(model, q, "gravity_forces", "q"), method=method)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _gravity_forces(model: Model, q, *, method: Method):
     if method == "recursive":
         zero = jnp.zeros_like(q)
@@ -185,7 +184,7 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
     return _velocity_forces(model, q, qd, method=method)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _velocity_forces(model: Model, q, qd, *, method: Method):
     if method == "recursive":
         return _recursive_inverse_dynamics(model, q, qd, jnp.zeros_like(q), gravity_on=False)
@@ -219,7 +218,7 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
     return _bias_forces(model, q, qd, method=method)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 @batches_in_chunks
 def _bias_forces(model: Model, q, qd, *, method: Method):
     if method == "recursive":
@@ -247,7 +246,7 @@ def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
     return _generalized_forces(model, q, loads) if loads else jnp.zeros_like(q)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _generalized_forces(model: Model, q, loads):
     return _applied_forces(model, q, loads)
 
@@ -353,7 +352,7 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
     return _forward_dynamics(model, q, qd, tau, method=method)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 @batches_in_chunks
 def _forward_dynamics(model: Model, q, qd, tau, *, method: Method):
     tau = sum((force.generalized_force(model, q, qd) for force in model.forces), tau)  # jaxmb.AbstractForce, u = 0
@@ -420,7 +419,7 @@ def inverse_dynamics_terms(model: Model, q, qd, qdd, *, loads=None, method: Meth
     return _inverse_dynamics_terms(model, q, qd, qdd, model.loads if loads is None else tuple(loads), method=method)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _inverse_dynamics_terms(model: Model, q, qd, qdd, loads, *, method: Method):
     inertial = _mass_matrix(model, q, method=method) @ qdd
     velocity = _velocity_forces(model, q, qd, method=method)
@@ -454,7 +453,7 @@ def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") 
     return _inverse_dynamics(model, q, qd, qdd, method=method)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 @batches_in_chunks
 def _inverse_dynamics(model: Model, q, qd, qdd, *, method: Method):
     if method == "recursive":
@@ -509,7 +508,7 @@ def kinetic_energy(model: Model, q, qd) -> Float[Array, ""]:
     return _kinetic_energy(model, q, qd)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _kinetic_energy(model: Model, q, qd):
     vc = jax.jvp(lambda x: _com_positions(model, x), (q,), (qd,))[1]
     w = body_angular_velocities(model, q, qd)
@@ -537,7 +536,7 @@ def potential_energy(model: Model, q) -> Float[Array, ""]:
     return _potential_energy(model, q)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _potential_energy(model: Model, q):
     masses = jnp.stack([b.mass for b in model.bodies]).astype(q.dtype)
     return -jnp.sum(masses * (_com_positions(model, q) @ model.gravity.astype(q.dtype)))

@@ -49,6 +49,15 @@ def compiled_per_model(fn: Callable | None = None, *, check_model: Callable[[Any
         return functools.partial(compiled_per_model, check_model=check_model, explain=explain)
     compiled = eqx.filter_jit(fn)
 
+    # The eager route, the model packed: `eqx.filter_jit` (not `jax.jit`), which turns an
+    # `eqx.error_if` raised inside the program (a loop that cannot close) into an
+    # `EquinoxRuntimeError` with the message; one per function, as `compiled`.
+    def packed_call(skeleton, buffers, args, kwargs):
+        return fn(skeleton.unpack(buffers), *args, **kwargs)
+
+    packed_call.__name__ = packed_call.__qualname__ = fn.__name__  # the program's name in logs and profiles
+    compiled_packed = eqx.filter_jit(packed_call)
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
         # The model's own arrays are looked at once per model object (`_packed`).
@@ -60,7 +69,7 @@ def compiled_per_model(fn: Callable | None = None, *, check_model: Callable[[Any
             if check_model is not None and check_model not in packed.checked:
                 check_model(args[0])
                 packed.checked.add(check_model)
-            return _run_packed(fn, packed.skeleton, packed.buffers, args[1:], kwargs)
+            return compiled_packed(packed.skeleton, packed.buffers, args[1:], kwargs)
         except eqx.EquinoxRuntimeError:
             if packed is not None and explain is not None:
                 explain(*args, **kwargs)
@@ -163,10 +172,3 @@ def _concatenate(arrays):
 def _forget(key, ref):
     if key in _MODELS and _MODELS[key][0] is ref:
         del _MODELS[key]
-
-
-# `eqx.filter_jit` (not `jax.jit`): it turns an `eqx.error_if` raised inside the program
-# (a loop that cannot close) into an `EquinoxRuntimeError` with the message.
-@eqx.filter_jit
-def _run_packed(fn, skeleton: _Skeleton, buffers, args, kwargs):
-    return fn(skeleton.unpack(buffers), *args, **kwargs)

@@ -43,6 +43,11 @@ def close_loops(model: Model, q, *args, **kwargs) -> None:
         closure.solve(q)
 
 
+# The decorator of the bodies of the public calls on a model and a state ``(model, q,
+# ...)``: compiled per model structure, and on a model with loops the loops' own errors.
+compiled_on_model = compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+
+
 def _loop_closure_of(model: Model, members: Sequence[int]) -> LoopClosure:
     """The closure that the joints `members` of one loop (``model.loops``) share.
 
@@ -148,7 +153,7 @@ def joint_values(model: Model, q: RealLike) -> Float[Array, " nj"]:
     return _joint_values(model, jnp.asarray(q))
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _joint_values(model: Model, q):
     return jnp.stack(_per_joint(model, "__call__", q)).astype(q.dtype)
 
@@ -173,7 +178,7 @@ def joint_gradients(model: Model, q: RealLike) -> Float[Array, "nj nq"]:
     return _joint_gradients(model, jnp.asarray(q))
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _joint_gradients(model: Model, q):
     return jnp.stack(_per_joint(model, "gradient", q))
 
@@ -197,7 +202,7 @@ def joint_hessians(model: Model, q: RealLike) -> Float[Array, "nj nq nq"]:
     return _joint_hessians(model, jnp.asarray(q))
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _joint_hessians(model: Model, q):
     return jnp.stack(_per_joint(model, "hessian", q))
 
@@ -228,7 +233,7 @@ def joint_rates(model: Model, q, qd, qdd=None):
     return _joint_rates(model, q, qd, None if qdd is None else jnp.asarray(qdd, dtype=q.dtype))
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _joint_rates(model: Model, q, qd, qdd):
     if qdd is None:
         return tuple(jnp.stack(x).astype(q.dtype) for x in zip(*_per_joint(model, "rates", q, qd)))
@@ -441,7 +446,7 @@ def body_transforms(model: Model, q: RealLike) -> Float[Array, "nb 4 4"]:
     return _body_transforms(model, q)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _body_transforms(model: Model, q):
     return body_transforms_from_joints(model, joint_values(model, q))
 

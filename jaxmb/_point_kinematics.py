@@ -15,8 +15,7 @@ from jaxtyping import Array, Float
 
 from ._checks import coordinate_vector, finite, float_array
 from ._errors import ModelError
-from ._eager import compiled_per_model
-from ._kinematics import body_transforms, check_loop_copies, close_loops
+from ._kinematics import body_transforms, compiled_on_model
 from ._model import Model
 from ._spatial import vee
 from ._typing import RealLike
@@ -65,7 +64,7 @@ def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
     return _point_position(model, q, _body(model, body), _body_point(point, q.dtype, "point_position"))
 
 
-_point_position = compiled_per_model(_position, check_model=check_loop_copies, explain=close_loops)
+_point_position = compiled_on_model(_position)
 
 
 def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0)) -> Float[Array, "3"]:
@@ -93,7 +92,7 @@ def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0))
     return _point_velocity(model, q, qd, _body(model, body), _body_point(point, q.dtype, "point_velocity"))
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _point_velocity(model: Model, q, qd, body, point):
     return jax.jvp(lambda x: _position(model, x, body, point), (q,), (qd,))[1]
 
@@ -124,7 +123,7 @@ def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0
                                _body_point(point, q.dtype, "point_acceleration"))
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _point_acceleration(model: Model, q, qd, qdd, body, point):
     pos = lambda x: _position(model, x, body, point)  # noqa: E731
     vel = lambda x: jax.jvp(pos, (x,), (qd,))[1]  # noqa: E731
@@ -154,7 +153,7 @@ def point_jacobian(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
     return _point_jacobian(model, q, _body(model, body), _body_point(point, q.dtype, "point_jacobian"))
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _point_jacobian(model: Model, q, body, point):
     return jax.jacfwd(lambda x: _position(model, x, body, point))(q)
 
@@ -182,7 +181,7 @@ def body_angular_velocities(model: Model, q, qd) -> Float[Array, "nb 3"]:
     return _body_angular_velocities(model, q, qd)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _body_angular_velocities(model: Model, q, qd):
     poses, dposes = jax.jvp(lambda x: body_transforms(model, x), (q,), (qd,))
     return jax.vmap(lambda t, dt: vee(dt[:3, :3] @ t[:3, :3].T))(poses, dposes)
@@ -209,6 +208,6 @@ def angular_jacobians(model: Model, q) -> Float[Array, "nb 3 nq"]:
     return _angular_jacobians(model, q)
 
 
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _angular_jacobians(model: Model, q):
     return jax.jacfwd(lambda v: _body_angular_velocities(model, q, v))(jnp.zeros_like(q))

@@ -16,8 +16,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from ._checks import is_concrete, coordinate_vector, finite_tolerance
-from ._eager import compiled_per_model
-from ._kinematics import _closure_joints, check_loop_copies, close_loops
+from ._kinematics import _closure_joints, compiled_on_model
 from ._loop_closure import RESULT_MESSAGES, SUCCESS, LoopClosureError
 from ._control import AbstractController
 from ._dynamics import Method
@@ -370,7 +369,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
 # solve's setup (its modules holding the model, each flattening it) and diffrax's own
 # dispatch of the model's arrays cost milliseconds on a full-body model, many times a
 # short simulation. The arguments are checked before it, and failures raised after it.
-@compiled_per_model(check_model=check_loop_copies, explain=close_loops)
+@compiled_on_model
 def _integrate(model, q0, qd0, z0, t0, t1, save_ts, torque, controller, solver, rtol, atol, dt0, max_steps,
                progress, adjoint, method):
     """The solve of `simulate` from its checked arguments: ``(save_ts, states, t_end,
