@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._checks import is_concrete
+
 
 def compiled_per_model(fn: Callable | None = None, *, check_model: Callable[[Any], None] | None = None,
                        explain: Callable[..., None] | None = None) -> Callable:
@@ -61,7 +63,7 @@ def compiled_per_model(fn: Callable | None = None, *, check_model: Callable[[Any
     @functools.wraps(fn)
     def call(*args, **kwargs):
         # The model's own arrays are looked at once per model object (`_packed`).
-        eager = bool(args) and not _traced(args[1:], kwargs)
+        eager = bool(args) and is_concrete((args[1:], kwargs))
         packed = _packed(args[0]) if eager else None
         try:
             if packed is None:
@@ -118,10 +120,6 @@ _MODELS: dict[int, tuple[weakref.ref, _Packing]] = {}
 _SKELETONS: dict[_Skeleton, _Skeleton] = {}
 
 
-def _traced(args, kwargs) -> bool:
-    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs)))
-
-
 def _packed(model) -> _Packing | None:
     """The model's buffers and skeleton (made on its first eager call), or None where it
     cannot be packed: traced leaves (a `grad` with respect to the model), NumPy arrays,
@@ -131,7 +129,7 @@ def _packed(model) -> _Packing | None:
     if entry is not None and entry[0]() is model:
         return entry[1]
     leaves, treedef = jax.tree_util.tree_flatten(model)
-    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+    if not is_concrete(leaves):
         return None
     groups: dict[tuple, tuple[int, list]] = {}  # (dtype, weak type) -> (buffer index, arrays)
     sizes: list[int] = []
