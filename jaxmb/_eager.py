@@ -12,7 +12,7 @@ its traced body across the enclosing traces of a model: without it, every `jit`,
 muscle geometry and forces, the force set) goes through this one wrapper.
 
 An eager call passes the model to its program as a few flat buffers, one per dtype,
-made once per model object (`_packed`): a full-body model is a pytree of thousands of
+made once per model object (`model_packing`): a full-body model is a pytree of thousands of
 small arrays, and flattening it and handing each array to the program cost a
 millisecond per call, many times the program's own run time. A model is immutable, so
 its buffers stay valid for as long as it lives; they are dropped with it. A program
@@ -62,9 +62,9 @@ def compiled_per_model(fn: Callable | None = None, *, check_model: Callable[[Any
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        # The model's own arrays are looked at once per model object (`_packed`).
+        # The model's own arrays are looked at once per model object (`model_packing`).
         eager = bool(args) and is_concrete((args[1:], kwargs))
-        packed = _packed(args[0]) if eager else None
+        packed = model_packing(args[0]) if eager else None
         try:
             if packed is None:
                 return compiled(*args, **kwargs)
@@ -120,7 +120,7 @@ _MODELS: dict[int, tuple[weakref.ref, _Packing]] = {}
 _SKELETONS: dict[_Skeleton, _Skeleton] = {}
 
 
-def _packed(model) -> _Packing | None:
+def model_packing(model) -> _Packing | None:
     """The model's buffers and skeleton (made on its first eager call), or None where it
     cannot be packed: traced leaves (a `grad` with respect to the model), NumPy arrays,
     leaves on several devices, unhashable static leaves, or an object without weak

@@ -16,13 +16,12 @@ import concurrent.futures
 
 import equinox as eqx
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import finite_coordinate_vector
-from .._eager import compiled_per_model
+from .._eager import compiled_per_model, model_packing
 from .._errors import ModelError
 from .._kinematics import _twist_rows, body_transforms, joint_gradients
 from .._functions import AbstractJointFunction
@@ -434,19 +433,19 @@ def _sweep_row(model: Model, q, k: int, method: str):
     return moment_arms(model, q, method=method)[k]
 
 
-def _sweep_chunk(static, flat, qs, k: int, method: str, unravel):
+def _sweep_chunk(skeleton, buffers, qs, k: int, method: str):
     # One state at a time (`lax.map`): the compiled program is one state's, whatever the
     # chunk; a vmap of the wrap iterations compiles to a program many times larger. The
-    # model's arrays come in raveled into one vector (`unravel` rebuilds them): a program
-    # compiled ahead of time takes its arguments through JAX's Python path, one array at a
-    # time, and an OpenSim model has thousands.
-    model = eqx.combine(unravel(flat), static)
+    # model's arrays come in packed, as in an eager call (`jaxmb._eager.model_packing`): a
+    # program compiled ahead of time takes its arguments through JAX's Python path, one
+    # array at a time, and an OpenSim model has thousands.
+    model = skeleton.unpack(buffers)
     return jax.lax.map(lambda q: _sweep_row(model, q, k, method), qs)
 
 
 # The sweep's programs, by whether XLA optimizes them fully (see `moment_arm_sweep`).
-_SWEEP_CHUNK = {True: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4, 5)),
-                False: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4, 5),
+_SWEEP_CHUNK = {True: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4)),
+                False: jax.jit(_sweep_chunk, static_argnums=(0, 3, 4),
                                compiler_options={"xla_backend_optimization_level": 0})}
 # Sweeps of at most this many wrap computations (states x PathWraps of the muscles
 # computed) compile with XLA's backend optimization off (see `moment_arm_sweep`).
@@ -483,19 +482,20 @@ def _sweep_groups(muscles) -> list[list[int]]:
 
 def _sweep_program(pool, run, model: Model, qs, k: int, method: str):
     """The compiled program of `run` (a `_SWEEP_CHUNK` entry) for `model` and chunks like
-    `qs`: ``(future of the program, the model's arrays raveled, its key in
+    `qs`: ``(future of the program, the model's arrays packed, its key in
     _SWEEP_PROGRAMS)``. A kept program is reused; otherwise the program is traced here
     and compiled on `pool` (the caller keeps it once compiled)."""
-    params, static = eqx.partition(model, eqx.is_array)
-    flat, unravel = jax.flatten_util.ravel_pytree(params)
-    key = (run, static, jax.tree.structure(params), tuple((x.shape, x.dtype) for x in jax.tree.leaves(params)),
-           qs.shape, qs.dtype, k, method)
+    packing = model_packing(model)
+    if packing is None:  # NumPy arrays in the model: a sweep reads them once, as JAX arrays
+        packing = model_packing(jax.tree.map(lambda x: jnp.asarray(x) if eqx.is_array(x) else x, model))
+    buffers = packing.buffers
+    key = (run, packing.skeleton, tuple((x.shape, x.dtype) for x in buffers), qs.shape, qs.dtype, k, method)
     if key in _SWEEP_PROGRAMS:
         _SWEEP_PROGRAMS.move_to_end(key)
         ready = concurrent.futures.Future()
         ready.set_result(_SWEEP_PROGRAMS[key])
-        return ready, flat, key
-    return pool.submit(run.lower(static, flat, qs, k, method, unravel).compile), flat, key
+        return ready, buffers, key
+    return pool.submit(run.lower(packing.skeleton, buffers, qs, k, method).compile), buffers, key
 
 
 def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, method: str = "closed_form",
