@@ -117,7 +117,9 @@ class _Packing:
 
 # id(model) -> (weak reference to it, its packing). Entries leave with their model.
 _MODELS: dict[int, tuple[weakref.ref, _Packing]] = {}
-_SKELETONS: dict[_Skeleton, _Skeleton] = {}
+# hash -> weak reference to the interned skeleton of that hash. The packings and the
+# compiled programs hold their skeletons; one that nothing holds leaves the table.
+_SKELETONS: dict[int, weakref.ref] = {}
 
 
 def model_packing(model) -> _Packing | None:
@@ -149,8 +151,7 @@ def model_packing(model) -> _Packing | None:
             slots.append(None)
             static.append(leaf)
     try:
-        skeleton = _Skeleton(treedef, tuple(static), tuple(slots))
-        skeleton = _SKELETONS.setdefault(skeleton, skeleton)
+        skeleton = _interned(_Skeleton(treedef, tuple(static), tuple(slots)))
         with jax.ensure_compile_time_eval():  # concrete buffers, also when called inside a trace
             buffers = tuple(_concatenate(group) for _, group in groups.values())
         ref = weakref.ref(model, functools.partial(_forget, id(model)))
@@ -159,6 +160,23 @@ def model_packing(model) -> _Packing | None:
     packing = _Packing(skeleton, buffers)
     _MODELS[id(model)] = (ref, packing)
     return packing
+
+
+def _interned(skeleton: _Skeleton) -> _Skeleton:
+    """The live skeleton equal to `skeleton`, else `skeleton` itself, now interned (a hash
+    taken by an unequal live skeleton leaves the new one uninterned: correct, only not shared)."""
+    key = hash(skeleton)
+    ref = _SKELETONS.get(key)
+    known = None if ref is None else ref()
+    if known is None:
+        _SKELETONS[key] = weakref.ref(skeleton, functools.partial(_forget_skeleton, key))
+        return skeleton
+    return known if known == skeleton else skeleton
+
+
+def _forget_skeleton(key, ref):
+    if _SKELETONS.get(key) is ref:
+        del _SKELETONS[key]
 
 
 @jax.jit

@@ -177,6 +177,20 @@ def test_a_models_packed_arrays_leave_with_it():
     assert len(_eager._MODELS) == before
 
 
+def test_a_structure_no_model_or_program_holds_leaves_the_skeleton_table():
+    from jaxmb import _eager
+
+    model = mb.models.planar_chain(13, mass=2.5)  # a structure no other test compiles
+    skeleton = _eager.model_packing(model).skeleton  # packed, never compiled
+    twin = mb.models.planar_chain(13, mass=1.5)  # the same structure shares the skeleton
+    assert _eager.model_packing(twin).skeleton is skeleton
+    key = hash(skeleton)
+    assert _eager._SKELETONS[key]() is skeleton
+    del model, twin, skeleton
+    gc.collect()
+    assert key not in _eager._SKELETONS
+
+
 def test_python_lists_are_accepted():
     assert jnp.array_equal(mb.mass_matrix(MODEL, [0.3, -0.2]), mb.mass_matrix(MODEL, GOOD))  # the same program
 
