@@ -59,6 +59,10 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_compilation_cache_dir", None)
+# $JAXMB_CPU_DEVICES CPU devices (one per core) for the batches split over devices
+# (`bench_batches.py`); the count is fixed when JAX starts, so it is set here or not at all.
+if os.environ.get("JAXMB_CPU_DEVICES"):
+    jax.config.update("jax_num_cpu_devices", int(os.environ["JAXMB_CPU_DEVICES"]))
 
 
 def optional(name: str):

@@ -10,9 +10,17 @@
   100) at the cheapest of tol, tol/3, tol/10 whose nominal member has as many digits
   at t = 0.03 as the embedded route's, ms per simulation.
 
+- arm26's muscle lengths and moment arms (paths over an ellipsoid and cylinders, whose
+  iterations run state by state) over B random in-range states on one CPU
+  device (``jax.vmap``) against the batch split over every CPU device
+  (``jax.shard_map`` of the same ``vmap``, docs/how-to/batches.md), wall-clock ms per
+  state; with one device (JAX's default), that row is skipped with a note: ask for one
+  device per core with ``JAXMB_CPU_DEVICES=N``.
+
 On an accelerator, pass large batches (``--batch-sizes 4096,65536 --sims 16384``).
 
     python benchmarks/bench_batches.py [--quick] [--batch-sizes 1024,65536] [--sims 1024]
+    JAXMB_CPU_DEVICES=2 python benchmarks/bench_batches.py --quick --sims 0
 """
 
 from __future__ import annotations
@@ -91,6 +99,31 @@ def andrews_rows(sims, tol, kinds, rounds):
     return rows
 
 
+def split_rows(batch, rounds):
+    """arm26's lengths + moment arms of `batch` states, one device against every CPU
+    device (wall-clock per state: the devices run side by side); [] and a note with one."""
+    from jax.sharding import PartitionSpec as P
+
+    cores = jax.devices("cpu")
+    if len(cores) < 2:
+        return [], ["split over CPU devices: skipped (one CPU device; set JAXMB_CPU_DEVICES to the number of cores)"]
+    batch -= batch % len(cores)
+    model = mb.load_osim(H.ROOT / "jaxmb" / "data" / "arm26.osim")
+    qs = jax.random.uniform(jax.random.PRNGKey(1), (batch, model.nq), minval=model.q_lower, maxval=model.q_upper)
+    geometry = jax.vmap(lambda q: mb.muscle_lengths_and_moment_arms(model, q))
+    mesh = jax.make_mesh((len(cores),), ("states",), devices=cores)
+    split = jax.shard_map(geometry, mesh=mesh, in_specs=P("states"), out_specs=P("states"), check_vma=False)
+    hows = {"vmap, one device": (geometry, jax.device_put(qs, cores[0])),
+            f"shard_map over {len(cores)} CPU devices": (split, jax.device_put(qs, jax.NamedSharding(mesh, P("states"))))}
+    calls, compile_s = {}, {}
+    for how, (fn, x) in hows.items():
+        comp, lo, co = H.compile_apart(fn, x)
+        calls[how], compile_s[how] = (lambda comp=comp, x=x: comp(x)), lo + co
+    timed = H.time_calls(calls, rounds=rounds, min_time=0.2, how="wall")
+    return [dict(what="arm26 lengths + 2 x 6 moment arms", how=how, batch=batch, compile_s=compile_s[how],
+                 per_member=H.ms(timed[how]["best_s"]) / batch, unit="ms/state wall") for how in calls], []
+
+
 def run(quick=False, n=7, batch_sizes=None, chunk=128, sims=None, tol=1e-8, kinds=None, rounds=None,
         out_dir=H.RESULTS):
     batch_sizes = batch_sizes or ((8192,) if quick else (128, 1024, 8192, 65536, 131072))
@@ -98,9 +131,11 @@ def run(quick=False, n=7, batch_sizes=None, chunk=128, sims=None, tol=1e-8, kind
     kinds = kinds or (("quintic",) if quick else ("implicit", "quintic", "fourier"))
     rounds = rounds or (3 if quick else 5)
     rows = chain_rows(n, batch_sizes, chunk, rounds) + (andrews_rows(sims, tol, kinds, rounds) if sims else [])
+    split, notes = split_rows(64 if quick else 512, rounds)
+    rows += split
     result = {"meta": H.meta("batches", batch_sizes=list(batch_sizes), quick=quick, simulations=sims, tol=tol,
-                             rounds=rounds),
-              "rows": rows, "notes": [], "headline": headline(rows)}
+                             rounds=rounds, cpu_devices=len(jax.devices("cpu"))),
+              "rows": rows, "notes": notes, "headline": headline(rows)}
     table = H.markdown_table(rows, [("what", "what"), ("how", "how"), ("batch", "batch"), ("tol", "tol"),
                                     ("digits", "digits (nominal)"), ("compile_s", "compile s"),
                                     ("per_member", "per member"), ("unit", "unit"),
@@ -117,6 +152,12 @@ def headline(rows):
         out.append({"what": f"{fd[0]['what']}, batch of {b}, µs per state",
                     "jaxmb": "; ".join(f"{k} {v:.3g}" for k, v in at.items()), "alternative": "",
                     "script": "bench_batches.py"})
+    split = {r["how"]: r for r in rows if r["unit"] == "ms/state wall"}
+    if len(split) == 2:
+        one, many = split.values()
+        out.append({"what": f"{one['what']}, batch of {one['batch']}, ms per state (wall-clock)",
+                    "jaxmb": f"{many['how']} {many['per_member']:.3g}; {one['how']} {one['per_member']:.3g}",
+                    "alternative": "", "script": "bench_batches.py"})
     pre = [r for r in rows if "dae_over_this" in r and "implicit" not in r["what"]]
     if pre:
         best = max(pre, key=lambda r: r["dae_over_this"])

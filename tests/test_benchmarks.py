@@ -199,8 +199,12 @@ def test_bench_gradients_tiny(bench):
 def test_bench_batches_tiny(bench):
     from benchmarks import bench_batches
 
-    rows = _check(bench_batches.run(n=2, batch_sizes=(4,), chunk=2, sims=0, rounds=1, out_dir=None), "batches")
+    result = bench_batches.run(n=2, batch_sizes=(4,), chunk=2, sims=0, rounds=1, out_dir=None)
+    rows = _check(result, "batches")
     assert {r["how"] for r in rows} == {"vmap", "lax.map, chunks of 2"}
+    # One CPU device here: the batch split over devices is skipped, and the note says how to ask for more.
+    assert result["meta"]["cpu_devices"] == 1
+    assert any("JAXMB_CPU_DEVICES" in note for note in result["notes"])
 
 
 def test_one_script_per_question_and_run_runs_them_all(bench):

@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxmb as mb
+
 from pages import ROOT, in_folder_with, run_page
 
 QUICK_START = (
@@ -92,6 +94,51 @@ def test_batch_examples_run_and_float32_stays_float32():
     # The same per-member steps, mapped in chunks: equal to round-off (bit for bit on a CPU).
     np.testing.assert_allclose(page["chunked"](page["q0s"]), q_end, rtol=1e-12, atol=1e-12)
     assert page["qdd"].dtype == jnp.float32
+    # The batch split over the CPU devices (here one): the unsplit batch's values.
+    gait, qs = page["gait"], page["qs"]
+    lengths, arms = jax.jit(jax.vmap(lambda q: mb.muscle_lengths_and_moment_arms(gait, q)))(np.asarray(qs))
+    np.testing.assert_allclose(page["lengths"], lengths, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(page["arms"], arms, rtol=1e-13, atol=1e-16)
+    assert page["lengths"].shape == (256, 54) and page["arms"].shape == (256, 23, 54)
+    # Why the page turns shard_map's check of varying axes off: jaxmb's argument checks.
+    checked = jax.jit(jax.shard_map(jax.vmap(lambda q: mb.muscle_lengths(gait, q)), mesh=page["cores"],
+                                    in_specs=page["P"]("states"), out_specs=page["P"]("states")))
+    with pytest.raises(TypeError, match="cond branches must have equal output types"):
+        checked(qs)
+
+
+_SPLIT = '''
+import json, sys
+import jax
+jax.config.update("jax_num_cpu_devices", 2)
+import numpy as np
+sys.path.insert(0, "tests")
+from pages import run_page
+first = run_page("docs/how-to/batches.md", upto=1)  # its imports, float64
+block = next(k for k, b in enumerate(__import__("re").findall(r"```python\\n(.*?)```",
+             open("docs/how-to/batches.md").read(), __import__("re").S)) if "shard_map" in b)
+page = run_page("docs/how-to/batches.md", start=block, upto=block + 1, namespace=first)
+mb, gait, qs = page["mb"], page["gait"], page["qs"]
+lengths, arms = jax.jit(jax.vmap(lambda q: mb.muscle_lengths_and_moment_arms(gait, q)))(np.asarray(qs))
+print(json.dumps({"devices": len(page["lengths"].sharding.device_set),
+                  "lengths": float(abs(page["lengths"] - lengths).max()), "arms": float(abs(page["arms"] - arms).max()),
+                  "dtype": str(page["arms"].dtype)}))
+'''
+
+
+def test_batch_split_over_two_cpu_devices_gives_the_unsplit_values():
+    """The page's `shard_map` over two CPU devices (a fresh process: the device count is
+    fixed when JAX starts) puts half the states on each and returns the one-device values."""
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _SPLIT], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["devices"] == 2 and out["dtype"] == "float64"
+    assert out["lengths"] <= 1e-15 and out["arms"] <= 1e-15, out
 
 
 def test_identification_page_recovers_the_masses_that_made_its_motion():
