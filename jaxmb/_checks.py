@@ -29,11 +29,29 @@ def float_array(x, dtype=None) -> Array:
     return x
 
 
+def _refuse_explicit_sharding(x, caller: str, name: str) -> None:
+    """A ``ValueError`` for `x` typed with a mesh of ``Explicit`` axes (a batch sharded by
+    explicit sharding, `jax.sharding.AxisType.Explicit`, the default of `jax.make_mesh`):
+    jaxmb's programs (their lookups, solves and batching rules) do not carry sharding
+    types, and JAX's errors from deep inside them do not say what to do. Inside
+    `jax.shard_map` the axes are manual, and every call works."""
+    mesh = getattr(getattr(jax.typeof(x), "sharding", None), "mesh", None)
+    explicit = [n for n, t in zip(getattr(mesh, "axis_names", ()), getattr(mesh, "axis_types", ()))
+                if t == jax.sharding.AxisType.Explicit]
+    if explicit:
+        raise ValueError(
+            f"{caller}: {name} is typed with the explicit mesh axes {tuple(explicit)}; jaxmb's calls do not take "
+            "arrays under explicit sharding (jax.sharding.AxisType.Explicit, the default of jax.make_mesh). Split "
+            "a batch with jax.shard_map(jax.vmap(...), mesh=..., in_specs=..., out_specs=..., check_vma=False), "
+            "or shard it over a mesh of AxisType.Auto axes (docs/how-to/batches.md, 'On a CPU: every core').")
+
+
 def _floating(x, caller: str, name: str, dtype=None) -> Array:
     """`x` as a JAX array of a floating dtype: integers and booleans are promoted to
     `dtype` (default: JAX's default float, float64 under ``jax_enable_x64``), complex
     numbers are refused."""
     x = jnp.asarray(x) if dtype is None else jnp.asarray(x, dtype=dtype)
+    _refuse_explicit_sharding(x, caller, name)
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise ModelError(f"{caller}: {name} must be real, got dtype {x.dtype}.")
     if not jnp.issubdtype(x.dtype, jnp.floating):

@@ -25,7 +25,6 @@ from typing import Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax as lx
 from jaxtyping import Array, Float
 
 from ._checks import coordinate_vector
@@ -367,11 +366,10 @@ def _forward_dynamics(model: Model, q, qd, tau, *, method: Method):
     if m.shape == (1, 1):
         # One coordinate (a crank): the solve is a division, not three LAPACK calls per right-hand side.
         return rhs / m[0, 0]
-    operator = lx.MatrixLinearOperator(m, lx.positive_semidefinite_tag)
     # M is symmetric positive semi-definite by construction (validated masses and
-    # inertias) and definite but where the joint functions lose rank; throw=False avoids a
-    # host check on every call (simulate diagnoses a singular M at the state it stops).
-    return lx.linear_solve(operator, rhs, solver=lx.Cholesky(), throw=False).value
+    # inertias) and definite but where the joint functions lose rank: a Cholesky solve,
+    # unchecked (simulate diagnoses a singular M at the state it stops).
+    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(m), rhs)
 
 
 class InverseDynamicsTerms(eqx.Module):

@@ -150,7 +150,7 @@ def joint_values(model: Model, q: RealLike) -> Float[Array, " nj"]:
     `(n_joints,)` joint variables in the order of `model.joint_names` (rad for a
     revolute joint, m for a prismatic one), in the dtype of `q`.
     """
-    return _joint_values(model, jnp.asarray(q))
+    return _joint_values(model, coordinate_vector(model, q, "joint_values", "q"))
 
 
 @compiled_on_model
@@ -175,7 +175,7 @@ def joint_gradients(model: Model, q: RealLike) -> Float[Array, "nj nq"]:
     `(n_joints, nq)` array whose row i is ``∇f_i`` (dimensionless, or m/rad, rad/m for
     mixed joint and coordinate kinds), rows in the order of `model.joint_names`.
     """
-    return _joint_gradients(model, jnp.asarray(q))
+    return _joint_gradients(model, coordinate_vector(model, q, "joint_gradients", "q"))
 
 
 @compiled_on_model
@@ -199,7 +199,7 @@ def joint_hessians(model: Model, q: RealLike) -> Float[Array, "nj nq nq"]:
     `(n_joints, nq, nq)` symmetric Hessians, in the order of `model.joint_names`
     (units of ``f_i`` per product of the units of two coordinates).
     """
-    return _joint_hessians(model, jnp.asarray(q))
+    return _joint_hessians(model, coordinate_vector(model, q, "joint_hessians", "q"))
 
 
 @compiled_on_model
@@ -228,9 +228,10 @@ def joint_rates(model: Model, q, qd, qdd=None):
     per second squared), in the order of `model.joint_names`. With `qdd=None` the
     returned ``f''`` is the velocity-product part ``q'ᵀ H q'`` alone.
     """
-    q = jnp.asarray(q)
-    qd = jnp.asarray(qd, dtype=q.dtype)
-    return _joint_rates(model, q, qd, None if qdd is None else jnp.asarray(qdd, dtype=q.dtype))
+    q = coordinate_vector(model, q, "joint_rates", "q")
+    qd = coordinate_vector(model, qd, "joint_rates", "qd", dtype=q.dtype)
+    qdd = None if qdd is None else coordinate_vector(model, qdd, "joint_rates", "qdd", dtype=q.dtype)
+    return _joint_rates(model, q, qd, qdd)
 
 
 @compiled_on_model

@@ -36,6 +36,10 @@ def _calls(q, qd, qdd, tau):
         "point_jacobian": lambda: mb.point_jacobian(m, q, 0),
         "body_angular_velocities": lambda: mb.body_angular_velocities(m, q, qd),
         "angular_jacobians": lambda: mb.angular_jacobians(m, q),
+        "joint_values": lambda: mb.joint_values(m, q),
+        "joint_gradients": lambda: mb.joint_gradients(m, q),
+        "joint_hessians": lambda: mb.joint_hessians(m, q),
+        "joint_rates": lambda: mb.joint_rates(m, q, qd, qdd),
     }
 
 
@@ -50,11 +54,11 @@ def test_wrong_length_q_names_the_argument_and_shapes(name):
         _calls(BAD, GOOD, GOOD, GOOD)[name]()
 
 
-@pytest.mark.parametrize("arg", ["qd", "qdd", "tau"])
-def test_wrong_length_rates_name_the_argument(arg):
+@pytest.mark.parametrize("arg, fn", [("qd", "forward_dynamics"), ("qdd", "inverse_dynamics"),
+                                     ("tau", "forward_dynamics"), ("qd", "joint_rates"), ("qdd", "joint_rates")])
+def test_wrong_length_rates_name_the_argument(arg, fn):
     args = dict(q=GOOD, qd=GOOD, qdd=GOOD, tau=GOOD)
     args[arg] = BAD
-    fn = {"qd": "forward_dynamics", "qdd": "inverse_dynamics", "tau": "forward_dynamics"}[arg]
     with pytest.raises(mb.ModelError, match=rf"{fn}: {arg} must have shape \(2,\).*got shape \(3,\)"):
         _calls(**args)[fn]()
 
@@ -225,3 +229,46 @@ def test_a_series_of_mismatched_lengths_is_named():
     with pytest.raises(mb.ModelError, match=r"inverse_dynamics_series: q, qd and qdd must each have shape \(T, nq\) "
                                             r"with nq = 2 .* got \(5, 2\), \(5, 2\) and \(4, 2\)"):
         mb.inverse_dynamics_series(MODEL, jnp.zeros((5, 2)), jnp.zeros((5, 2)), jnp.zeros((4, 2)))
+
+
+def test_a_batch_under_explicit_sharding_is_refused_with_what_to_do():
+    """An explicitly sharded batch (`jax.make_mesh`'s default axis type) failed deep inside a
+    linear solve or a batching rule; every call refuses it at its argument, naming the
+    axis and the ways that work (a test with one device: the type is what matters)."""
+    from jax.sharding import PartitionSpec as P
+
+    model = mb.models.planar_chain(3)
+    mesh = jax.make_mesh((1,), ("states",), axis_types=(jax.sharding.AxisType.Explicit,))
+    qs = jax.device_put(jnp.zeros((256, 3)), jax.NamedSharding(mesh, P("states")))
+    with jax.set_mesh(mesh):
+        for call in (lambda q: mb.forward_dynamics(model, q, q), lambda q: mb.joint_values(model, q)):
+            with pytest.raises(ValueError, match=r"explicit mesh axes \('states',\).*shard_map.*AxisType.Auto"):
+                jax.jit(jax.vmap(call))(qs)
+    # The ways the message names work: the batch split by shard_map, or an Auto mesh.
+    auto = jax.make_mesh((1,), ("states",), axis_types=(jax.sharding.AxisType.Auto,))
+    ref = jax.jit(jax.vmap(lambda q: mb.forward_dynamics(model, q, q)))(jnp.zeros((256, 3)))
+    split = jax.jit(jax.shard_map(jax.vmap(lambda q: mb.forward_dynamics(model, q, q)), mesh=mesh,
+                                  in_specs=P("states"), out_specs=P("states"), check_vma=False))(qs)
+    on_auto = jax.jit(jax.vmap(lambda q: mb.forward_dynamics(model, q, q)))(
+        jax.device_put(jnp.zeros((256, 3)), jax.NamedSharding(auto, P("states"))))
+    assert_tree_allclose(split, ref, rtol=1e-14)
+    assert_tree_allclose(on_auto, ref, rtol=1e-14)
+
+
+def test_dynamics_and_simulations_split_by_shard_map_equal_the_plain_batch():
+    """Forward dynamics (a Cholesky solve) and simulations (diffrax) under `jax.shard_map`,
+    as docs/how-to/batches.md splits a batch over CPU devices. lineax's solve refused the
+    sharded type of the right-hand side there ("Vector and operator structures do not match")."""
+    from jax.sharding import PartitionSpec as P
+
+    model = mb.models.planar_chain(3)
+    mesh = jax.make_mesh((1,), ("states",))
+    q0s = jnp.linspace(0.1, 0.8, 24).reshape(8, 3)
+    calls = (lambda q: mb.forward_dynamics(model, q, -q),
+             lambda q: mb.simulate(model, q, jnp.zeros(3), 0.1, throw=False).q[-1],
+             lambda q: mb.simulate(model, q, jnp.zeros(3), 0.1).q[-1])
+    for call in calls:
+        split = jax.jit(jax.shard_map(jax.vmap(call), mesh=mesh, in_specs=P("states"), out_specs=P("states"),
+                                      check_vma=False))
+        assert_tree_allclose(split(jax.device_put(q0s, jax.NamedSharding(mesh, P("states")))),
+                             jax.jit(jax.vmap(call))(q0s), rtol=1e-13)
