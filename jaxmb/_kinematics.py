@@ -149,6 +149,8 @@ def joint_values(model: Model, q: RealLike) -> Float[Array, " nj"]:
 
     `(n_joints,)` joint variables in the order of `model.joint_names` (rad for a
     revolute joint, m for a prismatic one), in the dtype of `q`.
+
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
     """
     return _joint_values(model, coordinate_vector(model, q, "joint_values", "q"))
 
@@ -174,6 +176,8 @@ def joint_gradients(model: Model, q: RealLike) -> Float[Array, "nj nq"]:
 
     `(n_joints, nq)` array whose row i is ``∇f_i`` (dimensionless, or m/rad, rad/m for
     mixed joint and coordinate kinds), rows in the order of `model.joint_names`.
+
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
     """
     return _joint_gradients(model, coordinate_vector(model, q, "joint_gradients", "q"))
 
@@ -198,6 +202,8 @@ def joint_hessians(model: Model, q: RealLike) -> Float[Array, "nj nq nq"]:
 
     `(n_joints, nq, nq)` symmetric Hessians, in the order of `model.joint_names`
     (units of ``f_i`` per product of the units of two coordinates).
+
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
     """
     return _joint_hessians(model, coordinate_vector(model, q, "joint_hessians", "q"))
 
@@ -227,6 +233,9 @@ def joint_rates(model: Model, q, qd, qdd=None):
     A tuple ``(f, f', f'')`` of three `(n_joints,)` arrays (rad or m; per second;
     per second squared), in the order of `model.joint_names`. With `qdd=None` the
     returned ``f''`` is the velocity-product part ``q'ᵀ H q'`` alone.
+
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q`, `qd` or `qdd` does not have shape
+    `(nq,)` or is complex.
     """
     q = coordinate_vector(model, q, "joint_rates", "q")
     qd = coordinate_vector(model, qd, "joint_rates", "qd", dtype=q.dtype)

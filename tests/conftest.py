@@ -30,6 +30,23 @@ import pytest  # noqa: E402
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
 
 
+# What a command run in this process (`jaxmb.cli.main`) sets for itself: its persistent
+# compilation cache (`jaxmb.cli._cache.use_compile_cache`). Left on, every later compile of
+# the worker would be written to and read from the user's cache folder, shared with the
+# other worker (a worker once died reading an entry there, in CI).
+_PROCESS_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+                     "jax_persistent_cache_min_entry_size_bytes")
+
+
+@pytest.fixture(autouse=True)
+def _settings_restored_after_each_test():
+    before = {name: getattr(jax.config, name) for name in _PROCESS_SETTINGS}
+    yield
+    for name, value in before.items():
+        if getattr(jax.config, name) != value:
+            jax.config.update(name, value)
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> pathlib.Path:
     return SHARED
