@@ -10,9 +10,10 @@
   100) at the cheapest of tol, tol/3, tol/10 whose nominal member has as many digits
   at t = 0.03 as the embedded route's, ms per simulation.
 
-- arm26's muscle lengths and moment arms (paths over an ellipsoid and cylinders, whose
-  iterations run state by state) over B random in-range states on one CPU
-  device (``jax.vmap``) against the batch split over every CPU device
+- muscle lengths and moment arms (arm26 by default: paths over an ellipsoid and
+  cylinders, whose iterations run state by state; any `.osim` with ``--split-models``)
+  over B random in-range states on one CPU device (``jax.vmap``) against the batch split
+  over every CPU device
   (``jax.shard_map`` of the same ``vmap``, docs/how-to/batches.md), wall-clock ms per
   state; with one device (JAX's default), that row is skipped with a note: ask for one
   device per core with ``JAXMB_CPU_DEVICES=N``.
@@ -20,7 +21,7 @@
 On an accelerator, pass large batches (``--batch-sizes 4096,65536 --sims 16384``).
 
     python benchmarks/bench_batches.py [--quick] [--batch-sizes 1024,65536] [--sims 1024]
-    JAXMB_CPU_DEVICES=2 python benchmarks/bench_batches.py --quick --sims 0
+    JAXMB_CPU_DEVICES=2 python benchmarks/bench_batches.py --quick --sims 0 [--split-models A.osim,B.osim] [--split-batch 256]
 """
 
 from __future__ import annotations
@@ -99,19 +100,26 @@ def andrews_rows(sims, tol, kinds, rounds):
     return rows
 
 
-def split_rows(batch, rounds):
-    """arm26's lengths + moment arms of `batch` states, one device against every CPU
-    device (wall-clock per state: the devices run side by side); [] and a note with one."""
-    from jax.sharding import PartitionSpec as P
-
+def split_rows(paths, batch, rounds):
+    """Each model's (`.osim` paths) lengths + moment arms of `batch` states, one device
+    against every CPU device (wall-clock per state: the devices run side by side); [] and a
+    note with one device."""
     cores = jax.devices("cpu")
     if len(cores) < 2:
         return [], ["split over CPU devices: skipped (one CPU device; set JAXMB_CPU_DEVICES to the number of cores)"]
     batch -= batch % len(cores)
-    model = mb.load_osim(H.ROOT / "jaxmb" / "data" / "arm26.osim")
+    mesh = jax.make_mesh((len(cores),), ("states",), devices=cores)
+    rows = []
+    for path in paths:
+        rows += _split_model_rows(mb.load_osim(path), Path(path).stem, batch, rounds, cores, mesh)
+    return rows, []
+
+
+def _split_model_rows(model, name, batch, rounds, cores, mesh):
+    from jax.sharding import PartitionSpec as P
+
     qs = jax.random.uniform(jax.random.PRNGKey(1), (batch, model.nq), minval=model.q_lower, maxval=model.q_upper)
     geometry = jax.vmap(lambda q: mb.muscle_lengths_and_moment_arms(model, q))
-    mesh = jax.make_mesh((len(cores),), ("states",), devices=cores)
     split = jax.shard_map(geometry, mesh=mesh, in_specs=P("states"), out_specs=P("states"), check_vma=False)
     hows = {"vmap, one device": (geometry, jax.device_put(qs, cores[0])),
             f"shard_map over {len(cores)} CPU devices": (split, jax.device_put(qs, jax.NamedSharding(mesh, P("states"))))}
@@ -120,18 +128,22 @@ def split_rows(batch, rounds):
         comp, lo, co = H.compile_apart(fn, x)
         calls[how], compile_s[how] = (lambda comp=comp, x=x: comp(x)), lo + co
     timed = H.time_calls(calls, rounds=rounds, min_time=0.2, how="wall")
-    return [dict(what="arm26 lengths + 2 x 6 moment arms", how=how, batch=batch, compile_s=compile_s[how],
-                 per_member=H.ms(timed[how]["best_s"]) / batch, unit="ms/state wall") for how in calls], []
+    what = f"{name} lengths + {model.nq} x {len(model.muscles)} moment arms"
+    return [dict(what=what, how=how, batch=batch, compile_s=compile_s[how],
+                 per_member=H.ms(timed[how]["best_s"]) / batch, unit="ms/state wall") for how in calls]
+
+
+ARM26 = H.ROOT / "jaxmb" / "data" / "arm26.osim"
 
 
 def run(quick=False, n=7, batch_sizes=None, chunk=128, sims=None, tol=1e-8, kinds=None, rounds=None,
-        out_dir=H.RESULTS):
+        out_dir=H.RESULTS, split_models=(ARM26,), split_batch=None):
     batch_sizes = batch_sizes or ((8192,) if quick else (128, 1024, 8192, 65536, 131072))
     sims = sims if sims is not None else (64 if quick else 1024)
     kinds = kinds or (("quintic",) if quick else ("implicit", "quintic", "fourier"))
     rounds = rounds or (3 if quick else 5)
     rows = chain_rows(n, batch_sizes, chunk, rounds) + (andrews_rows(sims, tol, kinds, rounds) if sims else [])
-    split, notes = split_rows(64 if quick else 512, rounds)
+    split, notes = split_rows(split_models, split_batch or (64 if quick else 512), rounds)
     rows += split
     result = {"meta": H.meta("batches", batch_sizes=list(batch_sizes), quick=quick, simulations=sims, tol=tol,
                              rounds=rounds, cpu_devices=len(jax.devices("cpu"))),
@@ -152,9 +164,8 @@ def headline(rows):
         out.append({"what": f"{fd[0]['what']}, batch of {b}, µs per state",
                     "jaxmb": "; ".join(f"{k} {v:.3g}" for k, v in at.items()), "alternative": "",
                     "script": "bench_batches.py"})
-    split = {r["how"]: r for r in rows if r["unit"] == "ms/state wall"}
-    if len(split) == 2:
-        one, many = split.values()
+    split = [r for r in rows if r["unit"] == "ms/state wall"]
+    for one, many in zip(split[::2], split[1::2]):
         out.append({"what": f"{one['what']}, batch of {one['batch']}, ms per state (wall-clock)",
                     "jaxmb": f"{many['how']} {many['per_member']:.3g}; {one['how']} {one['per_member']:.3g}",
                     "alternative": "", "script": "bench_batches.py"})
@@ -173,10 +184,14 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="batch 8192 states, 64 simulations, quintic pre-model only")
     p.add_argument("--batch-sizes", help="comma-separated numbers of states")
     p.add_argument("--sims", type=int, help="number of simulations in the Andrews batch")
+    p.add_argument("--split-models", help="comma-separated .osim files for the batch split over CPU devices "
+                                           "(default: arm26)")
+    p.add_argument("--split-batch", type=int, help="states in the split batch (default 64, 512 without --quick)")
     p.add_argument("--out-dir", default=str(H.RESULTS))
     a = p.parse_args(argv)
     run(quick=a.quick, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")) if a.batch_sizes else None,
-        sims=a.sims, out_dir=a.out_dir)
+        sims=a.sims, out_dir=a.out_dir, split_models=tuple(a.split_models.split(",")) if a.split_models else (ARM26,),
+        split_batch=a.split_batch)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,20 @@ import re
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def _blocks(relative):
+    return re.findall(r"```python\n(.*?)```", (ROOT / relative).read_text(), re.S)
+
+
+def block_index(relative, needle):
+    """The index of the first ```python block of a Markdown page that contains `needle`."""
+    return next(k for k, block in enumerate(_blocks(relative)) if needle in block)
+
+
 def run_page(relative, min_blocks=1, *, start=0, upto=None, namespace=None):
     """The namespace after running the ```python blocks of a Markdown page in order (blocks
     ``start`` to ``upto``, or all; in ``namespace`` to go on from an earlier call), from the
     current directory."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / relative).read_text(), re.S)
+    blocks = _blocks(relative)
     assert len(blocks) >= min_blocks, f"the examples of {relative} were not found"
     namespace = {} if namespace is None else namespace
     for k, block in list(enumerate(blocks))[start:upto]:

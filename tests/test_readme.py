@@ -113,10 +113,9 @@ import jax
 jax.config.update("jax_num_cpu_devices", 2)
 import numpy as np
 sys.path.insert(0, "tests")
-from pages import run_page
+from pages import block_index, run_page
 first = run_page("docs/how-to/batches.md", upto=1)  # its imports, float64
-block = next(k for k, b in enumerate(__import__("re").findall(r"```python\\n(.*?)```",
-             open("docs/how-to/batches.md").read(), __import__("re").S)) if "shard_map" in b)
+block = block_index("docs/how-to/batches.md", "shard_map")
 page = run_page("docs/how-to/batches.md", start=block, upto=block + 1, namespace=first)
 mb, gait, qs = page["mb"], page["gait"], page["qs"]
 lengths, arms = jax.jit(jax.vmap(lambda q: mb.muscle_lengths_and_moment_arms(gait, q)))(np.asarray(qs))
