@@ -46,7 +46,7 @@ def _refuse_explicit_sharding(x, caller: str, name: str) -> None:
             "or shard it over a mesh of AxisType.Auto axes (docs/how-to/batches.md, 'On a CPU: every core').")
 
 
-def _floating(x, caller: str, name: str, dtype=None) -> Array:
+def real_argument(x, caller: str, name: str, dtype=None) -> Array:
     """`x` as a JAX array of a floating dtype: integers and booleans are promoted to
     `dtype` (default: JAX's default float, float64 under ``jax_enable_x64``), complex
     numbers are refused."""
@@ -71,7 +71,7 @@ def coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Array:
     - `dtype`: cast to this dtype (e.g. that of `q` for `qd`); default: keep a
       floating dtype, promote integers to JAX's default float.
     """
-    x = _floating(x, caller, name, dtype)
+    x = real_argument(x, caller, name, dtype)
     if x.shape != (model.nq,):
         raise ModelError(
             f"{caller}: {name} must have shape ({model.nq},) for model {model.name!r} "

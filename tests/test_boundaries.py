@@ -255,6 +255,25 @@ def test_a_batch_under_explicit_sharding_is_refused_with_what_to_do():
     assert_tree_allclose(on_auto, ref, rtol=1e-14)
 
 
+def test_per_muscle_arguments_are_real_vectors_checked_as_q_is():
+    """`muscle_forces`, `muscle_states` and `activation_rates` took their per-muscle vectors
+    with `jnp.asarray`: integers now work like floats, complex numbers and arrays under
+    explicit sharding are refused with the argument's name (as every `q` is)."""
+    ints = mb.muscle_forces(ELBOW, jnp.array([1, 0]), L, jnp.array([0, 0]))
+    floats = mb.muscle_forces(ELBOW, jnp.array([1.0, 0.0]), L, jnp.array([0.0, 0.0]))
+    assert jnp.issubdtype(ints.dtype, jnp.floating)
+    assert_tree_allclose(ints, floats, rtol=1e-14)
+    with pytest.raises(mb.ModelError, match="muscle_states: activations must be real, got dtype complex"):
+        mb.muscle_states(ELBOW, X.astype(jnp.complex128), L, X)
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((1,), ("states",), axis_types=(jax.sharding.AxisType.Explicit,))
+    xs = jax.device_put(jnp.tile(X, (4, 1)), jax.NamedSharding(mesh, P("states")))
+    with jax.set_mesh(mesh), pytest.raises(ValueError, match=r"activation_rates: excitations is typed with the "
+                                                              r"explicit mesh axes \('states',\)"):
+        jax.jit(jax.vmap(lambda x: mb.activation_rates(ELBOW, x, X)))(xs)
+
+
 def test_dynamics_and_simulations_split_by_shard_map_equal_the_plain_batch():
     """Forward dynamics (a Cholesky solve) and simulations (diffrax) under `jax.shard_map`,
     as docs/how-to/batches.md splits a batch over CPU devices. lineax's solve refused the

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._checks import finite_entries
+from .._checks import finite_entries, real_argument
 from .._eager import compiled_per_model
 from .._errors import ModelError
 from ._musculotendon import MusculotendonForces
@@ -45,14 +45,15 @@ def _per_muscle(model, part, fn, *arrays):
 
 
 def _per_muscle_vectors(caller: str, model, **arrays) -> list[Array]:
-    """The `arrays` as JAX arrays, each checked: shape ``(n_muscles,)`` and finite (eagerly
+    """The `arrays` as real JAX arrays (integers promoted; complex numbers and arrays under
+    explicit sharding refused, `real_argument`), each checked: shape ``(n_muscles,)`` and finite (eagerly
     a ``ValueError`` naming the muscles; under ``jit`` through ``eqx.error_if``). A NaN
     activation or length would otherwise come out as a plausible force: the models'
     clamps and equilibrium solves do not carry NaN through."""
     n = len(model.muscles)
     out = []
     for what, x in arrays.items():
-        x = jnp.asarray(x)
+        x = real_argument(x, caller, what)
         if x.shape != (n,):
             raise ValueError(f"{caller}: {what} must have shape ({n},) (one per muscle of "
                              f"{model.name!r}), got {x.shape}; use jax.vmap for batches.")
