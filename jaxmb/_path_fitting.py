@@ -19,7 +19,7 @@ from ._functions import Coordinate
 from ._model import Model
 from ._muscles import FunctionBasedPath, MultivariatePolynomial, muscle_lengths_and_moment_arms, path_status
 from ._muscles._function_path import monomial_tables, monomials
-from ._muscles._moment_arms import spans_coordinate
+from ._muscles._sweep import spans_coordinate
 from ._typing import RealLike
 
 

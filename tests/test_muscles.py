@@ -18,7 +18,7 @@ import jaxmb as mb
 # Private: the wrap algorithms' internals, checked one by one against closed forms and OpenSim.
 from jaxmb._muscles._cylinder import _cyl_multi_adjust, _cyl_multi_slide, _cyl_spiral, cylinder_wrap
 from jaxmb._muscles import _ellipsoid as E
-from jaxmb._muscles import _moment_arms
+from jaxmb._muscles import _sweep
 from jaxmb._muscles._ellipsoid import _ellipsoid_closest, _ellipsoid_wrap
 from jaxmb._muscles._layout import layout
 from jaxmb._muscles._lm import lmdif_1d
@@ -454,7 +454,7 @@ def test_the_ellipsoids_far_side_is_a_path_event_where_the_length_jumps():
 
 
 class _Lowered:
-    """Stands for one of the sweep's jitted programs (`_moment_arms._SWEEP_CHUNK`) and
+    """Stands for one of the sweep's jitted programs (`_sweep._SWEEP_CHUNK`) and
     counts the programs lowered through it."""
 
     def __init__(self, jitted):
@@ -475,9 +475,9 @@ def test_sweep_rows_equal_the_moment_arms_by_either_method_in_chunks(monkeypatch
     program's figures are the command line's, docs/dev/performance.md.)"""
     model = _arm(WRAPS["sphere"])
     seen = []
-    quick, full = _Lowered(_moment_arms._SWEEP_CHUNK[False]), _Lowered(_moment_arms._SWEEP_CHUNK[True])
-    monkeypatch.setitem(_moment_arms._SWEEP_CHUNK, False, quick)
-    monkeypatch.setitem(_moment_arms._SWEEP_CHUNK, True, full)
+    quick, full = _Lowered(_sweep._SWEEP_CHUNK[False]), _Lowered(_sweep._SWEEP_CHUNK[True])
+    monkeypatch.setitem(_sweep._SWEEP_CHUNK, False, quick)
+    monkeypatch.setitem(_sweep._SWEEP_CHUNK, True, full)
     x, r_ad = mb.moment_arm_sweep(model, "elbow", n=11, method="autodiff", chunk=4,
                                   progress=lambda i, n: seen.append((i, n)))
     assert (quick.count, full.count) == (1, 0)
@@ -505,15 +505,15 @@ def test_sweep_compiles_a_program_per_group_of_muscles_and_each_column_is_its_mo
     together, then those with one wrap by its class, the muscles without wraps in the last
     group. One program is lowered per group, and every column, whichever group computed
     it, is row k of the whole model's R; `progress` rises to n."""
-    from jaxmb._muscles._moment_arms import _sweep_groups
+    from jaxmb._muscles._sweep import _sweep_groups
 
     model = _arm({"two": WRAPS_MULTI["sphere_cylinder"], "sph": WRAPS["sphere"], "cyl": WRAPS["cylinder"],
                   "none": None, "cyl2": WRAPS["cylinder"]})
     assert _sweep_groups(model.muscles) == [[0], [2, 4], [1, 3]]
     assert _sweep_groups(model.muscles[1:4]) == [[1], [0, 2]]  # no multi-wrap muscle
     assert _sweep_groups(model.muscles[3:4]) == [[0]]  # no wraps at all
-    quick = _Lowered(_moment_arms._SWEEP_CHUNK[False])
-    monkeypatch.setitem(_moment_arms._SWEEP_CHUNK, False, quick)
+    quick = _Lowered(_sweep._SWEEP_CHUNK[False])
+    monkeypatch.setitem(_sweep._SWEEP_CHUNK, False, quick)
     seen = []
     x, rows = mb.moment_arm_sweep(model, "elbow", n=7, method="autodiff", chunk=4,
                                   progress=lambda i, n: seen.append(i))
@@ -560,7 +560,7 @@ def test_sweep_computes_only_the_muscles_that_can_depend_on_the_coordinate():
     function of it in its points, has a zero row in a sweep of that coordinate and is not
     computed; the others' rows are the moment arms (the computed and the skipped columns
     both equal row k of the whole model's R)."""
-    from jaxmb._muscles._moment_arms import spans_coordinate
+    from jaxmb._muscles._sweep import spans_coordinate
 
     model = _one_sided_muscles_model()
     depends = {name: [spans_coordinate(model, m, model.coordinate_index(name)) for m in model.muscles]
@@ -574,6 +574,16 @@ def test_sweep_computes_only_the_muscles_that_can_depend_on_the_coordinate():
         assert np.all(np.asarray(rows)[:, ~np.asarray(depends[name])] == 0.0)
         assert np.all(np.max(np.abs(np.asarray(full)[:, depends[name]]), axis=0) > 1e-3)  # computed: not zero
         np.testing.assert_allclose(rows, full, rtol=1e-12, atol=1e-15)
+
+
+def test_a_sweep_of_a_traced_model_says_what_to_do():
+    """`moment_arm_sweep` runs compiled programs from Python; called on a traced model (under
+    `jax.jit`, `jax.grad`) it ended in an AttributeError of its packing. It now names the
+    model, the cause and the call to use under a transformation."""
+    model = _one_sided_muscles_model()
+    with pytest.raises(ValueError, match=r"moment_arm_sweep: model .* has traced arrays.*outside jax.jit.*"
+                                         r"rows of jaxmb.moment_arms"):
+        jax.jit(lambda m: mb.moment_arm_sweep(m, "elbow", n=3)[1])(model)
 
 
 # The public entry points of the muscle module, each called with a NaN coordinate.

@@ -198,7 +198,6 @@ def cylinder_wrap(p1, p2, radius, length, axis, sign, single=True, skip=False, s
     code = jnp.where(quad, code_q, code0)
     r1, r2 = jnp.where(quad, r1q, r10), jnp.where(quad, r2q, r20)
     # Apex of the wrap, then slide r1/r2 along the axis into the plane p1, p2, apex.
-    vv = unit((r1 - p11) + (r2 - p22))
     t = safe_div(p11_dist, p11_dist + p22_dist)
     mpt = p1 + t * (p2 - p1)
     axispt = dn * mpt[2]
