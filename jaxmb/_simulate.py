@@ -490,6 +490,14 @@ def _checked(outputs, code):
 
 @_checked.defjvp
 def _checked_jvp(primals, tangents):
-    # The check passes the tangents through (as eqx.error_if does).
+    # The check passes the tangents through (as eqx.error_if does), scaled by a gate of 1
+    # that is itself checked: under `jit(grad(...))` the primal outputs are not needed and
+    # their check would be dropped with them, while the gate is (a failed run's gradient
+    # came out as zeros or NaN, silently).
     outputs, code = primals
-    return _checked(outputs, code), tangents[0]
+    (gate,) = _checked_members((jnp.ones((), jnp.result_type(float)),), code)
+
+    def gated(t):
+        return t if t.dtype == jax.dtypes.float0 else t * gate.astype(t.dtype)
+
+    return _checked(outputs, code), jax.tree.map(gated, tangents[0])

@@ -161,3 +161,18 @@ def test_a_failing_member_of_a_batch_is_named():
     # Gradients pass through the check.
     grad = jax.jit(jax.grad(lambda q0: mb.simulate(PENDULUM, q0, QD0, 0.1).q[-1, 0]))(Q0)
     assert np.all(np.isfinite(np.asarray(grad)))
+
+
+def test_a_gradient_through_a_failed_run_raises_under_jit():
+    """Under `jit(grad(...))` the run's outputs are not needed, only their derivatives, and
+    the check on them was dropped with them: a run stopped at max_steps gave a gradient of
+    zeros, a non-finite one NaN, silently. The derivatives now pass a checked gate. The
+    gradient of a run that succeeds is unchanged (the same as without jit)."""
+    def loss(q0, max_steps=4096):
+        return mb.simulate(PENDULUM, q0, QD0, 0.5, max_steps=max_steps).q[-1].sum()
+
+    with pytest.raises(eqx.EquinoxRuntimeError, match="reached max_steps"):
+        jax.block_until_ready(eqx.filter_jit(jax.grad(lambda q0: loss(q0, max_steps=3)))(Q0))
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"batch member 1 .*non-finite"):
+        jax.block_until_ready(eqx.filter_jit(jax.vmap(jax.grad(loss)))(jnp.stack([Q0, Q0.at[0].set(np.nan)])))
+    np.testing.assert_allclose(jax.jit(jax.grad(loss))(Q0), jax.grad(loss)(Q0), rtol=1e-13)
