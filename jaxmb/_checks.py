@@ -50,10 +50,13 @@ def real_argument(x, caller: str, name: str, dtype=None) -> Array:
     """`x` as a JAX array of a floating dtype: integers and booleans are promoted to
     `dtype` (default: JAX's default float, float64 under ``jax_enable_x64``), complex
     numbers are refused."""
-    x = jnp.asarray(x) if dtype is None else jnp.asarray(x, dtype=dtype)
+    x = jnp.asarray(x)
     _refuse_explicit_sharding(x, caller, name)
+    # Before any cast to `dtype`: a cast to a real dtype would drop an imaginary part silently.
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise ModelError(f"{caller}: {name} must be real, got dtype {x.dtype}.")
+    if dtype is not None:
+        x = x.astype(dtype)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(jnp.result_type(float))
     return x

@@ -9,6 +9,8 @@ The public calls check their arguments, then run a body compiled once per model
 structure and argument shapes when called eagerly, as `jaxmb._kinematics`' do.
 """
 
+import operator
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -21,12 +23,21 @@ from ._spatial import vee
 from ._typing import RealLike
 
 
-def _body(model: Model, body) -> int | None:
+def _body(model: Model, body, caller: str) -> int | None:
     """The index of `body` (a name or an index) into `model.body_names`; None for
     ``"ground"``, as path points name it."""
     if isinstance(body, str):
         return None if body == "ground" else model.body_index(body)
-    return int(body)
+    n = len(model.body_names)
+    try:
+        index = None if isinstance(body, bool) else operator.index(body)
+    except TypeError:
+        index = None
+    if index is None or not 0 <= index < n:
+        # An index past the end (or negative) would be clamped by JAX's indexing: another body's point.
+        raise ModelError(f"{caller}: body must be a body's name or an index in 0..{n - 1} into model.body_names "
+                         f"of {model.name!r} ({', '.join(model.body_names)}), got {body!r}.")
+    return index
 
 
 def _body_point(point, dtype, caller: str):
@@ -61,7 +72,8 @@ def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
     `(3,)` position in ground (m).
     """
     q = coordinate_vector(model, q, "point_position", "q")
-    return _point_position(model, q, _body(model, body), _body_point(point, q.dtype, "point_position"))
+    return _point_position(model, q, _body(model, body, "point_position"),
+                           _body_point(point, q.dtype, "point_position"))
 
 
 _point_position = compiled_on_model(_position)
@@ -89,7 +101,8 @@ def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0))
     """
     q = coordinate_vector(model, q, "point_velocity", "q")
     qd = coordinate_vector(model, qd, "point_velocity", "qd", dtype=q.dtype)
-    return _point_velocity(model, q, qd, _body(model, body), _body_point(point, q.dtype, "point_velocity"))
+    return _point_velocity(model, q, qd, _body(model, body, "point_velocity"),
+                           _body_point(point, q.dtype, "point_velocity"))
 
 
 @compiled_on_model
@@ -119,7 +132,7 @@ def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0
     q = coordinate_vector(model, q, "point_acceleration", "q")
     qd = coordinate_vector(model, qd, "point_acceleration", "qd", dtype=q.dtype)
     qdd = coordinate_vector(model, qdd, "point_acceleration", "qdd", dtype=q.dtype)
-    return _point_acceleration(model, q, qd, qdd, _body(model, body),
+    return _point_acceleration(model, q, qd, qdd, _body(model, body, "point_acceleration"),
                                _body_point(point, q.dtype, "point_acceleration"))
 
 
@@ -150,7 +163,8 @@ def point_jacobian(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
     translational one).
     """
     q = coordinate_vector(model, q, "point_jacobian", "q")
-    return _point_jacobian(model, q, _body(model, body), _body_point(point, q.dtype, "point_jacobian"))
+    return _point_jacobian(model, q, _body(model, body, "point_jacobian"),
+                           _body_point(point, q.dtype, "point_jacobian"))
 
 
 @compiled_on_model

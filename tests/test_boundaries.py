@@ -63,6 +63,17 @@ def test_wrong_length_rates_name_the_argument(arg, fn):
         _calls(**args)[fn]()
 
 
+@pytest.mark.parametrize("arg, fn", [("q", "mass_matrix"), ("qd", "forward_dynamics"), ("qdd", "inverse_dynamics"),
+                                     ("tau", "forward_dynamics"), ("qd", "joint_rates")])
+def test_complex_arguments_are_refused_not_cut_to_their_real_part(arg, fn):
+    """The rates were cast to q's dtype before the check, so a complex qd, qdd or tau lost
+    its imaginary part with only NumPy's ComplexWarning."""
+    args = dict(q=GOOD, qd=GOOD, qdd=GOOD, tau=GOOD)
+    args[arg] = GOOD.astype(jnp.complex128)
+    with pytest.raises(mb.ModelError, match=rf"{fn}: {arg} must be real, got dtype complex"):
+        _calls(**args)[fn]()
+
+
 def test_a_batch_is_refused_with_a_hint_at_vmap():
     with pytest.raises(mb.ModelError, match=r"mass_matrix: q must have shape \(2,\).*\(4, 2\).*jax.vmap"):
         mb.mass_matrix(MODEL, jnp.zeros((4, 2)))
@@ -222,6 +233,17 @@ def test_a_body_point_that_is_not_finite_is_named(call):
     with pytest.raises(mb.ModelError, match=rf"{call}: point must be finite, got \[nan, 0.0, 0.0\]"):
         _POINT_CALLS[call](0, jnp.array([jnp.nan, 0.0, 0.0]))
     assert jnp.isfinite(_POINT_CALLS[call](0, jnp.array([0.1, 0.0, 0.0]))).all()
+
+
+@pytest.mark.parametrize("call", sorted(_POINT_CALLS))
+@pytest.mark.parametrize("body", [7, 2, -1, 1.0, True])
+def test_a_body_index_out_of_range_is_named(call, body):
+    """Before: JAX's indexing clamped it, so body 7 (or -1) gave the point on the last body."""
+    with pytest.raises(mb.ModelError, match=rf"{call}: body must be a body's name or an index in 0..1 .*got"):
+        _POINT_CALLS[call](body, jnp.zeros(3))
+    # A NumPy or concrete JAX integer works as an int.
+    assert_tree_allclose(_POINT_CALLS[call](np.int64(1), jnp.zeros(3)), _POINT_CALLS[call](1, jnp.zeros(3)))
+    assert_tree_allclose(_POINT_CALLS[call](jnp.array(1), jnp.zeros(3)), _POINT_CALLS[call](1, jnp.zeros(3)))
 
 
 def test_a_series_of_mismatched_lengths_is_named():
