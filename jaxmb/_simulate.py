@@ -113,6 +113,20 @@ class _Zero(eqx.Module):
         return jnp.zeros_like(q)
 
 
+class _UserTorque(eqx.Module):
+    """A user's ``tau(t, q, q')``, checked where it is traced: `forward_dynamics` takes a
+    None torque as no torque, so a callable that forgot its ``return`` ran unforced."""
+
+    fn: Callable
+
+    def __call__(self, t, q, qd):
+        tau = self.fn(t, q, qd)
+        if tau is None:
+            raise ValueError("simulate: tau(t, q, qd) returned None; it must return the generalized forces, "
+                             f"shape ({q.shape[0]},) (a missing return?).")
+        return tau
+
+
 # Jitted (and so cached) because simulate calls it outside its solve: run eagerly, its
 # Newton loops would compile anew on every call.
 @eqx.filter_jit
@@ -199,11 +213,11 @@ def _finite_argument(x, name: str):
                          f"{np.asarray(x).tolist() if np.size(x) <= 16 else '...'}.")
 
 
-def _torque_function(tau, tau_ts, model: Model, dtype):
+def _torque_function(tau, tau_ts, model: Model, t0, t1, dtype):
     if tau is None:
         return _Zero()
     if callable(tau) and not isinstance(tau, jax.Array):
-        return tau
+        return _UserTorque(tau)
     tau = jnp.asarray(tau, dtype=dtype)
     if tau.ndim == 1:
         if tau.shape != (model.nq,):
@@ -220,8 +234,30 @@ def _torque_function(tau, tau_ts, model: Model, dtype):
                              f"(nq = {model.nq}), got shapes {tau.shape} and {tau_ts.shape}.")
         _finite_argument(tau, "tau")
         _finite_argument(tau_ts, "tau_ts")
-        return _TimeSeriesTorque(diffrax.LinearInterpolation(ts=tau_ts, ys=tau))
+        return _TimeSeriesTorque(diffrax.LinearInterpolation(ts=_torque_times(tau_ts, t0, t1), ys=tau))
     raise ValueError(f"simulate: tau must be None, (nq,), (T, nq) or a callable, got shape {tau.shape}.")
+
+
+def _torque_times(tau_ts, t0, t1):
+    """`tau_ts`, checked: at least two times, increasing, covering ``[t0, t1]`` (the
+    interpolation would otherwise extrapolate, or read samples out of order, silently);
+    eagerly a ValueError naming the first bad time, under jit an ``eqx.error_if``."""
+    if tau_ts.shape[0] < 2:
+        raise ValueError(f"simulate: a torque series needs at least two sample times tau_ts, got {tau_ts.shape[0]}.")
+    rising = jnp.all(jnp.diff(tau_ts) > 0.0)
+    covers = (tau_ts[0] <= t0) & (tau_ts[-1] >= t1)
+    if is_concrete((tau_ts, t0, t1)):
+        times = np.asarray(tau_ts)
+        if not bool(rising):
+            i = int(np.flatnonzero(np.diff(times) <= 0.0)[0]) + 1
+            raise ValueError(f"simulate: tau_ts must increase; tau_ts[{i}] = {float(times[i])!r} follows "
+                             f"{float(times[i - 1])!r}.")
+        if not bool(covers):
+            raise ValueError(f"simulate: tau_ts must cover [t0, t1] = [{float(t0)!r}, {float(t1)!r}] (the torque is "
+                             f"not extrapolated); it spans [{float(times[0])!r}, {float(times[-1])!r}].")
+        return tau_ts
+    tau_ts = eqx.error_if(tau_ts, ~rising, "simulate: tau_ts must increase.")
+    return eqx.error_if(tau_ts, ~covers, "simulate: tau_ts must cover [t0, t1] (the torque is not extrapolated).")
 
 
 def _time_span(t0, t1, ts, dtype):
@@ -279,7 +315,8 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
       forwards only).
     - `ts`: save times (default: ``t1`` only), non-decreasing, within ``[t0, t1]``.
     - `tau`: generalized forces: ``None`` (zero), a constant (nq,), a (T, nq) array
-      sampled at `tau_ts` (T,) s (linearly interpolated), or a callable
+      sampled at `tau_ts` (T,) s, increasing and covering ``[t0, t1]`` (linearly
+      interpolated, not extrapolated), or a callable
       ``tau(t, q, q')``; N m or N per coordinate.
     - `controller`: an `AbstractController` (e.g. PID), whose
       torque adds to `tau` and whose state integrates with the mechanics.
@@ -347,7 +384,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     atol = finite_tolerance(atol, "simulate", "atol", q0.dtype)
     t0, t1, save_ts = _time_span(t0, t1, ts, q0.dtype)
     solver = _solver_by_name(solver)
-    torque = _torque_function(tau, tau_ts, model, q0.dtype)
+    torque = _torque_function(tau, tau_ts, model, t0, t1, q0.dtype)
     z0 = None
     if controller is not None:
         z0 = jax.tree.map(lambda x: jnp.asarray(x, q0.dtype), controller.init(q0, qd0))

@@ -176,3 +176,28 @@ def test_a_gradient_through_a_failed_run_raises_under_jit():
     with pytest.raises(eqx.EquinoxRuntimeError, match=r"batch member 1 .*non-finite"):
         jax.block_until_ready(eqx.filter_jit(jax.vmap(jax.grad(loss)))(jnp.stack([Q0, Q0.at[0].set(np.nan)])))
     np.testing.assert_allclose(jax.jit(jax.grad(loss))(Q0), jax.grad(loss)(Q0), rtol=1e-13)
+
+
+@pytest.mark.parametrize("tau_ts, match", [
+    (jnp.linspace(1.0, 0.0, 5), r"tau_ts must increase; tau_ts\[1\] = 0.75 follows 1.0"),
+    (jnp.array([0.0, 0.25, 0.25, 0.75, 1.0]), r"tau_ts must increase; tau_ts\[2\] = 0.25"),
+    (jnp.linspace(0.0, 0.5, 5), r"tau_ts must cover \[t0, t1\] = \[0.0, 1.0\].*spans \[0.0, 0.5\]"),
+])
+def test_a_torque_series_must_increase_and_cover_the_span(tau_ts, match):
+    """Unsorted sample times read the samples out of order, and a series ending before t1
+    was extrapolated linearly: both gave another trajectory, silently."""
+    tau = jnp.stack([jnp.linspace(0.0, 4.0, 5), jnp.zeros(5)], axis=1)
+    with pytest.raises(ValueError, match=match):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, tau=tau, tau_ts=tau_ts)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="tau_ts must"):
+        jax.block_until_ready(eqx.filter_jit(lambda ts: mb.simulate(PENDULUM, Q0, QD0, 1.0, tau=tau, tau_ts=ts).q)(
+            tau_ts))
+    with pytest.raises(ValueError, match="at least two sample times"):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, tau=tau[:1], tau_ts=jnp.zeros(1))
+
+
+def test_a_torque_callable_must_return_the_forces():
+    """`forward_dynamics` takes tau=None as no torque: a callable that forgot its return ran
+    unforced and reported success."""
+    with pytest.raises(ValueError, match=r"tau\(t, q, qd\) returned None.*shape \(2,\)"):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, tau=lambda t, q, qd: None)
