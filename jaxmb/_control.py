@@ -83,7 +83,8 @@ class PID(AbstractController):
 
     **Arguments:**
 
-    - `indices`: the k controlled coordinates.
+    - `indices`: the k controlled coordinates (an int for one), distinct, each below the
+      simulated model's number of coordinates (checked by `init`).
     - `target`: ``r``, (k,) or a scalar, in the coordinates' units (rad or m).
     - `kp`, `ki`, `kd`: gains, (k,) or scalars: N·m/rad, N·m/(rad s) and N·m s/rad
       for a rotational coordinate (N/m, N/(m s), N s/m for a translational one).
@@ -102,7 +103,9 @@ class PID(AbstractController):
 
     def __init__(self, indices, target: RealLike, kp: RealLike, ki: RealLike = 0.0, kd: RealLike = 0.0,
                  selection: RealLike | None = None):
-        self.indices = tuple(int(i) for i in indices)
+        self.indices = tuple(int(i) for i in (indices if np.ndim(indices) else (indices,)))
+        if any(i < 0 for i in self.indices) or len(set(self.indices)) != len(self.indices):
+            raise ValueError(f"PID: indices must be distinct coordinate indices >= 0, got {indices!r}.")
         k = len(self.indices)
         self.target, self.kp, self.ki, self.kd = (
             _gains("PID", name, value, (k,), "one per controlled coordinate")
@@ -113,6 +116,14 @@ class PID(AbstractController):
                              f"got {self.selection.shape}.")
 
     def init(self, q0, qd0):
+        nq = jnp.shape(q0)[0]
+        # Checked here, where the model's size is known: JAX's indexing would clamp a read
+        # past the end and drop the write, and the run would go uncontrolled.
+        if max(self.indices, default=-1) >= nq:
+            raise ValueError(f"PID: indices {self.indices} must be below the model's number of coordinates, {nq}.")
+        if self.selection is not None and self.selection.shape[0] != nq:
+            raise ValueError(f"PID: selection must have shape ({nq}, {len(self.indices)}) for a model of {nq} "
+                             f"coordinates, got {self.selection.shape}.")
         return jnp.zeros(len(self.indices), dtype=jnp.asarray(q0).dtype)
 
     def _error(self, q):
@@ -140,7 +151,8 @@ class ComputedTorque(AbstractController):
     **Arguments:**
 
     - `model`: the model used for inverse dynamics (it may differ from the simulated one).
-    - `reference`: a callable ``t -> (q_ref, qd_ref, qdd_ref)``, each (nq,): rad or m,
+    - `reference`: a callable ``t -> (q_ref, qd_ref, qdd_ref)``, each (nq,) (checked where
+      traced, a `ModelError` naming it): rad or m,
       rad/s or m/s, rad/s² or m/s²; a function, or an equinox Module whose arrays
       (the trajectory's parameters) stay leaves of the controller, so that one
       compiled simulation serves every trajectory of a kind (and ``vmap`` over them).
@@ -166,7 +178,9 @@ class ComputedTorque(AbstractController):
     def torque(self, t, q, qd, z):
         q = coordinate_vector(self.model, q, "ComputedTorque", "q")
         qd = coordinate_vector(self.model, qd, "ComputedTorque", "qd", dtype=q.dtype)
-        q_ref, qd_ref, qdd_ref = self.reference(t)
+        q_ref, qd_ref, qdd_ref = (coordinate_vector(self.model, x, "ComputedTorque", f"reference(t)'s {name}",
+                                                    dtype=q.dtype)
+                                  for x, name in zip(self.reference(t), ("q_ref", "qd_ref", "qdd_ref")))
         qdd = qdd_ref + self.kd * (qd_ref - qd) + self.kp * (q_ref - q)
         # ``M(q) q'' + bias - Q_loads`` from the terms the recursive forward dynamics forms
         # (`inverse_dynamics`' value): simulating the controller's own model, the

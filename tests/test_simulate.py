@@ -121,6 +121,26 @@ def test_computed_torque_is_the_inverse_dynamics():
         ctrl.torque(0.0, q[:2], qd, ctrl.init(q, qd))
 
 
+def test_controllers_refuse_indices_and_references_that_do_not_fit_the_model():
+    """A PID index past the model's coordinates was clamped on read and dropped on write
+    (the run went uncontrolled, reporting success); a reference of the wrong shape
+    broadcast (a (1,) q_ref tracked [0.5, 0.5])."""
+    m = mb.models.double_pendulum()
+    q0, qd0 = jnp.array([0.3, -0.2]), jnp.zeros(2)
+    with pytest.raises(ValueError, match=r"PID: indices \(5,\) must be below the model's number of coordinates, 2"):
+        mb.simulate(m, q0, qd0, 1.0, controller=mb.control.PID((5,), 1.0, 50.0, kd=5.0))
+    with pytest.raises(ValueError, match=r"PID: selection must have shape \(2, 1\) for a model of 2"):
+        mb.simulate(m, q0, qd0, 1.0, controller=mb.control.PID(1, 1.0, 50.0, selection=jnp.ones((3, 1))))
+    with pytest.raises(ValueError, match="PID: indices must be distinct coordinate indices >= 0"):
+        mb.control.PID((-1,), 1.0, 50.0)
+    # A single index as an int, as a tuple of one.
+    one, ones = (mb.simulate(m, q0, qd0, 0.2, controller=mb.control.PID(i, 1.0, 50.0)).q for i in (1, (1,)))
+    np.testing.assert_array_equal(one, ones)
+    bad = mb.control.ComputedTorque(m, lambda t: (jnp.array([0.5]), jnp.zeros(2), jnp.zeros(2)), 1.0, 1.0)
+    with pytest.raises(mb.ModelError, match=r"ComputedTorque: reference\(t\)'s q_ref must have shape \(2,\)"):
+        mb.simulate(m, q0, qd0, 1.0, controller=bad)
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda m: mb.control.PID([0, 1], 0.0, jnp.ones(3)), r"PID: kp must be a scalar or have shape \(2,\)"),
     (lambda m: mb.control.PID([0], jnp.nan, 1.0), r"PID: target must be finite"),
