@@ -153,6 +153,22 @@ def test_compliant_equilibrium_residual(name):
     np.testing.assert_allclose(r.fiber_length * jnp.cos(r.pennation_angle) + r.tendon_length, l, rtol=1e-13)
 
 
+def test_thelen_shortening_fast_stays_in_its_bracket_where_the_tendon_goes_slack():
+    """gait2354's glut_med3_r (Thelen) at a = 0.5 shortening at 0.45 m/s or faster: the
+    residual jumps where the tendon goes slack (the fibre takes the whole speed, its force
+    falls to nothing), and the last Newton step, taken from the jump's other side, left the
+    bracket: the fibre ended past the whole unit, the tendon at 130 F_max, silently. Over a
+    sweep of speeds the tendon now stays between slack and 5 F_max, the state consistent."""
+    m = mb.Thelen2003Muscle(1000.0, 0.0646, 0.053, 0.3491, 10.0)
+    v = np.linspace(-1.0, 0.5, 61)
+    r = _EVAL(m, np.full(61, 0.5), np.full(61, 0.1096), v)
+    force, tendon = np.asarray(r.tendon_force), np.asarray(r.tendon_length)
+    assert np.all((force >= 0.0) & (force <= 5000.0)) and np.all(tendon >= 0.053 - 1e-15)
+    np.testing.assert_allclose(r.fiber_length * jnp.cos(r.pennation_angle) + r.tendon_length, 0.1096, rtol=1e-13)
+    assert np.max(np.abs(np.asarray(r.equilibrium_residual))) < TOL_RESIDUAL
+    assert force[v <= -0.45].max() < 1e-6 and force[v >= -0.4].min() > 1.0  # slack, then taut
+
+
 @pytest.mark.parametrize("name", ["thelen_compliant", "degroote_compliant"])
 def test_a_unit_stretched_past_the_bracket_gets_five_max_forces_and_says_it_is_not_in_equilibrium(name):
     """Stretched so far that the fibre would pull harder than 5 F_max, the tendon stops at the

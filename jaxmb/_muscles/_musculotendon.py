@@ -231,11 +231,16 @@ class AbstractMusculotendonModel(eqx.Module):
         # N(N(x)) has the root's first derivative -(dr/dx)^-1 dr/dtheta and also its second
         # (what a derivative of a derivative, e.g. the compliant static optimization's, needs).
         x1 = newton(x)
+        x2 = newton(x1)
         # Where the bracket closed on a jump of the residual instead of a root (a model whose
-        # fibre velocity switches, e.g. Thelen's at a slack tendon), no Newton step is taken.
-        converged = jax.lax.stop_gradient(jnp.abs(x1 - x) <= 1e-6 * self.optimal_fiber_length)
+        # fibre velocity switches, e.g. Thelen's as the tendon goes slack), no Newton step is
+        # taken: a step from the jump's other side leaves the bracket (Thelen's unit shortening
+        # at 0.7 v_max ended with its fibre 0.1 m long past the whole unit, the tendon at 130 F_max).
+        tol = 1e-6 * self.optimal_fiber_length
+        converged = jax.lax.stop_gradient((jnp.abs(x1 - x) <= tol) & (jnp.abs(x2 - x) <= tol)
+                                          & (x2 >= lo_s) & (x2 <= hi_s))
         at_bound = jax.lax.stop_gradient(res(lo_s) >= 0.0) | (hi_s <= lo_s)
-        return jnp.where(at_bound, lo, jnp.where(converged, newton(x1), x))
+        return jnp.where(at_bound, lo, jnp.where(converged, x2, x))
 
     # -- the public evaluation ---------------------------------------------------------------
     def __call__(self, activation: Float[ArrayLike, ""], length: Float[ArrayLike, ""],
