@@ -311,6 +311,25 @@ def test_muscle_forces_equal_each_model():
         mb.muscle_forces(bare, a, l, v)
 
 
+def test_activations_outside_the_unit_interval_and_lengths_not_positive_are_named():
+    """Before: De Groote's force doubled at a = 2, Thelen and Millard clamped silently, and a
+    negative length (a fitted path far from its samples) gave a pushing muscle."""
+    model = _slider_model()
+    n = len(model.muscles)
+    a, l, v = jnp.full(n, 0.5), jnp.full(n, P["tendon_slack_length"] + P["optimal_fiber_length"]), jnp.zeros(n)
+    with pytest.raises(ValueError, match=r"muscle_forces: activations must be in \[0, 1\], got \[2.0\] for the "
+                                         r"muscles \['" + model.muscle_names[1]):
+        mb.muscle_forces(model, a.at[1].set(2.0), l, v)
+    with pytest.raises(ValueError, match=r"muscle_states: lengths must be positive, got \[-0.3\]"):
+        mb.muscle_states(model, a, l.at[0].set(-0.3), v)
+    with pytest.raises(ValueError, match=r"activation_rates: excitations must be in \[0, 1\]"):
+        mb.activation_rates(model, a.at[2].set(-0.1), a)
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"muscle_forces: activations must be in \[0, 1\]"):
+        jax.block_until_ready(eqx.filter_jit(lambda x: mb.muscle_forces(model, x, l, v))(a.at[0].set(1.5)))
+    # The ends are in the domain.
+    assert np.all(np.isfinite(np.asarray(mb.muscle_forces(model, jnp.array([0.0, 1.0, 1.0]), l, v))))
+
+
 def test_non_finite_muscle_inputs_are_named_not_turned_into_forces():
     """Before: a NaN activation came out as a plausible tendon force (the models' clamps and
     equilibrium solves dropped it), a NaN length as 0 N."""

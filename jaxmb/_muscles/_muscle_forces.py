@@ -1,10 +1,12 @@
 """The tendon forces of all the muscles of a model at once."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._checks import finite_entries, real_argument
+from .._checks import finite_entries, is_concrete, real_argument
 from .._eager import compiled_per_model
 from .._errors import ModelError
 from ._musculotendon import MusculotendonForces
@@ -57,8 +59,31 @@ def _per_muscle_vectors(caller: str, model, **arrays) -> list[Array]:
         if x.shape != (n,):
             raise ValueError(f"{caller}: {what} must have shape ({n},) (one per muscle of "
                              f"{model.name!r}), got {x.shape}; use jax.vmap for batches.")
-        out.append(finite_entries(x, caller, what, model.muscle_names, f"muscles {{}} of {model.name!r}"))
+        x = finite_entries(x, caller, what, model.muscle_names, f"muscles {{}} of {model.name!r}")
+        out.append(_in_domain(x, caller, what, model) if what in _DOMAINS else x)
     return out
+
+
+# What the per-muscle arguments must hold beyond finiteness: the force models clamp an
+# activation silently (or scale by it: De Groote's force doubles at a = 2), and a
+# non-positive length (a fitted path far from its samples) gives a pushing muscle.
+_DOMAINS = {"activations": ("in [0, 1]", lambda x: (x >= 0.0) & (x <= 1.0)),
+            "excitations": ("in [0, 1]", lambda x: (x >= 0.0) & (x <= 1.0)),
+            "lengths": ("positive", lambda x: x > 0.0)}
+
+
+def _in_domain(x, caller: str, what: str, model):
+    """`x`, checked entry by entry against `_DOMAINS[what]`: eagerly a ``ValueError`` naming
+    the muscles, under ``jit`` through ``eqx.error_if``."""
+    words, ok = _DOMAINS[what]
+    if is_concrete(x):
+        bad = np.flatnonzero(~np.asarray(ok(np.asarray(x))))
+        if bad.size:
+            names = [model.muscle_names[i] for i in bad[:8]]
+            raise ValueError(f"{caller}: {what} must be {words}, got {np.asarray(x)[bad[:8]].tolist()} for the "
+                             f"muscles {names} of {model.name!r}.")
+        return x
+    return eqx.error_if(x, ~jnp.all(ok(x)), f"{caller}: {what} must be {words}.")
 
 
 def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
@@ -123,8 +148,8 @@ def activation_rates(model, excitations: ArrayLike, activations: ArrayLike) -> F
     **Returns:** ``(n_muscles,)`` activation rates (1/s), in `model.muscle_names` order.
 
     **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] naming a muscle without activation
-    dynamics; ``ValueError`` for arrays of the wrong shape or not finite (under ``jit`` an
-    ``eqx.EquinoxRuntimeError``).
+    dynamics; ``ValueError`` for arrays of the wrong shape, not finite, or outside [0, 1]
+    (under ``jit`` an ``eqx.EquinoxRuntimeError``).
     """
     u, a = _per_muscle_vectors("activation_rates", model, excitations=excitations, activations=activations)
     return _activation_rates(model, u, a)
@@ -151,14 +176,14 @@ def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
 
     - `model`: a model whose muscles all have a force model.
     - `activations`: ``(n_muscles,)``, in [0, 1].
-    - `lengths`: ``(n_muscles,)`` musculotendon lengths (m).
+    - `lengths`: ``(n_muscles,)`` musculotendon lengths (m), positive.
     - `lengthening_speeds`: ``(n_muscles,)`` (m/s, positive when lengthening).
 
     **Returns:** ``(n_muscles,)`` tendon forces (N), in `model.muscle_names` order.
 
     **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] naming a muscle without a force model;
-    ``ValueError`` for arrays of the wrong shape or not finite (under ``jit`` an
-    ``eqx.EquinoxRuntimeError``).
+    ``ValueError`` for arrays of the wrong shape, not finite, activations outside [0, 1]
+    or lengths not positive (under ``jit`` an ``eqx.EquinoxRuntimeError``).
     """
     if not model.muscles:
         return jnp.zeros((0,))
