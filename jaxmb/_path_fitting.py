@@ -174,8 +174,8 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
     **Returns:** a [`jaxmb.FunctionPathFit`][jaxmb.FunctionPathFit].
 
     **Raises:** `ValueError` for samples of the wrong shape or not finite, a `max_order`
-    below 1, tolerances that are not positive, a path that spans no coordinate, or too
-    few samples for an order's coefficients.
+    below 1, tolerances that are not positive, a path that spans no coordinate, or
+    samples too few or too alike to over-determine an order's coefficients.
     """
     q = np.asarray(q, dtype=float)
     if q.ndim != 2 or q.shape[1] != model.nq or not np.all(np.isfinite(q)):
@@ -245,11 +245,16 @@ def _fit_one(name, x, length, slope, keep, max_order, length_tolerance, moment_a
         # Monomials at every sample, then the kept ones: one compiled monomial table
         # per (dimension, order), whatever each path keeps.
         values, partial = (a[keep] for a in _design(x, order))
-        if values.shape[1] > target.size:
-            raise ValueError(f"fit_function_paths: {target.shape[0]} sample states cannot fit muscle "
-                             f"{name!r}'s {values.shape[1]} coefficients of order {order}; give more "
-                             "samples or a lower max_order.")
         A = np.concatenate([values[:, None, :], partial], axis=1).reshape(-1, values.shape[1])
+        # Lengths and slopes must over-determine the coefficients: an exactly determined fit
+        # (one state for a line in two coordinates, the same state repeated) has no
+        # residual and reported itself perfect, whatever the path does elsewhere.
+        distinct = len(np.unique(x[keep], axis=0))
+        if distinct * target.shape[1] <= A.shape[1] or np.linalg.matrix_rank(A) < A.shape[1]:
+            raise ValueError(f"fit_function_paths: {target.shape[0]} sample states ({distinct} distinct) cannot "
+                             f"determine muscle {name!r}'s {values.shape[1]} coefficients of order {order} with "
+                             "errors to spare; give more samples, spread over the coordinates it spans, or a "
+                             "lower max_order.")
         a = np.linalg.lstsq(A, target.reshape(-1), rcond=None)[0]
         residual = (A @ a - target.reshape(-1)).reshape(target.shape)
         errors = (np.sqrt(np.mean(residual[:, 0] ** 2)), np.abs(residual[:, 0]).max(),

@@ -217,11 +217,24 @@ def test_a_few_samples_far_off_the_fit_are_left_out_as_outliers():
     assert kept.outliers.tolist() == [0] and kept.samples.tolist() == [101] and kept.length_rms[0] > 0.02
 
 
+def test_a_fitted_length_below_zero_is_not_a_plausible_path():
+    """A polynomial fitted around a motion can go below zero far from its samples; path_status
+    passed such a length as plausible (a muscle force model then pushed)."""
+    fit = mb.fit_function_paths(_slider(), np.linspace(0.5, 1.0, 7)[:, None]).model
+    shifted = eqx.tree_at(lambda m: m.muscles[0].path.length_function.coefficients, fit, jnp.array([-0.8, 1.0]))
+    ok = jax.vmap(lambda q: mb.path_status(shifted, q).plausible[0])(jnp.array([[0.6], [0.9]]))
+    assert np.asarray(ok).tolist() == [False, True]  # lengths -0.2 and 0.1 m
+
+
 def test_fitting_refuses_what_it_cannot_fit():
     with pytest.raises(ValueError, match=r"q must be finite samples of shape \(S, 1\)"):
         mb.fit_function_paths(_slider(), np.zeros((4, 2)))
-    with pytest.raises(ValueError, match=r"1 sample states cannot fit muscle 'pull''s 3 coefficients of order 2"):
+    with pytest.raises(ValueError, match=r"1 sample states \(1 distinct\) cannot determine muscle 'pull''s 2 "
+                                         r"coefficients of order 1 with errors to spare"):
         mb.fit_function_paths(_slider(), np.array([[0.6]]), max_order=3, length_tolerance=1e-30)
+    # The same state 50 times reported a perfect fit (no residual: the fit was exactly determined).
+    with pytest.raises(ValueError, match=r"50 sample states \(1 distinct\) cannot determine"):
+        mb.fit_function_paths(_slider(), np.full((50, 1), 0.6))
     samples = np.linspace(0.5, 1.0, 7)[:, None]
     for bad in (-1e-3, 0.0, np.nan):
         with pytest.raises(ValueError, match="length_tolerance must be a positive number of metres"):

@@ -144,7 +144,9 @@ class PathStatus(eqx.Module):
     - `wraps_converged`: every engaged sphere, cylinder and ellipsoid wrap ended at tangent
       points that solve its tangency equations (residuals at most 1e-3): False where an
       iteration stopped at its cap or went astray.
-    - `plausible`: the length is finite, and the wraps lengthen the straight path through
+    - `plausible`: the length is finite (and positive for a path given as a function of
+      the coordinates, which a fit can take below zero far from its samples), and the
+      wraps lengthen the straight path through
       the active points by no less than 0 (-0.5 mm with several wraps) and no more than two
       full turns (2π times the wrap's `turn_radius`) plus two diameters per engaged wrap,
       no one wrap the segment it replaced by more than its own two turns and diameters.
@@ -265,9 +267,10 @@ def _path_status(model: Model, q) -> PathStatus:
         plaus.append(ok)
         conv.append(r.converged)
     functions = function_part(model)
-    if functions is not None:  # no iterations; plausible where the function's value is finite
+    if functions is not None:  # no iterations; plausible where the function's value is finite and positive
         parts = parts + [functions]
         conv.append(jnp.ones(len(functions[0]), bool))
         tangent.append(jnp.ones(len(functions[0]), bool))
-        plaus.append(jnp.isfinite(function_path_lengths(functions[0], q)))
+        fitted = function_path_lengths(functions[0], q)
+        plaus.append(jnp.isfinite(fitted) & (fitted > 0.0))
     return PathStatus(merge_parts(parts, conv), merge_parts(parts, tangent), merge_parts(parts, plaus))
