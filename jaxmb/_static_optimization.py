@@ -365,8 +365,9 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
         raise ValueError(f"static_optimization: tendon must be 'rigid' or 'compliant', got {tendon!r}.")
     if not model.muscles:
         tendon = "rigid"  # actuators alone: the problem is affine either way
-    if not exponent > 1.0:
-        raise ValueError(f"static_optimization: exponent must be > 1 (OpenSim's activation_exponent), got {exponent}.")
+    if not 1.0 < exponent < np.inf:
+        raise ValueError(f"static_optimization: exponent must be a finite number > 1 (OpenSim's "
+                         f"activation_exponent), got {exponent}.")
     _check_options(solver, matching, residual_weight, exponent, tendon)
     if active_force not in ACTIVE_FORCES:
         raise ValueError(f"static_optimization: active_force must be one of {ACTIVE_FORCES}, got {active_force!r}.")

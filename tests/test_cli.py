@@ -287,6 +287,35 @@ def test_static_optimization_command_passes_its_wrap_geometry_and_moment_arm_rou
     assert routes == ["closed_form", "frozen_path"]
 
 
+@pytest.mark.parametrize("failed, status", [(2, 0), (4, 1)])
+def test_static_optimization_names_its_failed_frames_and_fails_when_all_did(tmp_path, monkeypatch, capsys, failed,
+                                                                            status):
+    """The command said "N frames have no solution within the bounds (the model is too weak
+    there)" also where the solve had not converged, named no frame, and exited 0 with every
+    frame failed. (The solve is replaced: what is checked is the command's report.)"""
+    import types
+
+    setup = pathlib.Path(__file__).parent / "data" / "opensim" / "motion" / "arm26_Setup_StaticOptimization.xml"
+    ok = jax.numpy.arange(4) >= failed
+
+    def solved(model, *args, **kwargs):
+        k, n = 4, len(model.muscles)
+        return types.SimpleNamespace(
+            time=np.linspace(0.0, 0.3, k), activations=np.full((k, n), 0.1), controls=np.zeros((k, 0)),
+            muscle_forces=np.ones((k, n)), actuator_forces=np.zeros((k, 0)), torque_residual=np.zeros(k),
+            result=jax.vmap(lambda o: jaxmb.RESULTS.where(o, jaxmb.RESULTS.successful,
+                                                          jaxmb.RESULTS.static_optimization_failed))(ok),
+            muscle_names=model.muscle_names, actuator_names=())
+
+    monkeypatch.setattr(jaxmb, "static_optimization", solved)
+    assert main(["static-optimization", "--setup", str(setup), "--out", str(tmp_path / "so"),
+                 "--compile-cache", "none", "--no-progress"]) == status
+    err = capsys.readouterr().err
+    head = "jaxmb: error: static optimization failed at every frame: " if status else "jaxmb: warning: "
+    assert head + f"{failed} of 4 frames (t = 0, 0.1" in err and "or their solve did not converge" in err
+    assert (tmp_path / "so" / "arm26_StaticOptimization_activation.sto").exists()  # written for inspection
+
+
 def test_many_curves_go_to_panels_with_legends_outside_the_axes():
     import matplotlib.pyplot as plt
     import numpy as np

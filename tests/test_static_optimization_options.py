@@ -210,6 +210,8 @@ def test_optax_command_equals_the_newton_route(tmp_path, capsys):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(solver="adam"), "solver must be 'newton' or 'optax', got 'adam'"),
+    (dict(exponent=np.inf), r"exponent must be a finite number > 1 .* got inf"),  # gave NaN activations
+    (dict(exponent=1.0), r"exponent must be a finite number > 1 .* got 1.0"),
     (dict(solver="optax", exponent=1.5), r"solver='optax' needs exponent >= 2 .* got 1\.5; use solver='newton'"),
     (dict(matching="forces"), r"matching must be one of \('moments', 'accelerations'\), got 'forces'"),
     (dict(residual_weight=-1.0), "residual_weight must be None .* or a finite positive weight, got -1.0"),

@@ -9,6 +9,7 @@ forces, N or N m) in DIR, one column per muscle and actuator by name, as OpenSim
 from __future__ import annotations
 
 import pathlib
+import warnings
 
 from ._cache import CacheCounter
 from ._errors import CommandError
@@ -118,8 +119,14 @@ def static_optimization(args) -> int:
           f"{f', {len(loads)} external forces' if loads else ''}); largest torque residual "
           f"{float(np.max(np.asarray(result.torque_residual))):.1e}")
     if failed:
-        print(f"warning: {failed} frames have no solution within the bounds (the model is too weak there; add "
-              "reserve actuators)")
+        bad = time[~np.asarray(result.result == mb.RESULTS.successful)]
+        what = (f"{failed} of {time.size} frames (t = {', '.join(f'{t:g}' for t in bad[:4])}"
+                f"{', ...' if failed > 4 else ''} s) have no activations within the bounds that balance the forces, "
+                "or their solve did not converge: add reserve actuators or widen their bounds, or check the motion "
+                "and the exponent; their rows in the files are the solver's last iterate")
+        if failed == time.size:
+            raise CommandError(f"static optimization failed at every frame: {what}.")
+        warnings.warn(what)
     stronger = _stronger_in_opensim(model)
     if stronger and not args.opensim_active_force:
         print(f"note: {len(stronger)} of {len(model.muscles)} muscles ({', '.join(stronger[:3])}"
