@@ -53,7 +53,10 @@ class ExternalForce:
     - `point_expressed_in_body`: the frame of `point` (``"ground"`` or a body).
 
     Samples are interpolated with a natural cubic spline (OpenSim's ``GCVSpline`` of
-    degree 3 with error variance 0).
+    degree 3 with error variance 0). They must cover the frames solved within the
+    motion's own times (`inverse_dynamics_motion` and `static_optimization` raise a
+    ``ValueError`` otherwise; the frames of the filter's padding beyond the motion are
+    extrapolated, as the motion is).
     """
 
     name: str
@@ -94,6 +97,16 @@ class ExternalForce:
                              f"{model.name!r}{hint}; name one of {model.body_names}"
                              f"{' or ground' if ground_ok else ''}.")
 
+    def check_times(self, start: float, end: float, caller: str) -> None:
+        """A ``ValueError`` where the samples do not cover the motion's span ``[start, end]``
+        (s): the spline would extrapolate the load linearly from its end slopes (loads of
+        another trial, or a clipped file, applied silently)."""
+        slack = 1e-9 * max(1.0, abs(start), abs(end))
+        if self.time[0] > start + slack or self.time[-1] < end - slack:
+            raise ValueError(f"{caller}: ExternalForce {self.name!r} is sampled over [{self.time[0]:g}, "
+                             f"{self.time[-1]:g}] s, which does not cover the motion's [{start:g}, {end:g}] s; "
+                             "give loads sampled over the whole motion (or a time_range inside their span).")
+
     def sample(self, times) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(force, point, torque)``, each (k, 3), at `times` (k,); zeros where absent.
 
@@ -107,6 +120,16 @@ class ExternalForce:
         w = cubic_sampling_operator(self.time, times)
         return tuple(np.zeros((times.size, 3)) if data is None else w @ data
                      for data in (self.force, self.point, self.torque))
+
+
+def check_load_times(externals, time, frames, caller: str) -> None:
+    """Each external force covers the frames solved within the motion's own times (the
+    frames of the filter's padding beyond them are extrapolated, as the motion is)."""
+    time, frames = np.asarray(time), np.asarray(frames)
+    inside = frames[(frames >= time[0]) & (frames <= time[-1])]
+    if inside.size:
+        for ext in externals:
+            ext.check_times(float(inside[0]), float(inside[-1]), caller)
 
 
 def cubic_sampling_operator(time, times) -> np.ndarray:
@@ -275,6 +298,7 @@ def inverse_dynamics_motion(model: Model, time: Float[np.ndarray, " n"], q: Floa
             raise TypeError(f"external_loads must hold jaxmb.ExternalForce, got {type(ext).__name__}.")
         ext.check(model)
     frames, w0, w1, w2 = opensim_coordinate_operators(time, lowpass_hz=lowpass_hz, time_range=time_range)
+    check_load_times(externals, time, frames, "inverse_dynamics_motion")
     w0, w1, w2 = (jnp.asarray(w, dtype=q.dtype) for w in (w0, w1, w2))
     qs, qds, qdds = w0 @ q, w1 @ q, w2 @ q
     samples = tuple(tuple(jnp.asarray(a, dtype=q.dtype) for a in ext.sample(frames)) for ext in externals)

@@ -39,7 +39,7 @@ from ._checks import is_concrete, finite_tolerance
 from ._errors import ModelError
 from ._model_checks import require_mass
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
-from ._motion import _external_generalized_force, _spec, ExternalForce, motion_coordinates
+from ._motion import _external_generalized_force, _spec, check_load_times, ExternalForce, motion_coordinates
 from ._dynamics import inverse_dynamics
 from ._muscles import ACTIVE_FORCES, check_path_force_route, muscle_lengths_and_moment_arms, rigid_tendon_forces
 from ._results import RESULTS
@@ -400,6 +400,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if is_concrete(w) and not np.all(np.asarray(w) > 0):
         raise ValueError("static_optimization: weights must be positive.")
     frames, w0, w1, w2 = opensim_states_operators(time, lowpass_hz=lowpass_hz, time_range=time_range)
+    check_load_times(externals, time, frames, "static_optimization")
     samples = tuple(ext.sample(frames) for ext in externals)
     if tolerance is None:
         tolerance = 1e-11 if jnp.finfo(dtype).eps < 1e-10 else 1e-4

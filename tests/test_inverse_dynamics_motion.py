@@ -190,6 +190,23 @@ def test_external_force_is_jacobian_transpose(tmp_path, arm26):
         np.testing.assert_allclose(without.forces[i] - with_load.forces[i], expected, rtol=1e-10, atol=1e-12)
 
 
+def test_loads_that_do_not_cover_the_motion_are_refused(arm26):
+    """Loads sampled over another span were extrapolated linearly from their end slopes and
+    applied at every frame, silently."""
+    model, motion, q = arm26
+    t = np.asarray(motion.time)
+    for span in ((t[-1] + 1.0, t[-1] + 2.0), (t[0], 0.5 * (t[0] + t[-1]))):
+        load = mb.ExternalForce("push", "r_ulna_radius_hand", np.linspace(*span, 5), force=np.ones((5, 3)),
+                                point=np.zeros((5, 3)), point_expressed_in_body="r_ulna_radius_hand")
+        with pytest.raises(ValueError, match=r"inverse_dynamics_motion: ExternalForce 'push' is sampled over .* "
+                                             r"which does not cover the motion's"):
+            mb.inverse_dynamics_motion(model, t, q, external_loads=[load])
+    # A time range inside the loads' span is fine.
+    half = (t[0], 0.5 * (t[0] + t[-1]))
+    load = mb.ExternalForce("push", "r_ulna_radius_hand", np.linspace(*half, 5), force=np.ones((5, 3)))
+    assert mb.inverse_dynamics_motion(model, t, q, external_loads=[load], time_range=(t[0], 0.4 * half[1])).q.shape[0]
+
+
 def test_external_force_samples_the_natural_cubic_spline():
     """Independent route: scipy's natural cubic spline through all the samples (the sampled
     values come from a cached matrix of the times, built from each frame's window)."""
