@@ -42,12 +42,18 @@ class ModelBuilder:
         **Arguments:**
 
         - `name`: unique name.
-        - `default`: default value (rad or m).
+        - `default`: default value (rad or m), within `range`.
         - `range`: ``(lower, upper)`` with ``lower <= upper`` (rad or m).
+
+        **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] for a duplicate name, a range that is
+        not two numbers or empty, a default that is not finite or outside the range.
         """
         if name in self.coordinates:
             raise ModelError(f"Duplicate coordinate name {name!r}.")
-        lower, upper = float(range[0]), float(range[1])
+        try:
+            lower, upper = (float(x) for x in range)
+        except (TypeError, ValueError):
+            raise ModelError(f"Coordinate {name!r}: range must be two numbers (lower, upper), got {range!r}.") from None
         if np.isnan(lower) or np.isnan(upper) or not lower <= upper:
             raise ModelError(
                 f"Coordinate {name!r}: range {tuple(range)} is empty or not a number; give "
@@ -55,10 +61,12 @@ class ModelBuilder:
             )
         if not np.isfinite(float(default)):
             raise ModelError(f"Coordinate {name!r}: default {default!r} must be finite.")
+        if not lower <= float(default) <= upper:
+            raise ModelError(f"Coordinate {name!r}: default {default!r} lies outside its range ({lower}, {upper}).")
         self.coordinates.append(name)
         self.defaults.append(float(default))
-        self.lower.append(float(range[0]))
-        self.upper.append(float(range[1]))
+        self.lower.append(lower)
+        self.upper.append(upper)
         return len(self.coordinates) - 1
 
     def add_body(self, body: Body) -> Body:

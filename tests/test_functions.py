@@ -183,6 +183,13 @@ def test_fourier_fit_recovers_coefficients():
                                       periodic=True), "must repeat"),
         (lambda: mb.QuinticSpline(0, 0.0, -0.1, jnp.zeros((3, 6))), "positive step"),
         (lambda: mb.QuinticSpline(0, 0.0, 0.1, jnp.zeros((3, 5))), r"shape \(n, 6\)"),
+        # These evaluated to numbers (a vector joint variable, or a spline with no piece found).
+        (lambda: mb.CubicSpline(0, [0.0, 2.0, 1.0], *[jnp.zeros(3)] * 4), "knots x must be strictly increasing"),
+        (lambda: mb.CubicSpline(0, [0.0], *[jnp.zeros(1)] * 4), r"one shape \(n,\) with n >= 2"),
+        (lambda: mb.CubicSpline(0, [0.0, 1.0], jnp.zeros(3), *[jnp.zeros(2)] * 3), r"got shapes \[\(2,\), \(3,\)\]"),
+        (lambda: mb.FourierSeries(0, [0.0, 1.0], [1.0], [0.0], 1.0), "a0 and slope must be scalars"),
+        (lambda: mb.FourierSeries(0, 0.0, [1.0], [0.0], 1.0, slope=[1.0, 2.0]), "a0 and slope must be scalars"),
+        (lambda: mb.Constant([1.0, 2.0]), r"value must be a scalar, got shape \(2,\)"),
     ],
 )
 def test_bad_function_definitions_raise(build, match):

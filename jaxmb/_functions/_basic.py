@@ -70,13 +70,15 @@ class Constant(AbstractJointFunction):
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] if `value` is not finite.
+    [`jaxmb.ModelError`][jaxmb.ModelError] if `value` is not a finite scalar.
     """
 
     value: Float[Array, ""]
 
     def __init__(self, value: RealLike):
         self.value = float_array(value)
+        if self.value.ndim:  # a joint variable is a scalar; an array broadcast into the pose
+            raise ModelError(f"Constant joint function: value must be a scalar, got shape {self.value.shape}.")
         _check_finite("Constant joint function", "give a finite value.", value=self.value)
 
     def __call__(self, q):

@@ -40,7 +40,7 @@ class FourierSeries(_AbstractUnivariateFunction):
     **Raises:**
 
     [`jaxmb.ModelError`][jaxmb.ModelError] for a traced, zero or non-finite `omega`, amplitudes of unequal
-    length, or non-finite values.
+    length, a non-scalar `a0` or `slope`, or non-finite values.
     """
 
     index: int = eqx.field(static=True)
@@ -66,6 +66,9 @@ class FourierSeries(_AbstractUnivariateFunction):
         self.slope = float_array(slope)
         if self.a.shape != self.b.shape or self.a.ndim != 1:
             raise ModelError("FourierSeries: a and b must be 1-D arrays of equal length.")
+        if self.a0.ndim or self.slope.ndim:  # they broadcast into a vector-valued "joint variable"
+            raise ModelError(f"FourierSeries: a0 and slope must be scalars, got shapes {self.a0.shape} and "
+                             f"{self.slope.shape}.")
         _check_finite(f"FourierSeries of coordinate {self.index}",
                       "the constant, amplitudes and slope must be finite; fit the series with "
                       "FourierSeries.fit from finite samples.", a0=self.a0, a=self.a, b=self.b, slope=self.slope)

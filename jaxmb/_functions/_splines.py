@@ -117,7 +117,8 @@ class CubicSpline(_AbstractUnivariateFunction):
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] for non-finite knots or coefficients.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for non-finite knots or coefficients, arrays of
+    different shapes or fewer than two knots, knots not strictly increasing.
     """
 
     index: int = eqx.field(static=True)
@@ -136,6 +137,13 @@ class CubicSpline(_AbstractUnivariateFunction):
                       "the knots and coefficients must be finite numbers; build the spline with "
                       "CubicSpline.fit from finite samples.",
                       x=self.x, y=self.y, b=self.b, c=self.c, d=self.d)
+        # Knots out of order, or a single one, evaluated to numbers (a lookup finds no piece).
+        shapes = {np.shape(v) for v in (self.x, self.y, self.b, self.c, self.d)}
+        if len(shapes) != 1 or self.x.ndim < 1 or self.x.shape[-1] < 2:
+            raise ModelError(f"CubicSpline of coordinate {self.index}: x, y, b, c and d must be arrays of one shape "
+                             f"(n,) with n >= 2, got shapes {sorted(shapes)}; build the spline with CubicSpline.fit.")
+        if not _is_traced(self.x) and not bool(np.all(np.diff(np.asarray(self.x), axis=-1) > 0)):
+            raise ModelError(f"CubicSpline of coordinate {self.index}: the knots x must be strictly increasing.")
 
     @classmethod
     def fit(
@@ -164,11 +172,11 @@ class CubicSpline(_AbstractUnivariateFunction):
             )
         _check_finite(f"CubicSpline.fit of coordinate {index}",
                       "remove the samples with NaN or inf (or fill them in) before fitting.", x=x, y=y)
+        message = f"Spline of coordinate {index}: x must be strictly increasing; sort the samples and remove duplicates."
         if not _is_traced(x) and not bool(np.all(np.diff(np.asarray(x)) > 0)):
-            raise ModelError(
-                f"Spline of coordinate {index}: x must be strictly increasing; sort the "
-                "samples and remove duplicates."
-            )
+            raise ModelError(message)
+        if _is_traced(x):  # under jit the knots' order is known when the program runs
+            x = eqx.error_if(x, ~jnp.all(jnp.diff(x) > 0), message)
         if _is_traced(x) or _is_traced(y):
             b, c, d = _cubic_spline_coefficients(jnp, x, y, end_condition)
         else:
