@@ -238,6 +238,16 @@ def _torque_function(tau, tau_ts, model: Model, t0, t1, dtype):
     raise ValueError(f"simulate: tau must be None, (nq,), (T, nq) or a callable, got shape {tau.shape}.")
 
 
+def _check_steps(dt0, max_steps):
+    """`dt0` None or a positive finite number (0 ran to max_steps, a negative one failed
+    in diffrax), `max_steps` an integer >= 1."""
+    if not isinstance(max_steps, (int, np.integer)) or isinstance(max_steps, bool) or max_steps < 1:
+        raise ValueError(f"simulate: max_steps must be an integer >= 1, got {max_steps!r}.")
+    if dt0 is not None and is_concrete(dt0) and not 0.0 < float(dt0) < np.inf:
+        raise ValueError(f"simulate: dt0 must be None (chosen by the solver) or a positive finite step, s; "
+                         f"got {dt0!r}.")
+
+
 def _torque_times(tau_ts, t0, t1):
     """`tau_ts`, checked: at least two times, increasing, covering ``[t0, t1]`` (the
     interpolation would otherwise extrapolate, or read samples out of order, silently);
@@ -266,11 +276,11 @@ def _time_span(t0, t1, ts, dtype):
     ValueError naming the argument when concrete, an ``eqx.error_if`` under jit, where
     diffrax checks `ts` itself)."""
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-    ts = jnp.reshape(t1, (1,)) if ts is None else jnp.asarray(ts, dtype)
     for name, t in (("t0", t0), ("t1", t1)):
         if t.shape != ():
             raise ValueError(f"simulate: {name} must be a scalar, got shape {t.shape}.")
         _finite_argument(t, name)
+    ts = jnp.reshape(t1, (1,)) if ts is None else jnp.asarray(ts, dtype)
     _finite_argument(ts, "ts")
     if ts.ndim != 1:
         raise ValueError(f"simulate: ts must be a 1-D array of save times, got shape {ts.shape}.")
@@ -384,9 +394,14 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     atol = finite_tolerance(atol, "simulate", "atol", q0.dtype)
     t0, t1, save_ts = _time_span(t0, t1, ts, q0.dtype)
     solver = _solver_by_name(solver)
+    _check_steps(dt0, max_steps)
     torque = _torque_function(tau, tau_ts, model, t0, t1, q0.dtype)
     z0 = None
     if controller is not None:
+        if not isinstance(controller, AbstractController):
+            raise TypeError(f"simulate: controller must be a jaxmb.control.AbstractController (PID, ComputedTorque, "
+                            f"MuscleExcitations or a subclass), got {type(controller).__name__}; a plain function "
+                            "of (t, q, qd) goes in tau.")
         z0 = jax.tree.map(lambda x: jnp.asarray(x, q0.dtype), controller.init(q0, qd0))
         for leaf in jax.tree.leaves(z0):
             _finite_argument(leaf, "the controller's initial state (controller.init)")

@@ -105,6 +105,9 @@ def _solver_by_name(solver: "str | diffrax.AbstractSolver", caller: str = "simul
     iterations by the contraction rate (see ``_VeryChord``), where ``diffrax.Kvaerno5()``
     with its default root finder rejects most steps (diffrax 0.7.2). A solver object with
     that root finder is returned as given, with a warning."""
+    if not isinstance(solver, (str, diffrax.AbstractSolver)):
+        raise TypeError(f"{caller}: solver must be a name ({', '.join(sorted(_SOLVERS))}) or a diffrax solver, "
+                        f"got {type(solver).__name__}.")
     if not isinstance(solver, str):
         root_finder = getattr(solver, "root_finder", None)
         if (_STOCK_VERYCHORD_STOPS_EARLY and isinstance(root_finder, diffrax.VeryChord)

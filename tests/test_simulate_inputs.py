@@ -201,3 +201,21 @@ def test_a_torque_callable_must_return_the_forces():
     unforced and reported success."""
     with pytest.raises(ValueError, match=r"tau\(t, q, qd\) returned None.*shape \(2,\)"):
         mb.simulate(PENDULUM, Q0, QD0, 1.0, tau=lambda t, q, qd: None)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(dt0=0.0), ValueError, r"dt0 must be None .* or a positive finite step, s; got 0.0"),  # ran to max_steps
+    (dict(dt0=-0.01), ValueError, "dt0 must be None"),
+    (dict(dt0=np.nan), ValueError, "dt0 must be None"),
+    (dict(max_steps=0), ValueError, "max_steps must be an integer >= 1, got 0"),
+])
+def test_step_options_out_of_their_domain_are_named(kwargs, error, match):
+    """Before: 10^6 steps then max_steps, or diffrax's messages. (A solver or controller of
+    the wrong type is refused by name too; the suite's run-time type checks reach it first.)"""
+    with pytest.raises(error, match=match):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, **kwargs)
+
+
+def test_a_time_span_that_is_not_scalar_is_named():
+    with pytest.raises(ValueError, match=r"simulate: t1 must be a scalar, got shape \(2,\)"):
+        mb.simulate(PENDULUM, Q0, QD0, jnp.array([1.0, 2.0]))
