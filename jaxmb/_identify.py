@@ -52,7 +52,7 @@ class Identification(eqx.Module):
     - `steps`: the iterations made.
     - `result`: [`jaxmb.RESULTS`][jaxmb.RESULTS]: ``successful``, or
       ``identification_failed`` (Levenberg-Marquardt did not reach its tolerance within
-      `max_steps`, or the loss is not finite).
+      `max_steps`, an optax fit ended above its initial loss, or the loss is not finite).
     """
 
     model: Any
@@ -232,5 +232,7 @@ def _fit(model, where, residuals, solver, max_steps, rtol, atol, positive):
     fitted = model_at(y)
     value = loss(y)
     ok = ok & jnp.isfinite(value)
+    if history.shape[0]:  # optax: a fit that ends above its start diverged (a step size too large)
+        ok = ok & (value <= history[0])
     return Identification(model=fitted, parameters=where(fitted), loss=value, history=history, steps=steps,
                           result=RESULTS.where(ok, RESULTS.successful, RESULTS.identification_failed))

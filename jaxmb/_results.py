@@ -66,8 +66,9 @@ class RESULTS(eqx.Enumeration):
     )
     solver_failed = "the integrator failed (step size collapsed or the implicit stage solve diverged)"
     identification_failed = (
-        "the parameter fit did not reach its tolerance within max_steps, or its loss is not finite: "
-        "start nearer the measurements, fit fewer parameters at once, raise max_steps, or loosen rtol/atol"
+        "the parameter fit did not reach its tolerance within max_steps, ended above its initial loss "
+        "(an optax step size too large), or its loss is not finite: start nearer the measurements, fit "
+        "fewer parameters at once, lower the step size, raise max_steps, or loosen rtol/atol"
     )
     static_optimization_failed = (
         "static optimization found no activations and controls within their bounds that balance "

@@ -99,6 +99,16 @@ def test_a_fit_that_stops_short_is_reported():
         mb.identify(GUESS, _masses, residuals, positive=True, max_steps=2)
 
 
+def test_an_optax_fit_that_ends_above_its_start_is_reported():
+    """An optax fit takes exactly max_steps steps, and one that diverged (a step size too
+    large: measured 0.54 -> 0.86, the masses 1 -> 5.7 and 3.1 kg) reported success."""
+    residuals = mb.trajectory_residuals(TS, MEASURED, Q0, QD0, tau=TAU, adjoint=diffrax.RecursiveCheckpointAdjoint())
+    fit = mb.identify(GUESS, _masses, residuals, solver=optax.sgd(2.0), max_steps=6, throw=False)
+    assert float(fit.loss) > float(fit.history[0]) and fit.result == mb.RESULTS.identification_failed
+    with pytest.raises(eqx.EquinoxRuntimeError, match="ended above its initial loss"):
+        mb.identify(GUESS, _masses, residuals, solver=optax.sgd(2.0), max_steps=6)
+
+
 def test_bad_input_is_named():
     residuals = mb.trajectory_residuals(TS, MEASURED, Q0, QD0)
     with pytest.raises(ValueError, match="floating-point arrays"):
