@@ -105,6 +105,8 @@ def nonfinite_rows(x) -> np.ndarray:
     if not is_concrete(x):
         return np.zeros(0, int)
     x = np.asarray(x)
+    if not x.size:  # no rows (a motion file with a header only): none bad, the callers count the frames
+        return np.zeros(0, int)
     return np.flatnonzero(~np.all(np.isfinite(x.reshape(x.shape[0], -1)), axis=1))
 
 

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import nonfinite_rows
+from ._checks import nonfinite_rows, real_argument
 from ._dynamics import inverse_dynamics
 from ._errors import ModelError
 from ._forces._base import translation, wrench_generalized_force
@@ -244,7 +244,7 @@ def motion_coordinates(caller: str, model: Model, time, q) -> tuple[np.ndarray, 
     ``ModelError`` naming `caller` and the first frames that are not (a NaN would
     spread through the splines to every frame)."""
     time = np.asarray(time, dtype=float)
-    q = jnp.asarray(q)
+    q = real_argument(q, caller, "q")  # integers promoted (static optimization's filters need a float)
     if q.ndim != 2 or q.shape != (time.size, model.nq):
         raise ModelError(f"{caller}: q must have shape (n, nq) = ({time.size}, {model.nq}) "
                          f"for {time.size} times and model {model.name!r}, got {q.shape}.")

@@ -384,6 +384,13 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
                             f"got {type(a).__name__}.")
         a.check_model(model)
     names = tuple(model.muscle_names) + tuple(a.name for a in extra)
+    repeated = sorted({x for x in names if names.count(x) > 1})
+    if repeated:  # the solution's columns are found by name (a .sto had two 'time' columns)
+        raise ValueError(f"static_optimization: the muscles and actuators must have distinct names; {repeated} "
+                         "appear more than once (rename the actuators, or drop a duplicate).")
+    if "time" in names:
+        raise ValueError("static_optimization: an actuator named 'time' would clash with the time column of the "
+                         "files written; rename it.")
     if len(names) < 1:
         raise ModelError(f"static_optimization: model {model.name!r} has no muscles and no actuators.")
     externals = tuple(external_loads)

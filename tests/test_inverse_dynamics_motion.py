@@ -82,6 +82,14 @@ def test_too_long_or_too_short_motions_are_refused():
         opensim_coordinate_operators(np.arange(5.0))
 
 
+@pytest.mark.parametrize("tool", ["inverse_dynamics_motion", "static_optimization"])
+def test_an_empty_motion_is_named_by_the_tools(arm26, tool):
+    """A motion file with a header and no rows ended in NumPy's reshape error."""
+    model, _, _ = arm26
+    with pytest.raises(ValueError, match="a motion of 0 frames: OpenSim's quintic splines need at least 6"):
+        getattr(mb, tool)(model, np.zeros(0), np.zeros((0, model.nq)))
+
+
 def test_a_time_range_outside_the_motion_is_refused():
     """Before: the last frame alone was solved."""
     with pytest.raises(ValueError, match=r"time range \(10.0, 20.0\) s lies outside the motion's times \[0, 1\] s"):

@@ -97,6 +97,8 @@ def test_unknown_column_names_the_closest_coordinates(tmp_path, arm26):
     # Named as known (e.g. an .osim's locked coordinates), it is skipped.
     path = _write(tmp_path, "endheader\ntime\textra\tr_elbow_flex\tr_shoulder_elev\n0\t1\t2\t3\n")
     np.testing.assert_array_equal(coordinates_from_motion(arm26, read_storage(path), ignore=["extra"]), [[3.0, 2.0]])
+    # One name as a string is that name (it was ignored character by character).
+    np.testing.assert_array_equal(coordinates_from_motion(arm26, read_storage(path), ignore="extra"), [[3.0, 2.0]])
 
 
 def test_degrees_labelled_as_radians(tmp_path, arm26):

@@ -208,6 +208,18 @@ def test_optax_command_equals_the_newton_route(tmp_path, capsys):
     np.testing.assert_allclose(written.values, np.hstack([newton.activations, newton.controls]), rtol=0, atol=1e-9)
 
 
+def test_actuators_named_twice_or_time_are_refused(tmp_path):
+    """A duplicate failed after the solve with a message about MotionData columns, and an
+    actuator named 'time' wrote a file with two time columns."""
+    model = _two_link(tmp_path)
+    reserves = _reserves()
+    with pytest.raises(ValueError, match=r"distinct names; \['q1_reserve'\] appear more than once"):
+        mb.static_optimization(model, _TIME, _Q, actuators_extra=reserves + reserves[:1])
+    named_time = mb.CoordinateActuator("time", "q1", optimal_force=2.0)
+    with pytest.raises(ValueError, match="an actuator named 'time'"):
+        mb.static_optimization(model, _TIME, _Q, actuators_extra=[named_time])
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(solver="adam"), "solver must be 'newton' or 'optax', got 'adam'"),
     (dict(exponent=np.inf), r"exponent must be a finite number > 1 .* got inf"),  # gave NaN activations

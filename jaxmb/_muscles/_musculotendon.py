@@ -260,6 +260,10 @@ class AbstractMusculotendonModel(eqx.Module):
     def _state(self, activation, length, lengthening_speed, compliant):
         a_in = float_array(activation)
         l_mt, v_mt = float_array(length), float_array(lengthening_speed)
+        if a_in.ndim or l_mt.ndim or v_mt.ndim:  # else an error from deep inside the equilibrium's loop
+            raise ValueError(f"{type(self).__name__}: activation, length and lengthening_speed are scalars, got "
+                             f"shapes {a_in.shape}, {l_mt.shape} and {v_mt.shape}; map over a batch with jax.vmap, "
+                             "or use jaxmb.muscle_forces for every muscle of a model.")
         a = self._activation(a_in)
         if compliant:
             x = self._equilibrium_x(a, l_mt, v_mt)

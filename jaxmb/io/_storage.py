@@ -297,6 +297,8 @@ def coordinates_from_motion(model: Model, motion: MotionData, *, ignore=(), miss
         raise ValueError(f"coordinates_from_motion: missing must be 'error' or 'default', got {missing!r}.")
     src = motion.source or "motion"
     names = model.coordinate_names
+    if isinstance(ignore, str):  # one name, not its characters
+        ignore = (ignore,)
     known = set(names) | {str(s) for s in ignore} | set(model.muscle_names)
     column_of: dict[str, int] = {}
     unknown = []
