@@ -31,9 +31,9 @@ from ._millard import Millard2012EquilibriumMuscle as Millard2012EquilibriumMusc
 from ._moment_arms import check_path_force_route as check_path_force_route
 from ._moment_arms import gmlav_loads as gmlav_loads
 from ._moment_arms import moment_arm_derivatives as moment_arm_derivatives
+from ._sweep import moment_arm_sweep as moment_arm_sweep
 from ._moment_arms import moment_arms as moment_arms
 from ._moment_arms import muscle_lengths_and_moment_arms as muscle_lengths_and_moment_arms
-from ._sweep import moment_arm_sweep as moment_arm_sweep
 from ._muscle import Muscle as Muscle
 from ._muscle_forces import muscle_forces as muscle_forces
 from ._muscle_forces import muscle_states as muscle_states
