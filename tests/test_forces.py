@@ -258,6 +258,11 @@ def test_missing_body_or_coordinate_is_named_at_build(force, message):
 def test_bad_parameters_are_named():
     with pytest.raises(mb.ModelError, match=r"Actuator 'a': min_control 2.0 exceeds max_control 1.0"):
         mb.CoordinateActuator("a", "q0", 1.0, 2.0, 1.0)
+    for force in (0.0, -5.0):  # a column of zeros, or a control of the other sign (accepted silently before)
+        with pytest.raises(mb.ModelError, match=rf"Actuator 'a': optimal_force must be positive, got {force}"):
+            mb.CoordinateActuator("a", "q0", force)
+    # (2, -1) is OpenSim's "from the second point to the last": a valid range.
+    assert mb.WrapSphere("s", "upper", 0.02, range=(2, -1)).range == (2, -1)
     with pytest.raises(mb.ModelError, match=r"CoordinateLimitForce 'c': transition 0.0 must be positive"):
         mb.CoordinateLimitForce("c", "q0", 1, 1, 1, -1, 0.0, 0.0)
     with pytest.raises(mb.ModelError, match=r"PointActuator 'p': direction .* is zero"):

@@ -113,6 +113,9 @@ class ConditionalPathPoint(AbstractPathPoint):
         if self.range.shape != (2,):
             raise ModelError(f"ConditionalPathPoint {name!r}: range must have two values.")
         finite(self.range, f"ConditionalPathPoint {name!r} range")
+        if violated(lambda r: r[0] <= r[1], self.range):  # an empty interval: the point is never on the path
+            raise ModelError(f"ConditionalPathPoint {name!r}: range {np.asarray(self.range).tolist()} must be "
+                             "(lower, upper) with lower <= upper.")
         self.name = str(name)
 
     def location(self, q):

@@ -154,6 +154,11 @@ def init_common(self, name, body, translation, xyz_body_rotation, quadrant, rang
     _quadrant(quadrant, name)
     self.quadrant = str(quadrant)
     self.range = (int(range[0]), int(range[1]))
+    start, end = self.range
+    if any(i < 1 and i != -1 for i in self.range) or (start >= 1 and end >= 1 and start > end):
+        # A reversed range selected no segment: the wrap never engaged, silently.
+        raise ModelError(f"Wrap object {name!r}: range {tuple(range)} must be OpenSim's 1-based (start, end) path "
+                         "points with start <= end (-1 for the first or the last point).")
     if str(method).strip().lower() not in WRAP_METHODS:
         raise ModelError(f"Wrap object {name!r}: method {method!r} is not one of {', '.join(WRAP_METHODS)}.")
     self.method = str(method)
