@@ -167,7 +167,10 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
     - `positive`: fit ``log θ`` instead of ``θ``, so that masses, lengths or stiffnesses
       stay positive; the initial parameters must then be positive.
     - `throw`: raise (``eqx.EquinoxRuntimeError`` with the `RESULTS` message) when the fit
-      fails; with False, check `Identification.result`.
+      fails; with False, check `Identification.result`. It concerns the fit: a simulation
+      inside `residuals` that fails (parameters gone astray) raises with its own cause
+      unless the residuals were built with ``trajectory_residuals(..., throw=False)``,
+      whose failed runs make the loss non-finite (``identification_failed``).
 
     **Returns:** an [`jaxmb.Identification`][jaxmb.Identification].
 

@@ -300,6 +300,9 @@ class Model(eqx.Module):
                  q_upper: RealLike | None = None, muscles: Sequence = (), name: str = "model",
                  forces: Sequence = ()):
         self.name = str(name)
+        if isinstance(coordinate_names, str):  # its characters would become the coordinates
+            raise ModelError(f"Model: coordinate_names must be a sequence of names, got the string "
+                             f"{coordinate_names!r}; write [{coordinate_names!r}] for one coordinate.")
         self.coordinate_names = tuple(str(c) for c in coordinate_names)
         nq = len(self.coordinate_names)
         _no_duplicates("coordinate", self.coordinate_names)

@@ -179,6 +179,12 @@ def test_empty_coordinate_range_is_refused():
         mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ["q"], q_lower=[1.0], q_upper=[-1.0])
 
 
+def test_coordinate_names_given_as_one_string_are_refused():
+    """Model(..., coordinate_names="qr") made two coordinates, 'q' and 'r'."""
+    with pytest.raises(mb.ModelError, match=r"coordinate_names must be a sequence of names, got the string 'q'"):
+        mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], "q")
+
+
 def test_coordinate_read_by_no_joint_is_refused():
     with pytest.raises(mb.ModelError, match="no joint function reads coordinate 'spare' .*remove the coordinate"):
         _arm(coords=("q", "spare"))
