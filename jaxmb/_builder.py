@@ -42,11 +42,11 @@ class ModelBuilder:
         **Arguments:**
 
         - `name`: unique name.
-        - `default`: default value (rad or m), within `range`.
+        - `default`: default value (rad or m).
         - `range`: ``(lower, upper)`` with ``lower <= upper`` (rad or m).
 
         **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] for a duplicate name, a range that is
-        not two numbers or empty, a default that is not finite or outside the range.
+        not two numbers or empty, a default that is not finite.
         """
         if name in self.coordinates:
             raise ModelError(f"Duplicate coordinate name {name!r}.")
@@ -61,8 +61,6 @@ class ModelBuilder:
             )
         if not np.isfinite(float(default)):
             raise ModelError(f"Coordinate {name!r}: default {default!r} must be finite.")
-        if not lower <= float(default) <= upper:
-            raise ModelError(f"Coordinate {name!r}: default {default!r} lies outside its range ({lower}, {upper}).")
         self.coordinates.append(name)
         self.defaults.append(float(default))
         self.lower.append(lower)

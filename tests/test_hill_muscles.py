@@ -326,8 +326,10 @@ def test_activations_outside_the_unit_interval_and_lengths_not_positive_are_name
         mb.activation_rates(model, a.at[2].set(-0.1), a)
     with pytest.raises(eqx.EquinoxRuntimeError, match=r"muscle_forces: activations must be in \[0, 1\]"):
         jax.block_until_ready(eqx.filter_jit(lambda x: mb.muscle_forces(model, x, l, v))(a.at[0].set(1.5)))
-    # The ends are in the domain.
+    # The ends are in the domain, and so are central differences' steps across them (an optimizer's
+    # constraint Jacobian at a bound; the SLSQP check of test_static_optimization_compliant.py).
     assert np.all(np.isfinite(np.asarray(mb.muscle_forces(model, jnp.array([0.0, 1.0, 1.0]), l, v))))
+    assert np.all(np.isfinite(np.asarray(mb.muscle_forces(model, jnp.array([-1e-7, 1.0 + 1e-7, 0.5]), l, v))))
 
 
 def test_non_finite_muscle_inputs_are_named_not_turned_into_forces():

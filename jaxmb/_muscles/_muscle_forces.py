@@ -66,9 +66,12 @@ def _per_muscle_vectors(caller: str, model, **arrays) -> list[Array]:
 
 # What the per-muscle arguments must hold beyond finiteness: the force models clamp an
 # activation silently (or scale by it: De Groote's force doubles at a = 2), and a
-# non-positive length (a fitted path far from its samples) gives a pushing muscle.
-_DOMAINS = {"activations": ("in [0, 1]", lambda x: (x >= 0.0) & (x <= 1.0)),
-            "excitations": ("in [0, 1]", lambda x: (x >= 0.0) & (x <= 1.0)),
+# non-positive length (a fitted path far from its samples) gives a pushing muscle. The
+# unit interval has a margin of 1e-3: central differences at a bound (an optimizer's
+# constraint Jacobian) step just outside it, and the models' clamps are what they expect.
+_SLACK = 1e-3
+_DOMAINS = {"activations": ("in [0, 1]", lambda x: (x >= -_SLACK) & (x <= 1.0 + _SLACK)),
+            "excitations": ("in [0, 1]", lambda x: (x >= -_SLACK) & (x <= 1.0 + _SLACK)),
             "lengths": ("positive", lambda x: x > 0.0)}
 
 
@@ -149,7 +152,7 @@ def activation_rates(model, excitations: ArrayLike, activations: ArrayLike) -> F
 
     **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] naming a muscle without activation
     dynamics; ``ValueError`` for arrays of the wrong shape, not finite, or outside [0, 1]
-    (under ``jit`` an ``eqx.EquinoxRuntimeError``).
+    by more than 1e-3 (under ``jit`` an ``eqx.EquinoxRuntimeError``).
     """
     u, a = _per_muscle_vectors("activation_rates", model, excitations=excitations, activations=activations)
     return _activation_rates(model, u, a)
@@ -183,7 +186,8 @@ def muscle_forces(model, activations: ArrayLike, lengths: ArrayLike,
 
     **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] naming a muscle without a force model;
     ``ValueError`` for arrays of the wrong shape, not finite, activations outside [0, 1]
-    or lengths not positive (under ``jit`` an ``eqx.EquinoxRuntimeError``).
+    (by more than 1e-3: central differences at a bound pass) or lengths not positive
+    (under ``jit`` an ``eqx.EquinoxRuntimeError``).
     """
     if not model.muscles:
         return jnp.zeros((0,))
