@@ -77,7 +77,8 @@ class AbstractActuator(AbstractForce):
 
 def _actuator_params(name, optimal_force, min_control, max_control):
     optimal_force, lo, hi = _f(optimal_force), _f(min_control), _f(max_control)
-    if violated(lambda f: f > 0.0, optimal_force):  # zero: a column of zeros; negative: the control's sign flips
+    # Zero: a column of zeros; negative: the control's sign flips. (NaN is named by the NaN check.)
+    if violated(lambda f: ~(f <= 0.0), optimal_force):
         raise ModelError(f"Actuator {name!r}: optimal_force must be positive, got {float(np.min(optimal_force))}.")
     if violated(np.less_equal, lo, hi):
         raise ModelError(f"Actuator {name!r}: min_control {float(lo)} exceeds max_control {float(hi)}.")
