@@ -584,6 +584,9 @@ def test_a_sweep_of_a_traced_model_says_what_to_do():
     with pytest.raises(ValueError, match=r"moment_arm_sweep: model .* has traced arrays.*outside jax.jit.*"
                                          r"rows of jaxmb.moment_arms"):
         jax.jit(lambda m: mb.moment_arm_sweep(m, "elbow", n=3)[1])(model)
+    # n=True was a sweep of one value (a bool is an int to Python).
+    with pytest.raises(ValueError, match=r"n \(the number of values\) and chunk must be integers >= 1, got n=True"):
+        mb.moment_arm_sweep(model, "elbow", n=True)
 
 
 # The public entry points of the muscle module, each called with a NaN coordinate.

@@ -36,6 +36,10 @@ def write_function_paths(model: Model, path: str | os.PathLike, coordinates: Seq
     paths, or a path over a coordinate that is not an independent coordinate of
     `coordinates`.
     """
+    if isinstance(coordinates, str) or not all(hasattr(c, "joint") and hasattr(c, "name") for c in coordinates):
+        raise TypeError("write_function_paths: coordinates must be the OpenSim coordinates of the model's file, "
+                        "jaxmb.io.read_osim(file).coordinates (each names its joint, which the written paths "
+                        f"need), got {coordinates!r}.")
     joints = {c.name: c.joint for c in coordinates}
     root = ET.Element("OpenSimDocument", Version="40600")
     objects = ET.SubElement(ET.SubElement(root, "Set_FunctionBasedPath_"), "objects")
