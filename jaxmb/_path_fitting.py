@@ -249,13 +249,14 @@ def _fit_one(name, x, length, slope, keep, max_order, length_tolerance, moment_a
         # Lengths and slopes must over-determine the coefficients: an exactly determined fit
         # (one state for a line in two coordinates, the same state repeated) has no
         # residual and reported itself perfect, whatever the path does elsewhere.
+        # (The rank comes with the least-squares solve: no second factorisation.)
+        a, _, rank, _ = np.linalg.lstsq(A, target.reshape(-1), rcond=None)
         distinct = len(np.unique(x[keep], axis=0))
-        if distinct * target.shape[1] <= A.shape[1] or np.linalg.matrix_rank(A) < A.shape[1]:
+        if distinct * target.shape[1] <= A.shape[1] or rank < A.shape[1]:
             raise ValueError(f"fit_function_paths: {target.shape[0]} sample states ({distinct} distinct) cannot "
                              f"determine muscle {name!r}'s {values.shape[1]} coefficients of order {order} with "
                              "errors to spare; give more samples, spread over the coordinates it spans, or a "
                              "lower max_order.")
-        a = np.linalg.lstsq(A, target.reshape(-1), rcond=None)[0]
         residual = (A @ a - target.reshape(-1)).reshape(target.shape)
         errors = (np.sqrt(np.mean(residual[:, 0] ** 2)), np.abs(residual[:, 0]).max(),
                   np.sqrt(np.mean(residual[:, 1:] ** 2)), np.abs(residual[:, 1:]).max())
