@@ -134,6 +134,8 @@ def finite_tolerance(value, caller: str, name: str, dtype) -> float:
         return value  # a traced tolerance: checked by the solver itself
     if not np.isfinite(v) or v <= 0.0:
         raise ValueError(f"{caller}: {name} must be a positive finite number, got {value!r}.")
+    if name == "rtol" and v >= 1.0:  # a relative error of 100 % or more: the step control accepts anything
+        raise ValueError(f"{caller}: rtol must be below 1 (a relative error), got {value!r}.")
     eps = float(jnp.finfo(dtype).eps)
     if v < 10.0 * eps:
         hint = (" Switch on float64 with jax.config.update('jax_enable_x64', True) before creating "

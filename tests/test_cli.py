@@ -118,6 +118,8 @@ def test_bad_arguments_of_other_models_and_folders(tmp_path, capsys):
     line = _error_line(capsys)
     assert "--out" in line and "is not a folder" in line
     assert not (tmp_path / "a").exists()
+    assert main(["simulate", "double-pendulum", "--out", "", *SHORT]) == 2  # it wrote into the current folder
+    assert "--out: give a folder name" in _error_line(capsys)
 
 
 def test_a_failed_simulation_is_an_error_naming_the_cause(tmp_path, capsys):

@@ -32,6 +32,12 @@ def test_tolerances_must_be_positive_and_finite(name, value):
         mb.simulate(PENDULUM, Q0, QD0, 1.0, **{name: value})
 
 
+def test_a_relative_tolerance_of_one_or_more_is_named():
+    """rtol=10 was accepted and ran a million steps (the CLI already refused it)."""
+    with pytest.raises(ValueError, match=r"simulate: rtol must be below 1 \(a relative error\), got 10.0"):
+        mb.simulate(PENDULUM, Q0, QD0, 1.0, rtol=10.0, atol=10.0)
+
+
 def test_a_tolerance_float32_cannot_reach_names_x64():
     with pytest.raises(ValueError, match=r"rtol=1e-12 is below what float32 can resolve.*jax_enable_x64"):
         mb.simulate(PENDULUM, Q0.astype(jnp.float32), QD0, 1.0, rtol=1e-12)

@@ -23,6 +23,8 @@ def check_model_file(path: str, kind: str = "model") -> pathlib.Path:
 
 def check_out_folder(path: str) -> pathlib.Path:
     """`path` as an output folder that can be made, else a :class:`UsageError` naming ``--out``."""
+    if not str(path).strip():  # pathlib reads "" as the current folder
+        raise UsageError("argument --out: give a folder name (an empty one would write into the current folder)")
     out = pathlib.Path(path)
     if out.exists() and not out.is_dir():
         raise UsageError(f"argument --out: {path} exists and is not a folder")
