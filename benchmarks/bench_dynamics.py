@@ -117,32 +117,48 @@ def _jitted_calls(calls, key, fn, single, batches):
         calls[(*key, batch)] = (lambda c=c, a=args: c(*a), lo + co, 1 if batch == "single" else batch)
 
 
-def osim_calls(paths, batch_sizes, rng, opensim_python=""):
-    """jaxmb's timed calls on OpenSim models: ``{(library, quantity, name, batch): (call, compile s, states)}``,
+def osim_calls(path, batch_sizes, rng, opensim_python=""):
+    """jaxmb's timed calls on one OpenSim model: ``{(library, quantity, name, batch): (call, compile s, states)}``,
     OpenSim's rows ``(library, quantity, name, batch, µs per state)`` and agreement checks."""
     calls, opensim_rows, agreement = {}, [], []
-    for path in paths:
-        model = mb.io.read_osim(path).model
-        name = Path(path).stem
-        big = max(batch_sizes)
-        spread = rng.uniform(-0.05, 0.05, (big, model.nq))
-        Q, QD, QDD = (jnp.asarray(np.asarray(model.q_default)[None] + spread), jnp.asarray(spread * 10),
-                      jnp.asarray(spread * 100))
-        fns = {"mass_matrix": lambda m, q, qd, qdd: mb.mass_matrix(m, q),
-               "inverse_dynamics": lambda m, q, qd, qdd: mb.inverse_dynamics(m, q, qd, qdd),
-               "forward_dynamics": lambda m, q, qd, qdd: mb.forward_dynamics(m, q, qd, qdd)}
-        for quantity, f in fns.items():
-            _jitted_calls(calls, ("jaxmb", quantity, name), lambda q, qd, qdd, f=f, model=model: f(model, q, qd, qdd),
-                          (Q[0], QD[0], QDD[0]), {big: (Q, QD, QDD)})
-        if opensim_python:
-            seconds, first = opensim_dynamics(opensim_python, path, model, Q, QD, QDD)
-            opensim_rows += [("opensim", quantity, name, "single", H.us(s)) for quantity, s in seconds.items()]
-            if first is not None:
-                agreement += [("opensim", "mass_matrix", name, np.asarray(first["mass_matrix"]),
-                               np.asarray(mb.mass_matrix(model, Q[0]))),
-                              ("opensim", "inverse_dynamics", name, np.asarray(first["inverse_dynamics"]),
-                               np.asarray(mb.inverse_dynamics(model, Q[0], QD[0], QDD[0])))]
+    model = mb.io.read_osim(path).model
+    name = Path(path).stem
+    big = max(batch_sizes)
+    spread = rng.uniform(-0.05, 0.05, (big, model.nq))
+    Q, QD, QDD = (jnp.asarray(np.asarray(model.q_default)[None] + spread), jnp.asarray(spread * 10),
+                  jnp.asarray(spread * 100))
+    fns = {"mass_matrix": lambda m, q, qd, qdd: mb.mass_matrix(m, q),
+           "inverse_dynamics": lambda m, q, qd, qdd: mb.inverse_dynamics(m, q, qd, qdd),
+           "forward_dynamics": lambda m, q, qd, qdd: mb.forward_dynamics(m, q, qd, qdd)}
+    for quantity, f in fns.items():
+        _jitted_calls(calls, ("jaxmb", quantity, name), lambda q, qd, qdd, f=f, model=model: f(model, q, qd, qdd),
+                      (Q[0], QD[0], QDD[0]), {big: (Q, QD, QDD)})
+    if opensim_python:
+        seconds, first = opensim_dynamics(opensim_python, path, model, Q, QD, QDD)
+        opensim_rows += [("opensim", quantity, name, "single", H.us(s)) for quantity, s in seconds.items()]
+        if first is not None:
+            agreement += [("opensim", "mass_matrix", name, np.asarray(first["mass_matrix"]),
+                           np.asarray(mb.mass_matrix(model, Q[0]))),
+                          ("opensim", "inverse_dynamics", name, np.asarray(first["inverse_dynamics"]),
+                           np.asarray(mb.inverse_dynamics(model, Q[0], QD[0], QDD[0])))]
     return calls, opensim_rows, agreement
+
+
+def _check(agreement):
+    """Raise where a library's quantity differs from jaxmb's by more than 1e-9 (relative)."""
+    for lib, quantity, n, got, want in agreement:
+        rel = float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))
+        if rel > 1e-9:
+            raise AssertionError(f"{lib} {quantity} n={n} differs from jaxmb by {rel:.1e} (relative)")
+
+
+def _time_new(calls, timed, rounds, min_time):
+    """Time the calls of `calls` not yet in `timed`, interleaved among themselves: each
+    model's calls are timed as soon as they are compiled, so that a run stopped at a time
+    limit has logged what it timed (an accelerator's compiles take minutes)."""
+    new = {k: v[0] for k, v in calls.items() if k not in timed}
+    if new:
+        timed.update(H.time_calls(new, rounds=rounds, min_time=min_time))
 
 
 def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio", "mujoco"), rounds=None,
@@ -163,7 +179,7 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
         found["mjx"], note = H.optional("mujoco.mjx")
         notes += [f"MJX skipped: {note}"] if note else []
     rng = np.random.default_rng(0)
-    rows, calls, agreement = [], {}, []
+    rows, calls, agreement, timed = [], {}, [], {}
     for n in ns:
         model = mb.models.planar_chain(n, length=L, mass=MASS)
         q, qd, tau = (jnp.asarray(rng.uniform(-a, a, n)) for a in (np.pi, 2.0, 5.0))
@@ -222,19 +238,19 @@ def run(quick=False, ns=None, batch_sizes=None, libs=("jaxmb", "mjx", "pinocchio
                   lambda a=(pm, pd, qn, qdn, taun): pin.aba(*a))
             for quantity, f in zip(QUANTITIES, fs):
                 calls[("pinocchio", quantity, n, "single")] = (f, None, 1)
+        _check(agreement)
+        _time_new(calls, timed, rounds, min_time)
     opensim_python = opensim_python if opensim_python is not None else os.environ.get("JAXMB_OPENSIM_PYTHON", "")
     opensim_rows = []
-    if "jaxmb" in libs and osim:
-        more, opensim_rows, checks = osim_calls(osim, batch_sizes, rng, opensim_python)
+    for path in osim if "jaxmb" in libs else ():
+        more, osim_rows, checks = osim_calls(path, batch_sizes, rng, opensim_python)
         calls.update(more)
+        opensim_rows += osim_rows
         agreement += checks
-        if not opensim_python:
-            notes.append("OpenSim not timed on the OpenSim models: give --opensim-python (or $JAXMB_OPENSIM_PYTHON)")
-    for lib, quantity, n, got, want in agreement:
-        rel = float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))
-        if rel > 1e-9:
-            raise AssertionError(f"{lib} {quantity} n={n} differs from jaxmb by {rel:.1e} (relative)")
-    timed = H.time_calls({k: v[0] for k, v in calls.items()}, rounds=rounds, min_time=min_time)
+        _check(checks)
+        _time_new(calls, timed, rounds, min_time)
+    if "jaxmb" in libs and osim and not opensim_python:
+        notes.append("OpenSim not timed on the OpenSim models: give --opensim-python (or $JAXMB_OPENSIM_PYTHON)")
     for key, (_, compile_s, states) in calls.items():
         lib, quantity, n, batch = key
         t = timed[key]

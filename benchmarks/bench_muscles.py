@@ -12,6 +12,9 @@ in-range states, when a Python with OpenSim is given (``--opensim-python`` or
 figure stored in the model's reference file (tests/data/opensim/, at that file's own
 states) is used where there is one, and the result says so.
 
+Batches run under ``jax.vmap`` and ``jax.lax.map`` on a CPU, under ``jax.vmap`` alone on an
+accelerator (``lax.map`` maps one state after another there).
+
 Models: MoBL-ARMS (50 muscles, 7 coordinates; its first compile takes about a minute)
 and gait2354 (54 muscles, 23 coordinates) by default, arm26 (6 muscles, 2 coordinates;
 single states only) with ``--quick``; any ``.osim`` path too, for instance
@@ -84,7 +87,8 @@ def model_path(model: str) -> tuple[str, Path]:
     path = Path(model)
     if path.suffix != ".osim":
         raise SystemExit(f"bench_muscles: {model!r} is neither one of {sorted(MODELS)} nor an .osim path")
-    return path.stem, path
+    # A copy of a named model's file (on a machine without ../shared) keeps its name and stored figure.
+    return next((name for name, known in MODELS.items() if known.name == path.name), path.stem), path
 
 
 def random_states(model, n: int, seed: int = 0) -> np.ndarray:
@@ -179,10 +183,13 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
             compile_s[(geometry, method, "jit", 1)], per[(geometry, method, "jit", 1)] = lo + co, len(states)
             for b in batch_sizes:
                 qs = jnp.asarray(np.resize(states, (b, m.nq)))
-                for how, f in (("vmap", jax.vmap(fn)), ("lax.map", lambda x, fn=fn: jax.lax.map(fn, x))):
+                hows = (("vmap", jax.vmap(fn)), ("lax.map", lambda x, fn=fn: jax.lax.map(fn, x)))
+                for how, f in hows[:len(hows) if H.clock() == "cpu" else 1]:
                     comp, lo, co = H.compile_apart(f, qs)
                     calls[(geometry, method, how, b)] = lambda comp=comp, qs=qs: comp(qs)
                     compile_s[(geometry, method, how, b)], per[(geometry, method, how, b)] = lo + co, b
+    if batch_sizes and H.clock() != "cpu":
+        notes.append(f"{name}: batches under vmap only (lax.map, one state after another, leaves an accelerator idle)")
     if muscles:
         notes.append(f"{name}: only the muscles {list(muscles)}; OpenSim's figures are for all of the model's muscles")
     timed = H.time_calls(calls, rounds=rounds, min_time=0.0)
@@ -200,7 +207,7 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
         label = "" if kind == "geometric" else " with the fitted paths (FunctionBasedPath)"
         notes.append(f"{name}: OpenSim{label} " + ", ".join(
             f"{r} {H.ms(osim[r]['wall_s_per_state']):.4g} ms/state wall, {H.ms(osim[r]['cpu_s_per_state']):.4g} ms CPU"
-            for r in osims[kind][1]) + f" ({osim['source']})")
+            for r in osims[kind][1]) + ("" if osims[kind][1] else "not timed") + f" ({osim['source']})")
     rows = []
     for k in calls:
         seconds, wall = timed[k]["best_s"] / per[k], timed[k]["best_wall_s"] / per[k]
