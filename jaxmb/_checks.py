@@ -5,6 +5,8 @@ and cost nothing in the compiled program. Each failure names the function, the
 argument, what was expected and what was received.
 """
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -110,18 +112,25 @@ def nonfinite_rows(x) -> np.ndarray:
     return np.flatnonzero(~np.all(np.isfinite(x.reshape(x.shape[0], -1)), axis=1))
 
 
-def finite_entries(x: Array, caller: str, name: str, labels, where: str) -> Array:
-    """`x`, checked finite entry by entry (`labels` names them): eagerly a ``ValueError``
-    ``"{caller}: {name} must be finite, got NaN or inf at " + where`` with `where`'s two
-    ``{}`` filled by the bad entries' labels and indices; under ``jit``, ``vmap`` or
+def entries_where(x: Array, ok: Callable, caller: str, name: str, words: str, describe: Callable) -> Array:
+    """`x`, checked entry by entry by the predicate `ok` (elementwise, on NumPy or JAX
+    arrays): eagerly a ``ValueError`` ``"{caller}: {name} must be {words}, got " +
+    describe(bad)`` with `bad` the first 8 failing indices; under ``jit``, ``vmap`` or
     ``grad`` through ``eqx.error_if`` at run time (one reduction over `x`)."""
     if is_concrete(x):
-        bad = np.flatnonzero(~np.isfinite(np.asarray(x)))
+        bad = np.flatnonzero(~np.asarray(ok(np.asarray(x))))
         if bad.size:
-            raise ValueError(f"{caller}: {name} must be finite, got NaN or inf at "
-                             + where.format([labels[i] for i in bad[:8]], bad[:8].tolist()) + ".")
+            raise ValueError(f"{caller}: {name} must be {words}, got {describe(bad[:8])}.")
         return x
-    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{caller}: {name} must be finite, got NaN or inf.")
+    return eqx.error_if(x, ~jnp.all(ok(x)), f"{caller}: {name} must be {words}.")
+
+
+def finite_entries(x: Array, caller: str, name: str, labels, where: str) -> Array:
+    """`x`, checked finite entry by entry (`entries_where`; `labels` names them): the
+    message ends ``"got NaN or inf at " + where`` with `where`'s two ``{}`` filled by the
+    bad entries' labels and indices."""
+    return entries_where(x, np.isfinite if is_concrete(x) else jnp.isfinite, caller, name, "finite",
+                         lambda bad: "NaN or inf at " + where.format([labels[i] for i in bad], bad.tolist()))
 
 
 def finite_tolerance(value, caller: str, name: str, dtype) -> float:

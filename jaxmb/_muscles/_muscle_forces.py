@@ -1,12 +1,11 @@
 """The tendon forces of all the muscles of a model at once."""
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._checks import finite_entries, is_concrete, real_argument
+from .._checks import entries_where, finite_entries, real_argument
 from .._eager import compiled_per_model
 from .._errors import ModelError
 from ._musculotendon import MusculotendonForces
@@ -76,17 +75,10 @@ _DOMAINS = {"activations": ("in [0, 1]", lambda x: (x >= -_SLACK) & (x <= 1.0 + 
 
 
 def _in_domain(x, caller: str, what: str, model):
-    """`x`, checked entry by entry against `_DOMAINS[what]`: eagerly a ``ValueError`` naming
-    the muscles, under ``jit`` through ``eqx.error_if``."""
+    """`x`, checked entry by entry against `_DOMAINS[what]` (`entries_where`), naming the muscles."""
     words, ok = _DOMAINS[what]
-    if is_concrete(x):
-        bad = np.flatnonzero(~np.asarray(ok(np.asarray(x))))
-        if bad.size:
-            names = [model.muscle_names[i] for i in bad[:8]]
-            raise ValueError(f"{caller}: {what} must be {words}, got {np.asarray(x)[bad[:8]].tolist()} for the "
-                             f"muscles {names} of {model.name!r}.")
-        return x
-    return eqx.error_if(x, ~jnp.all(ok(x)), f"{caller}: {what} must be {words}.")
+    return entries_where(x, ok, caller, what, words, lambda bad: f"{np.asarray(x)[bad].tolist()} for the muscles "
+                         f"{[model.muscle_names[i] for i in bad]} of {model.name!r}")
 
 
 def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
