@@ -63,7 +63,8 @@ class LoopSolution(eqx.Module):
       ``loop_not_converged``, ``loop_singular`` or ``loop_wrong_branch``
       (``RESULTS[sol.result]`` is the message).
     - `residual`: ``max |g(f, q)|``, in the units of ``g`` (m for a position closure).
-    - `rcond`: reciprocal condition number ``σ_min/σ_max`` of ``∂g/∂f``.
+    - `rcond`: reciprocal condition number ``σ_min/σ_max`` of ``∂g/∂f``; for one
+      dependent variable (m = 1), ``|∂g/∂f| / ‖∂g/∂(f, q)‖``.
     - `num_steps`: Newton iterations.
     """
 
@@ -312,10 +313,20 @@ class LoopClosure(eqx.Module):
         g = self.residual(fs, qs)
         gf = jax.jacfwd(self.residual)(fs, qs)
         sv = jnp.linalg.svd(gf, compute_uv=False)
-        rcond = sv[-1] / jnp.maximum(sv[0], jnp.finfo(sv.dtype).tiny)
+        rcond = self._scalar_rcond(fs, qs, gf) if gf.shape == (1, 1) else sv[-1] / jnp.maximum(
+            sv[0], jnp.finfo(sv.dtype).tiny)
         residual = jnp.max(jnp.abs(g))
         converged = converged & jnp.isfinite(residual)
         return self._code(fs, qs, converged, rcond, gf), residual, rcond
+
+    def _scalar_rcond(self, f, q, gf):
+        """The conditioning of a loop of one dependent variable: ``|∂g/∂f| / ‖∂g/∂(f, q)‖``.
+        The ratio of singular values of a 1 x 1 ``∂g/∂f`` is 1 wherever it is not zero, so
+        it would never flag the configurations where ``f(q)`` turns (``∂g/∂f → 0``, ``df/dq``
+        unbounded); measured against the constraint's whole gradient it tends to 0 there."""
+        gq = jax.jacfwd(self.residual, argnums=1)(f, q)
+        whole = jnp.sqrt(gf[0, 0] ** 2 + jnp.sum(gq**2))
+        return jnp.abs(gf[0, 0]) / jnp.maximum(whole, jnp.finfo(whole.dtype).tiny)
 
     def _code(self, f, q, converged, rcond, gf) -> RESULTS:
         """The result of a solution `f` at `q`: ``loop_not_converged`` unless
@@ -345,7 +356,8 @@ class LoopClosure(eqx.Module):
         branch sign is taken from the same ``∂g/∂f``. Values only: ``(f, inverse, code)``."""
         q = jax.lax.stop_gradient(q)
         f, jacobian, inverse, converged = self._factored_newton(q)
-        rcond = 1.0 / (jnp.linalg.norm(jacobian) * jnp.linalg.norm(inverse))
+        rcond = (self._scalar_rcond(f, q, jacobian) if jacobian.shape == (1, 1)
+                 else 1.0 / (jnp.linalg.norm(jacobian) * jnp.linalg.norm(inverse)))
         return f, inverse, self._code(f, q, converged, rcond, jacobian)
 
     def _status(self, q) -> Int[Array, ""]:

@@ -117,6 +117,28 @@ def _circle(f, q, p):
     return jnp.stack([f[0] ** 2 + q[0] ** 2 - 1.0])
 
 
+def _cubic(f, q, p):
+    return jnp.stack([f[0] ** 3 - q[0]])
+
+
+def test_one_dependent_variable_is_singular_where_it_turns():
+    """f³ = q: at q = 1e-30, f = 1e-10 and df/dq = 1/(3 f²) = 3.3e19. A 1 x 1 ∂g/∂f has
+    σ_min/σ_max = 1 wherever it is not zero; rcond is then |∂g/∂f| / ‖∂g/∂(f, q)‖, 3e-20
+    here, and the solve says singular on both routes (the SVD of `solve`, Newton's own
+    Jacobian for the rates)."""
+    loop = mb.LoopClosure(_cubic, [1.0], [1.0], name="cubic", guess=lambda q, p: jnp.cbrt(q), throw=False)
+    regular = loop.solve(jnp.array([0.125]))
+    assert regular.result == mb.RESULTS.successful
+    np.testing.assert_allclose(regular.rcond, 0.75 / np.sqrt(0.75**2 + 1.0), rtol=1e-12)  # f = 0.5
+    turning = jnp.array([1e-30])
+    sol = loop.solve(turning)
+    assert sol.result == mb.RESULTS.loop_singular and float(sol.rcond) < 1e-19, sol
+    assert int(loop._status(turning)) == int(mb.RESULTS.loop_singular._value)
+    strict = mb.LoopClosure(_cubic, [1.0], [1.0], name="cubic", guess=lambda q, p: jnp.cbrt(q))
+    with pytest.raises(mb.LoopClosureError, match="cubic"):
+        strict.solve(turning)
+
+
 def test_a_reference_far_from_any_assembly_is_an_error():
     """A reference that Newton would carry to some other solution (here the upper
     half circle from f_ref = 0.5, which may not be the assembly meant) is not moved
