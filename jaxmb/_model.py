@@ -26,7 +26,8 @@ from ._checks import finite, float_array
 from ._errors import ModelError
 from ._functions import AbstractJointFunction
 from ._loop_closure import ImplicitJointFunction
-from ._model_checks import _check_muscles, _check_ranges, _check_regular, _concrete, _round_off, _validate_inertial
+from ._model_checks import (_check_muscles, _check_ranges, _check_regular, _check_user_functions, _concrete, _round_off,
+                            _validate_inertial)
 from ._spatial import homogeneous, rotation_about_axis, skew
 
 GROUND = "ground"
@@ -381,6 +382,7 @@ class Model(eqx.Module):
         self.forces = tuple(forces)
         self.loops = _loop_groups(self.joints)
         _check_ranges(self)
+        _check_user_functions(self)
         _check_regular(self)
         _check_muscles(self)
         for force in self.forces:  # names its bodies and coordinates against this model

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._errors import ModelError
+from ._functions import JaxFunction
 
 
 def _round_off(values: np.ndarray, floor: float) -> float:
@@ -97,6 +98,37 @@ def require_mass(model: "Model", caller: str):
             "for muscle moment arms), so M(q) = 0 and its accelerations are undefined. Its kinematics, "
             "muscle geometry and inverse dynamics work; to simulate it, give its bodies mass and inertia."
         )
+
+
+def _check_user_functions(model: "Model"):
+    """What each `JaxFunction` (a user's callable) reads, at a probe near the default pose:
+    an index past the coordinates (JAX clamps it, so ``q[5]`` of 2 coordinates would read
+    ``q[1]`` silently; NumPy raises, so the callable is called once on a NumPy ``q``), and
+    a coordinate its value depends on that its ``coordinates`` do not list (a nonzero
+    finite derivative; a derivative that vanishes at the probe goes unseen). Skipped where
+    the model's numbers are traced."""
+    names = model.coordinate_names
+    probe = _concrete(model.q_default)
+    if probe is None:
+        return
+    q = probe[0] + 0.05 * (1.0 + np.arange(len(names)) / max(len(names), 1))
+    for j in model.joints:
+        f = j.function
+        if not isinstance(f, JaxFunction) or _concrete(*jax.tree.leaves(f.params)) is None:
+            continue
+        try:
+            f.fn(q, f.params)
+        except IndexError as e:
+            raise ModelError(f"Joint {j.name!r}: its JaxFunction reads an index past the model's {len(names)} "
+                             f"coordinates {names} ({e}); fn(q, params) receives the model's whole q.") from None
+        except Exception:  # noqa: BLE001 -- a callable that needs JAX arrays: learn nothing from NumPy
+            pass
+        grad = np.asarray(jax.grad(f)(jnp.asarray(q)))
+        unlisted = [names[k] for k in np.flatnonzero(np.isfinite(grad) & (grad != 0.0)) if k not in f.coordinates]
+        if unlisted:
+            raise ModelError(f"Joint {j.name!r}: its JaxFunction depends on the coordinates {unlisted}, which its "
+                             f"coordinates {[names[k] for k in f.coordinates]} do not list; list every coordinate "
+                             "fn reads (JaxFunction(fn, params, coordinates)).")
 
 
 def _check_regular(model: "Model"):

@@ -47,6 +47,15 @@ def _rev(name, parent, child, fn=None):
          "Body 'b' has no joint"),
         (lambda: _model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a", mb.Coordinate(3))]),
          "reads coordinate index 3"),
+        # A user's callable reading past q (JAX would clamp q[5] to q[1]) or reading a
+        # coordinate it does not list (the structural checks trust the list).
+        (lambda: _model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a", mb.JaxFunction(lambda q, p: q[5], None, (0,)))]),
+         r"Joint 'j': its JaxFunction reads an index past the model's 1 coordinates"),
+        (lambda: _model([mb.Body("a", 1.0, **ROD), mb.Body("b", 1.0, **ROD)],
+                        [_rev("j1", "ground", "a"),
+                         _rev("j2", "a", "b", mb.JaxFunction(lambda q, p: q[0] + jnp.sin(q[1]), None, (0,)))],
+                        ("q", "r")),
+         r"Joint 'j2': its JaxFunction depends on the coordinates \['r'\], which its coordinates \['q'\] do not list"),
         (lambda: _model([mb.Body("ground", 1.0, **ROD)], [_rev("j", "ground", "ground")]), "may not be called"),
         (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q", "q")), "Duplicate coordinate"),
         (lambda: mb.models.planar_chain(0), "n >= 1"),
