@@ -658,6 +658,7 @@ BAD_OBJECTS = {
     "torus_negative_inner": lambda: mb.WrapTorus("bad", "upper", -0.01, 0.04),
     "torus_nan_outer": lambda: mb.WrapTorus("bad", "upper", 0.01, np.nan),
     "torus_search": lambda: mb.WrapTorus("bad", "upper", 0.01, 0.04, search="newton"),
+    "torus_no_hole": lambda: mb.WrapTorus("bad", "upper", 0.04, 0.04),  # the tube as wide as its centre circle
     # These selected no segment or no state (the wrap never engaged, the point never on the path):
     "sphere_range_reversed": lambda: mb.WrapSphere("bad", "upper", 0.02, range=(5, 1)),
     "sphere_range_zero": lambda: mb.WrapSphere("bad", "upper", 0.02, range=(0, 2)),

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._checks import is_concrete
 from .._errors import ModelError
 from .._safe import dsign, safe_div, sqrt0, unit
 from ._checks import positive, scalar
@@ -245,8 +246,8 @@ class WrapTorus(AbstractWrapObject):
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an unknown quadrant,
-    method, search or sliding.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for non-positive or non-finite sizes, an `inner_radius`
+    not below `outer_radius`, an unknown quadrant, method, search or sliding.
     """
 
     name: str = eqx.field(static=True)
@@ -272,6 +273,11 @@ class WrapTorus(AbstractWrapObject):
         for label, value in (("inner_radius", inner_radius), ("outer_radius", outer_radius)):
             what = f"WrapTorus {name!r} {label}"
             setattr(self, label, positive(scalar(value, what), what))
+        if is_concrete(self.inner_radius) and is_concrete(self.outer_radius) and not (
+                float(self.inner_radius) < float(self.outer_radius)):
+            # The tube would be as wide as the centre circle or wider: no hole for a path to thread.
+            raise ModelError(f"WrapTorus {name!r}: inner_radius (the tube's radius, {float(self.inner_radius):g} m) "
+                             f"must be less than outer_radius (the centre circle's, {float(self.outer_radius):g} m).")
 
     def wrap_parameters(self, dtype):
         return jnp.stack([self.inner_radius, self.outer_radius]).astype(dtype)
