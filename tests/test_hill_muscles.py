@@ -349,6 +349,25 @@ def test_non_finite_muscle_inputs_are_named_not_turned_into_forces():
         jax.block_until_ready(eqx.filter_jit(lambda v: mb.muscle_forces(model, a, l, v))(v.at[0].set(jnp.nan)))
 
 
+@pytest.mark.parametrize("kind", [mb.Thelen2003Muscle, mb.Millard2012EquilibriumMuscle, mb.DeGrooteFregly2016Muscle])
+def test_a_force_model_called_directly_names_inputs_outside_its_domain(kind):
+    """Before: a NaN length gave a plausible force (Thelen, compliant tendon: the
+    equilibrium's bracket clamps it), an activation of 2 a force doubled or clamped."""
+    fm = kind(**P, compliant_tendon=True)
+    l = P["tendon_slack_length"] + P["optimal_fiber_length"]
+    assert np.isfinite(float(fm.tendon_force(0.5, l, 0.0)))
+    for args, message in [((0.5, jnp.nan, 0.0), "length must be positive"),
+                          ((2.0, l, 0.0), r"activation must be in \[0, 1\], got 2.0"),
+                          ((jnp.nan, l, 0.0), r"activation must be in \[0, 1\], got nan"),
+                          ((0.5, l, jnp.inf), "lengthening_speed must be finite")]:
+        with pytest.raises(ValueError, match=f"{kind.__name__}: {message}"):
+            fm(*args)
+        with pytest.raises(ValueError, match=f"{kind.__name__}: {message}"):
+            fm.inextensible_tendon_state(*args)
+    with pytest.raises(ValueError, match=f"{kind.__name__}: length must be positive"):
+        fm.tendon_force(0.5, -0.1, 0.0)
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: mb.Thelen2003Muscle(pennation_angle_at_optimal=2.0), r"pennation_angle_at_optimal must be in \[0, 1.5708\)"),
     (lambda: mb.DeGrooteFregly2016Muscle(pennation_angle_at_optimal=float("nan")), "pennation_angle_at_optimal"),
@@ -434,6 +453,22 @@ def test_a_muscle_built_inside_jit_checks_its_control_bounds():
     with pytest.raises(mb.ModelError, match=r"Muscle 'm': min_control 0.5 is above max_control 0.2"):
         jax.jit(lambda: mb.Muscle("m", pts, min_control=lo, max_control=hi).min_control)()
     assert float(jax.jit(lambda: mb.Muscle("m", pts, min_control=hi, max_control=lo).max_control)()) == 0.5
+
+
+def test_a_muscles_parameters_are_its_force_models():
+    """Before: a Muscle given parameters that its force model contradicts was built, and
+    `jaxmb info` reported parameters that no force used; without parameters it reported
+    MuscleParameters' defaults (1000 N) whatever the force model said."""
+    pts = [mb.PathPoint("ground", (0.0, 0.0, 0.0)), mb.PathPoint("s", (0.0, 0.0, 0.0))]
+    fm = mb.DeGrooteFregly2016Muscle(500.0, 0.1, 0.2)
+    derived = mb.Muscle("m", pts, force_model=fm).parameters
+    assert (float(derived.max_isometric_force), float(derived.optimal_fiber_length),
+            float(derived.tendon_slack_length)) == (500.0, 0.1, 0.2)
+    same = mb.MuscleParameters(500.0, 0.1, 0.2, 0.0, float(fm.max_contraction_velocity))
+    assert mb.Muscle("m", pts, parameters=same, force_model=fm).parameters is same
+    with pytest.raises(mb.ModelError, match=r"Muscle 'm': parameters.max_isometric_force = 1000 differs from its "
+                                            r"DeGrooteFregly2016Muscle's 500"):
+        mb.Muscle("m", pts, parameters=mb.MuscleParameters(1000.0, 0.1, 0.2), force_model=fm)
 
 
 @pytest.mark.parametrize("make", [mb.Thelen2003Muscle, mb.Millard2012EquilibriumMuscle, mb.DeGrooteFregly2016Muscle])

@@ -48,6 +48,25 @@ class MuscleParameters(eqx.Module):
         self.max_contraction_velocity = float_array(max_contraction_velocity)
 
 
+_SHARED = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length", "pennation_angle_at_optimal",
+           "max_contraction_velocity")
+
+
+def _parameters_of(name, parameters, force_model) -> MuscleParameters:
+    """A muscle's `MuscleParameters`: given, else its force model's (else the defaults).
+    Given beside a force model, they must be the model's: the forces come from the force
+    model, and parameters that differ would be reported (``jaxmb info``) but not used."""
+    if parameters is None:
+        return MuscleParameters(**({k: getattr(force_model, k) for k in _SHARED} if force_model is not None else {}))
+    for k in _SHARED if force_model is not None else ():
+        mine, its = getattr(parameters, k), getattr(force_model, k)
+        if violated(lambda a, b: np.isclose(a, b, rtol=1e-12, atol=0.0), mine, its):
+            raise ModelError(f"Muscle {name!r}: parameters.{k} = {float(mine):g} differs from its "
+                             f"{type(force_model).__name__}'s {float(its):g}, which is what its forces use; give "
+                             "the same value, or leave parameters out (they are then the force model's).")
+    return parameters
+
+
 class Muscle(eqx.Module):
     """A musculotendon unit: name, path points (origin first), wrap objects, parameters.
 
@@ -64,7 +83,8 @@ class Muscle(eqx.Module):
       for a path given as a function (`path`).
     - `wraps`: the wrap objects the path may slide over (`WrapSphere`, `WrapCylinder`,
       `WrapEllipsoid`, `WrapTorus`), in OpenSim's PathWrap order.
-    - `parameters`: the `MuscleParameters` (default: its defaults).
+    - `parameters`: the `MuscleParameters` (default: the force model's values, else the
+      defaults); beside a `force_model` they must equal its values.
     - `kind`: the OpenSim class name (documentation).
     - `force_model`: its musculotendon force model (a final class of
       [`jaxmb.AbstractMusculotendonModel`][jaxmb.AbstractMusculotendonModel], e.g.
@@ -113,7 +133,7 @@ class Muscle(eqx.Module):
         self.name = str(name)
         self.points = tuple(points)
         self.wraps = tuple(wraps)
-        self.parameters = MuscleParameters() if parameters is None else parameters
+        self.parameters = _parameters_of(self.name, parameters, force_model)
         self.kind = str(kind)
         self.force_model = force_model
         self.activation_dynamics = activation_dynamics

@@ -8,7 +8,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._checks import entries_where, finite_entries, real_argument
 from .._eager import compiled_per_model
 from .._errors import ModelError
-from ._musculotendon import MusculotendonForces
+from ._musculotendon import INPUT_DOMAINS, MusculotendonForces
 
 
 _MISSING = {
@@ -63,15 +63,10 @@ def _per_muscle_vectors(caller: str, model, **arrays) -> list[Array]:
     return out
 
 
-# What the per-muscle arguments must hold beyond finiteness: the force models clamp an
-# activation silently (or scale by it: De Groote's force doubles at a = 2), and a
-# non-positive length (a fitted path far from its samples) gives a pushing muscle. The
-# unit interval has a margin of 1e-3: central differences at a bound (an optimizer's
-# constraint Jacobian) step just outside it, and the models' clamps are what they expect.
-_SLACK = 1e-3
-_DOMAINS = {"activations": ("in [0, 1]", lambda x: (x >= -_SLACK) & (x <= 1.0 + _SLACK)),
-            "excitations": ("in [0, 1]", lambda x: (x >= -_SLACK) & (x <= 1.0 + _SLACK)),
-            "lengths": ("positive", lambda x: x > 0.0)}
+# What the per-muscle arguments must hold beyond finiteness: the force models' domains
+# (`INPUT_DOMAINS`, with the same margin on the unit interval for excitations).
+_DOMAINS = {"activations": INPUT_DOMAINS["activation"], "excitations": INPUT_DOMAINS["activation"],
+            "lengths": INPUT_DOMAINS["length"]}
 
 
 def _in_domain(x, caller: str, what: str, model):
@@ -105,9 +100,9 @@ def musculotendon_states(model, a, l_mt, v_mt, *, inextensible_tendon: bool = Fa
     """`muscle_states` without its checks, for callers whose arrays are checked already
     (a simulation's state by its step guard, static optimization's by its motion)."""
     if inextensible_tendon:
-        return _per_muscle(model, "force_model", lambda fm, x, y, z: fm.inextensible_tendon_state(x, y, z),
-                           a, l_mt, v_mt)
-    return _per_muscle(model, "force_model", lambda fm, x, y, z: fm(x, y, z), a, l_mt, v_mt)
+        return _per_muscle(model, "force_model", lambda fm, x, y, z: fm._state(x, y, z, False), a, l_mt, v_mt)
+    return _per_muscle(model, "force_model", lambda fm, x, y, z: fm._state(x, y, z, fm.compliant_tendon),
+                       a, l_mt, v_mt)
 
 
 ACTIVE_FORCES = ("along_tendon", "opensim")

@@ -23,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from .._safe import safe_div, sqrt0
-from .._checks import float_array, positive_values, violated
+from .._checks import entries_where, float_array, is_concrete, positive_values, violated
 
 _NEWTON_ITERATIONS = 24
 """Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
@@ -31,6 +31,16 @@ _NEWTON_ITERATIONS = 24
 the start, and Newton's quadratic convergence takes the residual to round-off in fewer steps."""
 
 SIGNIFICANT_REAL = 1.4901161193847656e-08  # SimTK::SignificantReal (sqrt of machine epsilon)
+
+# What a musculotendon model's inputs must hold: the force models clamp an activation
+# silently (or scale by it: De Groote's force doubles at a = 2), and a non-positive length
+# (a fitted path far from its samples) gives a pushing muscle. The unit interval has a
+# margin of 1e-3: central differences at a bound (an optimizer's constraint Jacobian) step
+# just outside it, and the models' clamps are what they expect there. NaN fails each.
+UNIT_SLACK = 1e-3
+INPUT_DOMAINS = {"activation": ("in [0, 1]", lambda x: (x >= -UNIT_SLACK) & (x <= 1.0 + UNIT_SLACK)),
+                 "length": ("positive", lambda x: x > 0.0),
+                 "lengthening_speed": ("finite (m/s)", lambda x: (x > -np.inf) & (x < np.inf))}
 
 
 class MusculotendonForces(eqx.Module):
@@ -246,16 +256,33 @@ class AbstractMusculotendonModel(eqx.Module):
     def __call__(self, activation: Float[ArrayLike, ""], length: Float[ArrayLike, ""],
                  lengthening_speed: Float[ArrayLike, ""]) -> MusculotendonForces:
         """The musculotendon state at one (activation, l_MT (m), v_MT (m/s)); scalars (use
-        `jax.vmap` for batches). Returns a [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces]."""
-        return self._state(activation, length, lengthening_speed, self.compliant_tendon)
+        `jax.vmap` for batches). Returns a [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces].
+        Called with values at hand (not under ``jit``), raises a ``ValueError`` for an
+        activation outside [0, 1] (beyond a margin of 1e-3), a length that is not positive,
+        or a NaN; `jaxmb.muscle_forces` checks under ``jit`` too."""
+        return self._state(*self._checked(activation, length, lengthening_speed), self.compliant_tendon)
 
     def inextensible_tendon_state(self, activation: Float[ArrayLike, ""], length: Float[ArrayLike, ""],
                                   lengthening_speed: Float[ArrayLike, ""]) -> MusculotendonForces:
         """The musculotendon state with the tendon taken as rigid (length ``l_s``) whatever
         `compliant_tendon` says: what OpenSim's ``calcInextensibleTendonActiveFiberForce`` and its
         static optimization use. Scalars; returns a
-        [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces]."""
-        return self._state(activation, length, lengthening_speed, False)
+        [`jaxmb.MusculotendonForces`][jaxmb.MusculotendonForces]; checked as a call is."""
+        return self._state(*self._checked(activation, length, lengthening_speed), False)
+
+    def _checked(self, activation, length, lengthening_speed):
+        """The public calls' arguments, checked against `INPUT_DOMAINS` where their values are
+        at hand (the force curves clamp an activation silently, and a NaN length gives a
+        plausible force through the equilibrium's bracket). Not under ``jit``: an
+        ``eqx.error_if`` there changed the compiled equilibrium's results at XLA's backend
+        optimisation level 0 (0.4 N at a = 0 in a batch of the Millard model, the test suite's
+        setting), and `jaxmb.muscle_forces` checks its vectors itself and calls `_state` directly."""
+        out = [float_array(x) for x in (activation, length, lengthening_speed)]
+        if not all(is_concrete(x) for x in out):
+            return out  # traced: unchecked, as the rigid-body functions are under jit
+        for (name, (words, ok)), x in zip(INPUT_DOMAINS.items(), out):
+            entries_where(x, ok, type(self).__name__, name, words, lambda bad, x=x: repr(float(np.ravel(x)[bad[0]])))
+        return out
 
     def _state(self, activation, length, lengthening_speed, compliant):
         a_in = float_array(activation)
