@@ -101,6 +101,19 @@ def finite_coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Ar
                           f"{model.name!r}")
 
 
+def eager_finite_vector(model, x, caller: str, name: str, dtype=None) -> Array:
+    """:func:`coordinate_vector`, and finite where its values are at hand (an eager call):
+    NaN or inf named as :func:`finite_coordinate_vector` names them. Under ``jit`` nothing
+    is added: the rigid-body functions run inside `jaxmb.simulate`'s right-hand side, whose
+    steps may try a non-finite state that the step control then rejects (a run that ends
+    non-finite reports ``RESULTS.nonfinite_state``)."""
+    x = coordinate_vector(model, x, caller, name, dtype)
+    if not is_concrete(x):
+        return x
+    return finite_entries(x, caller, name, model.coordinate_names, f"coordinates {{}} (indices {{}}) of model "
+                          f"{model.name!r}")
+
+
 def nonfinite_rows(x) -> np.ndarray:
     """Indices of the rows (leading axis) of a concrete `x` that hold NaN or inf, in NumPy
     (jnp under an enclosing ``jit`` would trace even concrete values); none for a tracer."""

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._checks import coordinate_vector
+from ._checks import eager_finite_vector
 from ._errors import ModelError
 from ._typing import RealLike
 from ._kinematics import body_transforms, compiled_on_model, joint_gradients, joint_values
@@ -106,7 +106,7 @@ def mass_matrix(model: Model, q: RealLike, *, method: Method = "recursive") -> F
     between translational ones, kg m between the two.
     """
     _check_method(method)
-    return _mass_matrix(model, coordinate_vector(model, q, "mass_matrix", "q"), method=method)
+    return _mass_matrix(model, eager_finite_vector(model, q, "mass_matrix", "q"), method=method)
 
 
 # The public calls' bodies are compiled, one program per model structure and argument
@@ -145,7 +145,7 @@ def gravity_forces(model: Model, q: RealLike, *, method: Method = "recursive") -
     `(nq,)`, N m (rotational) or N (translational).
     """
     _check_method(method)
-    return _gravity_forces(model, coordinate_vector(model, q, "gravity_forces", "q"), method=method)
+    return _gravity_forces(model, eager_finite_vector(model, q, "gravity_forces", "q"), method=method)
 
 
 @compiled_on_model
@@ -178,8 +178,8 @@ def velocity_forces(model: Model, q, qd, *, method: Method = "recursive") -> Flo
     `(nq,)`, N m or N.
     """
     _check_method(method)
-    q = coordinate_vector(model, q, "velocity_forces", "q")
-    qd = coordinate_vector(model, qd, "velocity_forces", "qd", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "velocity_forces", "q")
+    qd = eager_finite_vector(model, qd, "velocity_forces", "qd", dtype=q.dtype)
     return _velocity_forces(model, q, qd, method=method)
 
 
@@ -212,8 +212,8 @@ def bias_forces(model: Model, q, qd, *, method: Method = "recursive") -> Float[A
     `(nq,)`, N m or N.
     """
     _check_method(method)
-    q = coordinate_vector(model, q, "bias_forces", "q")
-    qd = coordinate_vector(model, qd, "bias_forces", "qd", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "bias_forces", "q")
+    qd = eager_finite_vector(model, qd, "bias_forces", "qd", dtype=q.dtype)
     return _bias_forces(model, q, qd, method=method)
 
 
@@ -240,7 +240,7 @@ def generalized_forces(model: Model, q, loads=None) -> Float[Array, " nq"]:
 
     `(nq,)`, N m or N.
     """
-    q = coordinate_vector(model, q, "generalized_forces", "q")
+    q = eager_finite_vector(model, q, "generalized_forces", "q")
     loads = model.loads if loads is None else tuple(loads)
     return _generalized_forces(model, q, loads) if loads else jnp.zeros_like(q)
 
@@ -345,9 +345,9 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
     has mass (a kinematic model) by this call, with a [`jaxmb.ModelError`][jaxmb.ModelError].
     """
     require_mass(model, "forward_dynamics")
-    q = coordinate_vector(model, q, "forward_dynamics", "q")
-    qd = coordinate_vector(model, qd, "forward_dynamics", "qd", dtype=q.dtype)
-    tau = jnp.zeros_like(q) if tau is None else coordinate_vector(model, tau, "forward_dynamics", "tau", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "forward_dynamics", "q")
+    qd = eager_finite_vector(model, qd, "forward_dynamics", "qd", dtype=q.dtype)
+    tau = jnp.zeros_like(q) if tau is None else eager_finite_vector(model, tau, "forward_dynamics", "tau", dtype=q.dtype)
     return _forward_dynamics(model, q, qd, tau, method=method)
 
 
@@ -410,9 +410,9 @@ def inverse_dynamics_terms(model: Model, q, qd, qdd, *, loads=None, method: Meth
 
     An `InverseDynamicsTerms` of `(nq,)` arrays, N m or N.
     """
-    q = coordinate_vector(model, q, "inverse_dynamics_terms", "q")
-    qd = coordinate_vector(model, qd, "inverse_dynamics_terms", "qd", dtype=q.dtype)
-    qdd = coordinate_vector(model, qdd, "inverse_dynamics_terms", "qdd", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "inverse_dynamics_terms", "q")
+    qd = eager_finite_vector(model, qd, "inverse_dynamics_terms", "qd", dtype=q.dtype)
+    qdd = eager_finite_vector(model, qdd, "inverse_dynamics_terms", "qdd", dtype=q.dtype)
     _check_method(method)
     return _inverse_dynamics_terms(model, q, qd, qdd, model.loads if loads is None else tuple(loads), method=method)
 
@@ -445,9 +445,9 @@ def inverse_dynamics(model: Model, q, qd, qdd, *, method: Method = "recursive") 
 
     `(nq,)`, N m or N.
     """
-    q = coordinate_vector(model, q, "inverse_dynamics", "q")
-    qd = coordinate_vector(model, qd, "inverse_dynamics", "qd", dtype=q.dtype)
-    qdd = coordinate_vector(model, qdd, "inverse_dynamics", "qdd", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "inverse_dynamics", "q")
+    qd = eager_finite_vector(model, qd, "inverse_dynamics", "qd", dtype=q.dtype)
+    qdd = eager_finite_vector(model, qdd, "inverse_dynamics", "qdd", dtype=q.dtype)
     return _inverse_dynamics(model, q, qd, qdd, method=method)
 
 
@@ -501,8 +501,8 @@ def kinetic_energy(model: Model, q, qd) -> Float[Array, ""]:
 
     A scalar, J.
     """
-    q = coordinate_vector(model, q, "kinetic_energy", "q")
-    qd = coordinate_vector(model, qd, "kinetic_energy", "qd", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "kinetic_energy", "q")
+    qd = eager_finite_vector(model, qd, "kinetic_energy", "qd", dtype=q.dtype)
     return _kinetic_energy(model, q, qd)
 
 
@@ -530,7 +530,7 @@ def potential_energy(model: Model, q) -> Float[Array, ""]:
 
     A scalar, J.
     """
-    q = coordinate_vector(model, q, "potential_energy", "q")
+    q = eager_finite_vector(model, q, "potential_energy", "q")
     return _potential_energy(model, q)
 
 

@@ -15,7 +15,7 @@ from jaxtyping import Array, Float
 
 from ._typing import RealLike
 
-from ._checks import coordinate_vector
+from ._checks import eager_finite_vector
 from ._eager import compiled_per_model
 from ._loop_closure import ImplicitJointFunction, LoopClosure, LoopClosureError
 from ._model import Model
@@ -152,7 +152,7 @@ def joint_values(model: Model, q: RealLike) -> Float[Array, " nj"]:
 
     Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
     """
-    return _joint_values(model, coordinate_vector(model, q, "joint_values", "q"))
+    return _joint_values(model, eager_finite_vector(model, q, "joint_values", "q"))
 
 
 @compiled_on_model
@@ -179,7 +179,7 @@ def joint_gradients(model: Model, q: RealLike) -> Float[Array, "nj nq"]:
 
     Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
     """
-    return _joint_gradients(model, coordinate_vector(model, q, "joint_gradients", "q"))
+    return _joint_gradients(model, eager_finite_vector(model, q, "joint_gradients", "q"))
 
 
 @compiled_on_model
@@ -205,7 +205,7 @@ def joint_hessians(model: Model, q: RealLike) -> Float[Array, "nj nq nq"]:
 
     Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
     """
-    return _joint_hessians(model, coordinate_vector(model, q, "joint_hessians", "q"))
+    return _joint_hessians(model, eager_finite_vector(model, q, "joint_hessians", "q"))
 
 
 @compiled_on_model
@@ -237,9 +237,9 @@ def joint_rates(model: Model, q, qd, qdd=None):
     Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q`, `qd` or `qdd` does not have shape
     `(nq,)` or is complex.
     """
-    q = coordinate_vector(model, q, "joint_rates", "q")
-    qd = coordinate_vector(model, qd, "joint_rates", "qd", dtype=q.dtype)
-    qdd = None if qdd is None else coordinate_vector(model, qdd, "joint_rates", "qdd", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "joint_rates", "q")
+    qd = eager_finite_vector(model, qd, "joint_rates", "qd", dtype=q.dtype)
+    qdd = None if qdd is None else eager_finite_vector(model, qdd, "joint_rates", "qdd", dtype=q.dtype)
     return _joint_rates(model, q, qd, qdd)
 
 
@@ -452,7 +452,7 @@ def body_transforms(model: Model, q: RealLike) -> Float[Array, "nb 4 4"]:
 
     Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
     """
-    q = coordinate_vector(model, q, "body_transforms", "q")
+    q = eager_finite_vector(model, q, "body_transforms", "q")
     return _body_transforms(model, q)
 
 

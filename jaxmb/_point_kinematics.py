@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._checks import coordinate_vector, finite, float_array
+from ._checks import eager_finite_vector, finite, float_array
 from ._errors import ModelError
 from ._kinematics import body_transforms, compiled_on_model
 from ._model import Model
@@ -71,7 +71,7 @@ def point_position(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
 
     `(3,)` position in ground (m).
     """
-    q = coordinate_vector(model, q, "point_position", "q")
+    q = eager_finite_vector(model, q, "point_position", "q")
     return _point_position(model, q, _body(model, body, "point_position"),
                            _body_point(point, q.dtype, "point_position"))
 
@@ -99,8 +99,8 @@ def point_velocity(model: Model, q, qd, body, point: RealLike = (0.0, 0.0, 0.0))
 
     `(3,)` velocity in ground axes (m/s).
     """
-    q = coordinate_vector(model, q, "point_velocity", "q")
-    qd = coordinate_vector(model, qd, "point_velocity", "qd", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "point_velocity", "q")
+    qd = eager_finite_vector(model, qd, "point_velocity", "qd", dtype=q.dtype)
     return _point_velocity(model, q, qd, _body(model, body, "point_velocity"),
                            _body_point(point, q.dtype, "point_velocity"))
 
@@ -129,9 +129,9 @@ def point_acceleration(model: Model, q, qd, qdd, body, point: RealLike = (0.0, 0
 
     `(3,)` acceleration in ground axes (m/s²).
     """
-    q = coordinate_vector(model, q, "point_acceleration", "q")
-    qd = coordinate_vector(model, qd, "point_acceleration", "qd", dtype=q.dtype)
-    qdd = coordinate_vector(model, qdd, "point_acceleration", "qdd", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "point_acceleration", "q")
+    qd = eager_finite_vector(model, qd, "point_acceleration", "qd", dtype=q.dtype)
+    qdd = eager_finite_vector(model, qdd, "point_acceleration", "qdd", dtype=q.dtype)
     return _point_acceleration(model, q, qd, qdd, _body(model, body, "point_acceleration"),
                                _body_point(point, q.dtype, "point_acceleration"))
 
@@ -162,7 +162,7 @@ def point_jacobian(model: Model, q, body, point: RealLike = (0.0, 0.0, 0.0)) -> 
     `(3, nq)` Jacobian (m/rad for a rotational coordinate, dimensionless for a
     translational one).
     """
-    q = coordinate_vector(model, q, "point_jacobian", "q")
+    q = eager_finite_vector(model, q, "point_jacobian", "q")
     return _point_jacobian(model, q, _body(model, body, "point_jacobian"),
                            _body_point(point, q.dtype, "point_jacobian"))
 
@@ -190,8 +190,8 @@ def body_angular_velocities(model: Model, q, qd) -> Float[Array, "nb 3"]:
     `(n_bodies, 3)` angular velocities in ground axes (rad/s), in the order of
     `model.body_names`.
     """
-    q = coordinate_vector(model, q, "body_angular_velocities", "q")
-    qd = coordinate_vector(model, qd, "body_angular_velocities", "qd", dtype=q.dtype)
+    q = eager_finite_vector(model, q, "body_angular_velocities", "q")
+    qd = eager_finite_vector(model, qd, "body_angular_velocities", "qd", dtype=q.dtype)
     return _body_angular_velocities(model, q, qd)
 
 
@@ -218,7 +218,7 @@ def angular_jacobians(model: Model, q) -> Float[Array, "nb 3 nq"]:
     `(n_bodies, 3, nq)` Jacobians (dimensionless for a rotational coordinate, rad/m for
     a translational one), in the order of `model.body_names`.
     """
-    q = coordinate_vector(model, q, "angular_jacobians", "q")
+    q = eager_finite_vector(model, q, "angular_jacobians", "q")
     return _angular_jacobians(model, q)
 
 

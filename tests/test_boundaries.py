@@ -74,6 +74,24 @@ def test_complex_arguments_are_refused_not_cut_to_their_real_part(arg, fn):
         _calls(**args)[fn]()
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_an_eager_call_with_nan_names_the_coordinate(name):
+    """Before: NaN in, NaN out (a mass matrix of NaN). Under jit the rigid-body functions
+    add no check (they run in simulate's right-hand side, which reports a non-finite state
+    as RESULTS.nonfinite_state)."""
+    with pytest.raises(ValueError, match=rf"{name}: q must be finite, got NaN or inf at coordinates \['theta2'\]"):
+        _calls(GOOD.at[1].set(jnp.nan), GOOD, GOOD, GOOD)[name]()
+
+
+@pytest.mark.parametrize("arg, fn", [("qd", "forward_dynamics"), ("qdd", "inverse_dynamics"), ("tau", "forward_dynamics"),
+                                     ("qd", "joint_rates"), ("qd", "bias_forces")])
+def test_an_eager_call_with_an_infinite_rate_names_it(arg, fn):
+    args = dict(q=GOOD, qd=GOOD, qdd=GOOD, tau=GOOD)
+    args[arg] = GOOD.at[0].set(jnp.inf)
+    with pytest.raises(ValueError, match=rf"{fn}: {arg} must be finite, got NaN or inf at coordinates \['theta1'\]"):
+        _calls(**args)[fn]()
+
+
 def test_a_batch_is_refused_with_a_hint_at_vmap():
     with pytest.raises(mb.ModelError, match=r"mass_matrix: q must have shape \(2,\).*\(4, 2\).*jax.vmap"):
         mb.mass_matrix(MODEL, jnp.zeros((4, 2)))
