@@ -372,6 +372,11 @@ class Model(eqx.Module):
         self.order = tuple(order)
         self.gravity = _f(gravity, (3,), f"Model {name!r}: gravity")
         for load in loads:
+            # AbstractLoad lives a layer above (jaxmb._loads): recognised by what it has.
+            if not (isinstance(load, eqx.Module) and isinstance(getattr(load, "body", None), str)
+                    and callable(getattr(load, "generalized_force", None))):
+                raise ModelError(f"Model {name!r}: loads must be jaxmb loads (jaxmb.AbstractLoad: PointForce, "
+                                 f"BodyTorque, LinearSpring, ... or a subclass), got {type(load).__name__}.")
             if load.body not in index:
                 raise ModelError(f"Load {type(load).__name__} on unknown body {load.body!r}.")
         self.loads = tuple(loads)

@@ -58,6 +58,8 @@ def _rev(name, parent, child, fn=None):
          r"Joint 'j2': its JaxFunction depends on the coordinates \['r'\], which its coordinates \['q'\] do not list"),
         (lambda: _model([mb.Body("ground", 1.0, **ROD)], [_rev("j", "ground", "ground")]), "may not be called"),
         (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q", "q")), "Duplicate coordinate"),
+        (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",), loads=[(0.0, 1.0)]),
+         r"Model 'model': loads must be jaxmb loads .*got tuple"),
         (lambda: mb.models.planar_chain(0), "n >= 1"),
         # Non-finite parameters, named with their object (NaN would pass into every result).
         (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",),
