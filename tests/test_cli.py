@@ -122,6 +122,19 @@ def test_bad_arguments_of_other_models_and_folders(tmp_path, capsys):
     assert "--out: give a folder name" in _error_line(capsys)
 
 
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_an_out_folder_that_cannot_be_made_is_named_before_the_run(tmp_path, capsys):
+    """Before: /proc passed the permission check for root, and the run failed with a
+    traceback when it wrote its results, after computing them."""
+    assert main(["simulate", "double-pendulum", "--out", "/proc/jaxmb_test/out", *SHORT]) == 2
+    assert "--out: cannot make /proc/jaxmb_test/out" in _error_line(capsys)
+    from jaxmb.cli._paths import check_out_folder
+
+    assert check_out_folder(str(tmp_path / "a" / "b")) == tmp_path / "a" / "b"
+    assert not (tmp_path / "a").exists()  # checked by making it, and taken away again
+
+
 def test_a_failed_simulation_is_an_error_naming_the_cause(tmp_path, capsys):
     assert main(["simulate", "double-pendulum", "--max-steps", "5", "--out", str(tmp_path), *SHORT]) == 1
     captured = capsys.readouterr()

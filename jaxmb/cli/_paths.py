@@ -36,4 +36,15 @@ def check_out_folder(path: str) -> pathlib.Path:
         raise UsageError(f"argument --out: cannot make {path}: {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"argument --out: cannot make or write {path}: {parent} is not writable")
+    if not out.exists():
+        # Permission bits do not tell everything (root on /proc, a read-only mount): make
+        # the folders now and take them away again, so that a failed run leaves none.
+        try:
+            out.mkdir(parents=True)
+        except OSError as e:
+            raise UsageError(f"argument --out: cannot make {path}: {e.strerror or e}") from None
+        made = out.absolute()
+        while made != parent:
+            made.rmdir()
+            made = made.parent
     return out
