@@ -48,6 +48,8 @@ class ModelBuilder:
         **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] for a duplicate name, a range that is
         not two numbers or empty, a default that is not finite.
         """
+        if not isinstance(name, str):
+            raise ModelError(f"Coordinate name must be a string, got {name!r}.")
         if name in self.coordinates:
             raise ModelError(f"Duplicate coordinate name {name!r}.")
         try:
@@ -68,10 +70,18 @@ class ModelBuilder:
         return len(self.coordinates) - 1
 
     def add_body(self, body: Body) -> Body:
+        """Add a :class:`jaxmb.Body`; returns it."""
+        if not isinstance(body, Body):
+            raise ModelError(f"ModelBuilder {self.name!r}: add_body takes a jaxmb.Body, got {type(body).__name__}; "
+                             "e.g. jaxmb.Body(name, mass, com, inertia).")
         self.bodies.append(body)
         return body
 
     def add_joint(self, joint: Joint) -> Joint:
+        """Add a :class:`jaxmb.Joint`; returns it."""
+        if not isinstance(joint, Joint):
+            raise ModelError(f"ModelBuilder {self.name!r}: add_joint takes a jaxmb.Joint, got {type(joint).__name__}; "
+                             "e.g. jaxmb.revolute(name, parent, child, axis, function).")
         self.joints.append(joint)
         return joint
 

@@ -146,6 +146,14 @@ def finite_entries(x: Array, caller: str, name: str, labels, where: str) -> Arra
                          lambda bad: "NaN or inf at " + where.format([labels[i] for i in bad], bad.tolist()))
 
 
+def positive_count(value, caller: str, name: str) -> int:
+    """`value` as an ``int`` >= 1 (a count of steps or iterations), else a ``ValueError``
+    naming it: ``int()`` would cut 2.7 to 2, and ``True`` is an int to Python."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{caller}: {name} must be an integer >= 1, got {value!r}.")
+    return int(value)
+
+
 def finite_tolerance(value, caller: str, name: str, dtype) -> float:
     """A relative or absolute tolerance: a positive finite number that `dtype` can
     resolve (at least 10 machine epsilons), else a ``ValueError`` naming the argument;

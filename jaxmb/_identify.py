@@ -32,7 +32,7 @@ import optax
 import optimistix as optx
 from jaxtyping import Array, Float, Int
 
-from ._checks import is_concrete, finite_tolerance, nonfinite_rows
+from ._checks import is_concrete, finite_tolerance, nonfinite_rows, positive_count
 from ._results import RESULTS
 from ._simulate import simulate
 
@@ -192,8 +192,7 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
                          f"got {solver!r}.")
     if max_steps is None:
         max_steps = 100 if solver == _LEVENBERG_MARQUARDT else 1000
-    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"identify: max_steps must be a positive integer, got {max_steps!r}.")
+    max_steps = positive_count(max_steps, "identify", "max_steps")
     dtype = jnp.result_type(*leaves)
     rtol, atol = (finite_tolerance(tol, "identify", label, dtype) for label, tol in (("rtol", rtol), ("atol", atol)))
     fit = _fit(model, where, residuals, solver, int(max_steps), float(rtol), float(atol), bool(positive))

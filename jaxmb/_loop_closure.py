@@ -160,11 +160,13 @@ class LoopClosure(eqx.Module):
         self.branch_fn = branch_fn
         self.name = str(name)
         self.rtol, self.atol = float(rtol), float(atol)
-        self.max_steps = int(max_steps)
-        if not (0.0 < self.rtol < np.inf and 0.0 < self.atol < np.inf) or self.max_steps < 1:
+        if not (0.0 < self.rtol < np.inf and 0.0 < self.atol < np.inf) or isinstance(max_steps, bool) or not (
+                isinstance(max_steps, (int, np.integer)) and max_steps >= 1):
             # Newton would stop at once (or never): "no assembly near f_ref" at a solved reference.
             raise LoopClosureError(f"LoopClosure {name!r}: rtol and atol must be positive finite numbers and "
-                                   f"max_steps at least 1, got rtol={rtol!r}, atol={atol!r}, max_steps={max_steps!r}.")
+                                   f"max_steps an integer >= 1, got rtol={rtol!r}, atol={atol!r}, "
+                                   f"max_steps={max_steps!r}.")
+        self.max_steps = int(max_steps)
         self.n_continuation = max(int(n_continuation), 1)
         if continuation_step is not None and not float(continuation_step) > 0.0:
             raise LoopClosureError(f"LoopClosure {name!r}: continuation_step must be positive (or None for "

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from ._checks import is_concrete, coordinate_vector, finite_tolerance
+from ._checks import is_concrete, coordinate_vector, finite_tolerance, positive_count
 from ._kinematics import _closure_joints, compiled_on_model
 from ._loop_closure import RESULT_MESSAGES, SUCCESS, LoopClosureError
 from ._control import AbstractController
@@ -241,8 +241,7 @@ def _torque_function(tau, tau_ts, model: Model, t0, t1, dtype):
 def _check_steps(dt0, max_steps):
     """`dt0` None or a positive finite number (0 ran to max_steps, a negative one failed
     in diffrax), `max_steps` an integer >= 1."""
-    if not isinstance(max_steps, (int, np.integer)) or isinstance(max_steps, bool) or max_steps < 1:
-        raise ValueError(f"simulate: max_steps must be an integer >= 1, got {max_steps!r}.")
+    positive_count(max_steps, "simulate", "max_steps")
     if dt0 is not None and is_concrete(dt0) and not 0.0 < float(dt0) < np.inf:
         raise ValueError(f"simulate: dt0 must be None (chosen by the solver) or a positive finite step, s; "
                          f"got {dt0!r}.")

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._checks import is_concrete, finite_tolerance
+from ._checks import is_concrete, finite_tolerance, positive_count
 from ._errors import ModelError
 from ._model_checks import require_mass
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
@@ -414,8 +414,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if max_steps is None:
         max_steps = 20000 if solver == "optax" else 100
     tolerance = finite_tolerance(tolerance, "static_optimization", "tolerance", dtype)
-    if int(max_steps) < 1:
-        raise ValueError(f"static_optimization: max_steps must be at least 1, got {max_steps}.")
+    max_steps = positive_count(max_steps, "static_optimization", "max_steps")
     options = (solver, matching, None if residual_weight is None else float(residual_weight), moment_arms,
                active_force)
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,

@@ -60,6 +60,13 @@ def _rev(name, parent, child, fn=None):
         (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q", "q")), "Duplicate coordinate"),
         (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",), loads=[(0.0, 1.0)]),
          r"Model 'model': loads must be jaxmb loads .*got tuple"),
+        # Arguments of the wrong type, named where they are given (they failed at the first
+        # evaluation, or at build time naming another argument).
+        (lambda: mb.Coordinate(0.5), r"Coordinate: index must be an integer .* got 0.5"),
+        (lambda: mb.Coordinate("hip"), r"Coordinate: index must be an integer .* got 'hip'"),
+        (lambda: mb.ModelBuilder("m").add_body("pelvis"), r"ModelBuilder 'm': add_body takes a jaxmb.Body, got str"),
+        (lambda: mb.ModelBuilder("m").add_joint(("hip", "ground")), "add_joint takes a jaxmb.Joint, got tuple"),
+        (lambda: mb.ModelBuilder("m").add_coordinate(3), "Coordinate name must be a string, got 3"),
         (lambda: mb.models.planar_chain(0), "n >= 1"),
         # Non-finite parameters, named with their object (NaN would pass into every result).
         (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",),

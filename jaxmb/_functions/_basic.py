@@ -7,6 +7,7 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import float_array
@@ -50,6 +51,13 @@ class Coordinate(AbstractJointFunction):
     """
 
     index: int = eqx.field(static=True)
+
+    def __init__(self, index: int):
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            # q[0.5] fails only when the model is first evaluated; q["hip"] likewise.
+            raise ModelError(f"Coordinate: index must be an integer (the coordinate's position in q, as "
+                             f"ModelBuilder.add_coordinate returns it), got {index!r}.")
+        self.index = int(index)
 
     def __call__(self, q):
         return q[self.index]
