@@ -36,7 +36,10 @@ GROUND = "ground"
 def _f(x, shape=None, what: str | None = None) -> Array:
     """`x` as a float array of `shape`; with `what` (the object and argument, for the
     message), also finite where its values are at hand (NaN or inf: a ModelError)."""
-    x = float_array(x)
+    try:
+        x = float_array(x)
+    except TypeError:  # JAX's "Value 'z' with dtype <U1 is not a valid JAX array type" names no argument
+        raise ModelError(f"{what or 'a model parameter'} must be numbers, got {x!r}.") from None
     if shape is not None and x.shape != shape:
         raise ModelError(f"{what + ' must have' if what else 'expected an array of'} shape {shape}, got {x.shape}.")
     return x if what is None else finite(x, what)
@@ -65,9 +68,9 @@ class Body(eqx.Module):
     def __init__(self, name: str, mass: RealLike, com: RealLike = (0.0, 0.0, 0.0),
                  inertia: RealLike | None = None, massless: bool = False):
         self.name = str(name)
-        self.mass = _f(mass)
-        self.com = _f(com)
-        self.inertia = _f(np.zeros((3, 3)) if inertia is None else inertia)
+        self.mass = _f(mass, what=f"Body {name!r}: mass")
+        self.com = _f(com, what=f"Body {name!r}: com")
+        self.inertia = _f(np.zeros((3, 3)) if inertia is None else inertia, what=f"Body {name!r}: inertia")
         if self.inertia.shape == (3,):
             with jax.ensure_compile_time_eval():  # concrete where given concrete, as float_array
                 self.inertia = jnp.diag(self.inertia)
@@ -134,7 +137,7 @@ class Joint(eqx.Module):
                 f"CubicSpline, ...), got {type(function).__name__}."
             )
         self.function = function
-        axis = _f(axis)
+        axis = _f(axis, what=f"Joint {name!r}: axis")
         if axis.shape != (3,):
             raise ModelError(f"Joint {name!r}: axis must have shape (3,), got {axis.shape}.")
         vals = _concrete(axis)

@@ -67,6 +67,8 @@ def _rev(name, parent, child, fn=None):
         (lambda: mb.ModelBuilder("m").add_body("pelvis"), r"ModelBuilder 'm': add_body takes a jaxmb.Body, got str"),
         (lambda: mb.ModelBuilder("m").add_joint(("hip", "ground")), "add_joint takes a jaxmb.Joint, got tuple"),
         (lambda: mb.ModelBuilder("m").add_coordinate(3), "Coordinate name must be a string, got 3"),
+        (lambda: mb.revolute("j", "ground", "b", "z", mb.Coordinate(0)), "Joint 'j': axis must be numbers, got 'z'"),
+        (lambda: mb.Body("b", "1 kg"), "Body 'b': mass must be numbers, got '1 kg'"),
         (lambda: mb.models.planar_chain(0), "n >= 1"),
         # Non-finite parameters, named with their object (NaN would pass into every result).
         (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "ground", "a")], ("q",),
