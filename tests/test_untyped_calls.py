@@ -1,0 +1,57 @@
+"""Arguments of the wrong type, as a user's program passes them: without the run-time type
+checks that this suite switches on (tests/conftest.py), which would stop these calls
+before jaxmb's own checks. Before, most were accepted silently (a count cut to an integer,
+a fractional coordinate index) or failed later with an error that named another object;
+simulate's count was refused already and stays so."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+# Each case: a statement, and the exception type and message it must raise.
+CASES = {
+    "coordinate_fraction": ("mb.Coordinate(0.5)", "ModelError", "Coordinate: index must be an integer"),
+    "coordinate_name": ("mb.Coordinate('hip')", "ModelError", "Coordinate: index must be an integer"),
+    "builder_body_text": ("mb.ModelBuilder('m').add_body('pelvis')", "ModelError",
+                          "ModelBuilder 'm': add_body takes a jaxmb.Body, got str"),
+    "builder_joint_tuple": ("mb.ModelBuilder('m').add_joint(('hip', 'ground'))", "ModelError",
+                            "ModelBuilder 'm': add_joint takes a jaxmb.Joint, got tuple"),
+    "builder_coordinate_number": ("mb.ModelBuilder('m').add_coordinate(3)", "ModelError",
+                                  "Coordinate name must be a string, got 3"),
+    "loop_steps_fraction": ("mb.LoopClosure(lambda f, q, p: f**2 + q**2 - 1.0, [0.0], [1.0], name='c', max_steps=2.7)",
+                            "LoopClosureError", "max_steps an integer >= 1, got rtol=1e-12, atol=1e-12, max_steps=2.7"),
+    "simulate_steps_fraction": ("mb.simulate(mb.models.double_pendulum(), jnp.zeros(2), jnp.zeros(2), t1=0.1, "
+                                "max_steps=2.7)", "ValueError", "simulate: max_steps must be an integer >= 1, got 2.7"),
+}
+
+_SCRIPT = """
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import jaxmb as mb
+out = {}
+for name, statement in json.loads(sys.argv[1]).items():
+    try:
+        exec(statement)
+        out[name] = ["no error", ""]
+    except Exception as e:
+        out[name] = [type(e).__name__, str(e)]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    run = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps({k: v[0] for k, v in CASES.items()})],
+                         capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_wrong_type_is_named_where_it_is_given(outcomes, case):
+    _, kind, message = CASES[case]
+    got_kind, got_message = outcomes[case]
+    assert got_kind == kind and message in got_message, (got_kind, got_message)
