@@ -22,6 +22,16 @@ CASES = {
                                   "Coordinate name must be a string, got 3"),
     "loop_steps_fraction": ("mb.LoopClosure(lambda f, q, p: f**2 + q**2 - 1.0, [0.0], [1.0], name='c', max_steps=2.7)",
                             "LoopClosureError", "max_steps an integer >= 1, got rtol=1e-12, atol=1e-12, max_steps=2.7"),
+    "simulate_solver_number": ("mb.simulate(mb.models.double_pendulum(), jnp.zeros(2), jnp.zeros(2), t1=0.1, solver=3)",
+                               "TypeError", "simulate: solver must be a name"),
+    "simulate_controller_function": ("mb.simulate(mb.models.double_pendulum(), jnp.zeros(2), jnp.zeros(2), t1=0.1, "
+                                     "controller=lambda t, q, qd: -q)", "TypeError",
+                                     "simulate: controller must be a jaxmb.control.AbstractController"),
+    "hill_model_arrays": ("mb.Thelen2003Muscle()(jnp.full(3, 0.5), jnp.full(3, 0.3), jnp.zeros(3))", "ValueError",
+                          "Thelen2003Muscle: activation, length and lengthening_speed are scalars"),
+    "function_paths_names": ("mb.io.write_function_paths(mb.load_osim(ARM26), '/nonexistent/x.xml', "
+                             "['r_shoulder_elev'])", "TypeError",
+                             "write_function_paths: coordinates must be the OpenSim coordinates"),
     "simulate_steps_fraction": ("mb.simulate(mb.models.double_pendulum(), jnp.zeros(2), jnp.zeros(2), t1=0.1, "
                                 "max_steps=2.7)", "ValueError", "simulate: max_steps must be an integer >= 1, got 2.7"),
 }
@@ -31,7 +41,11 @@ import json, sys
 import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
+import pathlib
+import warnings
 import jaxmb as mb
+ARM26 = str(pathlib.Path(mb.__file__).parent / "data" / "arm26.osim")
+warnings.simplefilter("ignore")
 out = {}
 for name, statement in json.loads(sys.argv[1]).items():
     try:
