@@ -150,7 +150,8 @@ def joint_values(model: Model, q: RealLike) -> Float[Array, " nj"]:
     `(n_joints,)` joint variables in the order of `model.joint_names` (rad for a
     revolute joint, m for a prismatic one), in the dtype of `q`.
 
-    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex,
+    and a ``ValueError`` when (called eagerly) it holds NaN or inf.
     """
     return _joint_values(model, eager_finite_vector(model, q, "joint_values", "q"))
 
@@ -177,7 +178,8 @@ def joint_gradients(model: Model, q: RealLike) -> Float[Array, "nj nq"]:
     `(n_joints, nq)` array whose row i is ``∇f_i`` (dimensionless, or m/rad, rad/m for
     mixed joint and coordinate kinds), rows in the order of `model.joint_names`.
 
-    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex,
+    and a ``ValueError`` when (called eagerly) it holds NaN or inf.
     """
     return _joint_gradients(model, eager_finite_vector(model, q, "joint_gradients", "q"))
 
@@ -203,7 +205,8 @@ def joint_hessians(model: Model, q: RealLike) -> Float[Array, "nj nq nq"]:
     `(n_joints, nq, nq)` symmetric Hessians, in the order of `model.joint_names`
     (units of ``f_i`` per product of the units of two coordinates).
 
-    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex,
+    and a ``ValueError`` when (called eagerly) it holds NaN or inf.
     """
     return _joint_hessians(model, eager_finite_vector(model, q, "joint_hessians", "q"))
 
@@ -235,7 +238,7 @@ def joint_rates(model: Model, q, qd, qdd=None):
     returned ``f''`` is the velocity-product part ``q'ᵀ H q'`` alone.
 
     Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q`, `qd` or `qdd` does not have shape
-    `(nq,)` or is complex.
+    `(nq,)` or is complex, and a ``ValueError`` when (called eagerly) one holds NaN or inf.
     """
     q = eager_finite_vector(model, q, "joint_rates", "q")
     qd = eager_finite_vector(model, qd, "joint_rates", "qd", dtype=q.dtype)
@@ -450,7 +453,8 @@ def body_transforms(model: Model, q: RealLike) -> Float[Array, "nb 4 4"]:
     `(n_bodies, 4, 4)` homogeneous transforms: body i's rotation to ground axes and its
     origin in ground (m), in the order of `model.body_names`.
 
-    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex.
+    Raises [`jaxmb.ModelError`][jaxmb.ModelError] when `q` does not have shape `(nq,)` or is complex,
+    and a ``ValueError`` when (called eagerly) it holds NaN or inf.
     """
     q = eager_finite_vector(model, q, "body_transforms", "q")
     return _body_transforms(model, q)
