@@ -80,6 +80,39 @@ def test_translations_are_never_converted():
     np.testing.assert_allclose(q, [[0.25, math.pi / 2]], rtol=1e-15)
 
 
+def test_an_angle_read_only_with_other_coordinates_is_rotational():
+    """The double pendulum's θ2 (absolute) enters only the elbow's Linear(θ1, θ2); before, no
+    revolute joint read it alone, so it counted as a translation and stayed in degrees."""
+    model = mb.models.double_pendulum()
+    assert mb.io.rotational_coordinates(model) == (True, True)
+    q = coordinates_from_motion(model, MotionData([0.0, 0.1], model.coordinate_names, np.full((2, 2), 90.0),
+                                                  in_degrees=True))
+    np.testing.assert_allclose(q, np.full((2, 2), math.pi / 2), rtol=1e-15)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(time=[0.1, 0.0]), r"time must be finite and increasing, got \[0.1, 0.0\]"),
+    (dict(time=[0.0, np.nan]), "time must be finite and increasing"),
+    (dict(labels="ab"), "labels must be a sequence of column names, got the string 'ab'"),
+    (dict(labels=("time", "b")), "'time' is the time column"),
+    (dict(name="line1\nendheader"), "name must be one line"),  # write_storage wrote an unreadable file
+])
+def test_a_motion_table_checks_what_it_is_given(kwargs, message):
+    """read_storage refused these in a file; a MotionData built in Python took them (and
+    in_degrees='no', which read as true: test_untyped_calls.py)."""
+    args = dict(time=[0.0, 0.1], labels=("a", "b"), values=np.ones((2, 2)), in_degrees=False, name="n")
+    with pytest.raises(ValueError, match="MotionData: " + message):
+        MotionData(**(args | kwargs))
+
+
+def test_a_coordinate_that_is_not_finite_in_the_file_is_named(tmp_path):
+    """read_storage keeps a nan cell; coordinates_from_motion returned it in q."""
+    path = _write(tmp_path, "x\ninDegrees=no\nendheader\ntime\ttheta1\ttheta2\n0\tnan\t1\n0.1\t0\t1\n")
+    motion = read_storage(path)
+    with pytest.raises(mb.ModelError, match=r"m\.mot: coordinate 'theta1' is not finite at 1 frame \(first at t = 0 s\)"):
+        coordinates_from_motion(mb.models.double_pendulum(), motion)
+
+
 # ---- broken inputs: one test each, asserting the message ----
 
 

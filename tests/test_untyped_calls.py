@@ -32,6 +32,8 @@ CASES = {
     "function_paths_names": ("mb.io.write_function_paths(mb.load_osim(ARM26), '/nonexistent/x.xml', "
                              "['r_shoulder_elev'])", "TypeError",
                              "write_function_paths: coordinates must be the OpenSim coordinates"),
+    "motion_degrees_text": ("mb.io.MotionData([0.0, 0.1], ('a',), [[1.0], [2.0]], in_degrees='no')", "ValueError",
+                            "MotionData: in_degrees must be True or False, got 'no'"),
     "simulate_steps_fraction": ("mb.simulate(mb.models.double_pendulum(), jnp.zeros(2), jnp.zeros(2), t1=0.1, "
                                 "max_steps=2.7)", "ValueError", "simulate: max_steps must be an integer >= 1, got 2.7"),
 }

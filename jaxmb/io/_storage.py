@@ -56,12 +56,28 @@ class MotionData:
     source: str | None = None
 
     def __post_init__(self):
-        time = np.asarray(self.time, dtype=float)
-        values = np.asarray(self.values, dtype=float)
-        labels = tuple(str(s) for s in self.labels)
         where = f" ({self.source})" if self.source else ""
+        if isinstance(self.labels, str):  # its characters would become the labels
+            raise ValueError(f"MotionData{where}: labels must be a sequence of column names, got the string "
+                             f"{self.labels!r}; write [{self.labels!r}] for one column.")
+        if not isinstance(self.in_degrees, (bool, np.bool_)):  # 'no' would read as true
+            raise ValueError(f"MotionData{where}: in_degrees must be True or False, got {self.in_degrees!r}.")
+        if "\n" in str(self.name) or "\r" in str(self.name):  # the header's first line: a second one breaks the file
+            raise ValueError(f"MotionData{where}: name must be one line, got {self.name!r}.")
+        try:
+            time = np.asarray(self.time, dtype=float)
+            values = np.asarray(self.values, dtype=float)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"MotionData{where}: time and values must be numbers ({e}).") from None
+        labels = tuple(str(s) for s in self.labels)
         if time.ndim != 1:
             raise ValueError(f"MotionData{where}: time must be 1-D, got shape {time.shape}.")
+        if not np.all(np.isfinite(time)) or np.any(np.diff(time) <= 0.0):
+            # as read_storage refuses: the tools interpolate and filter over time
+            raise ValueError(f"MotionData{where}: time must be finite and increasing, got {time[:8].tolist()}"
+                             f"{' ...' if time.size > 8 else ''}.")
+        if "time" in labels:
+            raise ValueError(f"MotionData{where}: 'time' is the time column, not one of labels {labels}.")
         if values.shape != (time.size, len(labels)):
             raise ValueError(f"MotionData{where}: values must have shape (n, m) = ({time.size}, {len(labels)}) "
                              f"for {time.size} times and {len(labels)} labels, got {values.shape}.")
@@ -231,8 +247,10 @@ def write_storage(path: str | os.PathLike, motion: MotionData) -> None:
 
 
 def rotational_coordinates(model: Model) -> tuple[bool, ...]:
-    """Which coordinates are rotational: those that some revolute joint is a function of
-    alone (OpenSim's motion files give them in degrees when ``inDegrees=yes``).
+    """Which coordinates are rotational (OpenSim's motion files give them in degrees when
+    ``inDegrees=yes``): those that some revolute joint is a function of alone, and those
+    that revolute joints read and no prismatic joint does (the double pendulum's absolute
+    angle θ2, which the elbow reads as θ2 - θ1).
 
     **Arguments:**
 
@@ -243,12 +261,13 @@ def rotational_coordinates(model: Model) -> tuple[bool, ...]:
     A tuple of `model.nq` booleans in coordinate order: ``True`` for a rotational
     coordinate (rad), ``False`` for a translational one (m).
     """
-    rotational = [False] * model.nq
+    alone, read = set(), {"revolute": set(), "prismatic": set()}
     for joint in model.joints:
         idx = tuple(joint.function.coordinate_indices())
+        read[joint.kind].update(idx)
         if joint.kind == "revolute" and len(idx) == 1:
-            rotational[idx[0]] = True
-    return tuple(rotational)
+            alone.add(idx[0])
+    return tuple(k in alone or (k in read["revolute"] and k not in read["prismatic"]) for k in range(model.nq))
 
 
 def _column_coordinate(label: str) -> tuple[str, str | None]:
@@ -333,6 +352,11 @@ def coordinates_from_motion(model: Model, motion: MotionData, *, ignore=(), miss
         if c not in column_of:
             continue
         col = motion.values[:, column_of[c]]
+        bad = np.flatnonzero(~np.isfinite(col))
+        if bad.size:  # a NaN cell of the file (read_storage keeps them): the tools' splines would spread it
+            raise ModelError(f"{src}: coordinate {c!r} is not finite at {bad.size} frame{'s' if bad.size > 1 else ''} "
+                             f"(first at t = {', '.join(f'{t:g}' for t in motion.time[bad[:5]])} s): fill the gaps "
+                             "(e.g. by interpolation) or cut the motion before them.")
         if rotational[k] and motion.in_degrees:
             col = col * scale
         elif rotational[k] and check_units and col.size and np.max(np.abs(col)) > 2 * math.pi:
