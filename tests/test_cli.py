@@ -107,6 +107,10 @@ def test_bad_arguments_of_other_models_and_folders(tmp_path, capsys):
     assert "--n" in _error_line(capsys)
     assert main(["simulate", "three-link-arm", "--pid", "--out", str(tmp_path / "a")]) == 2
     assert "--pid" in _error_line(capsys)
+    for command in (["simulate", "double-pendulum", "--n", "3", "--out", str(tmp_path / "a")],
+                    ["info", "double-pendulum", "--n", "5"]):  # ignored before
+        assert main(command) == 2
+        assert "argument --n: the number of links is for planar-chain, not double-pendulum" in _error_line(capsys)
     assert main(["simulate", "triple-pendulum"]) == 2
     line = _error_line(capsys)
     assert "model" in line and "triple-pendulum" in line

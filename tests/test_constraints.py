@@ -312,6 +312,9 @@ def test_premodel_four_bar_quintic_takes_the_loops_exact_derivatives():
     ([0.0], [1.0], 2.0, {}, "step must be positive, finite and at most upper - lower"),
     ([0.0], [1.0], 0.1, dict(kind="fourier", order=0), r"order \(the Fourier series' harmonics\) must be an integer >= 1"),
     ([0.0], [1.0], 0.1, dict(kind="hermite"), "kind must be 'spline', 'fourier' or 'quintic', got 'hermite'"),
+    # These were ignored (a spline has no fundamental) or raised NumPy's broadcast error.
+    ([0.0], [1.0], 0.1, dict(omega=5.0), "omega is the Fourier series' fundamental; kind='spline' has none"),
+    ([0.0], [1.0], [0.1, 0.1], {}, r"step must be one number or one per coordinate \(1\), got \[0.1, 0.1\]"),
 ])
 def test_premodel_names_a_sweep_it_cannot_make(lower, upper, step, kwargs, message):
     """Before: NumPy's 'Number of samples, -9, must be non-negative' or an OverflowError from

@@ -167,6 +167,11 @@ def test_fourier_fit_recovers_coefficients():
     np.testing.assert_allclose(f.b, [0.0, -0.2, 0.0], atol=1e-12)
 
 
+TensorSpline = mb.constraints.TensorSpline
+_GRID = (jnp.linspace(0.0, 1.0, 4), jnp.linspace(0.0, 1.0, 5),
+         jnp.outer(jnp.linspace(0.0, 1.0, 4), jnp.linspace(0.0, 1.0, 5)))
+
+
 @pytest.mark.parametrize(
     "build, match",
     [
@@ -190,6 +195,15 @@ def test_fourier_fit_recovers_coefficients():
         (lambda: mb.FourierSeries(0, [0.0, 1.0], [1.0], [0.0], 1.0), "a0 and slope must be scalars"),
         (lambda: mb.FourierSeries(0, 0.0, [1.0], [0.0], 1.0, slope=[1.0, 2.0]), "a0 and slope must be scalars"),
         (lambda: mb.Constant([1.0, 2.0]), r"value must be a scalar, got shape \(2,\)"),
+        # A minimum-norm series through too few samples passed for a fit (21 coefficients, 5 samples).
+        (lambda: mb.FourierSeries.fit(0, _X5, jnp.sin(_X5), 10, 1.0), "order 10 has 21 coefficients, more than the 5"),
+        (lambda: mb.FourierSeries.fit(0, _X5, jnp.sin(_X5), 1, 1.0, slope=[1.0, 2.0]), "slope must be a scalar"),
+        (lambda: mb.Coordinate(-1), r"Coordinate: a coordinate index must be an integer >= 0 .* got -1"),
+        # The tensor spline ignored a third index and took one coordinate twice.
+        (lambda: TensorSpline((0, 1, 2), *_GRID), r"TensorSpline: indices must name two coordinates .* \(0, 1, 2\)"),
+        (lambda: TensorSpline((0, 0), *_GRID), "TensorSpline: indices must be two different coordinates"),
+        (lambda: TensorSpline((0,), *_GRID), "TensorSpline: indices must name two coordinates"),
+        (lambda: TensorSpline((0, 1), _GRID[0][::-1], *_GRID[1:]), "TensorSpline: x0 must hold at least two strictly"),
     ],
 )
 def test_bad_function_definitions_raise(build, match):

@@ -12,8 +12,9 @@ import pytest
 
 # Each case: a statement, and the exception type and message it must raise.
 CASES = {
-    "coordinate_fraction": ("mb.Coordinate(0.5)", "ModelError", "Coordinate: index must be an integer"),
-    "coordinate_name": ("mb.Coordinate('hip')", "ModelError", "Coordinate: index must be an integer"),
+    "coordinate_fraction": ("mb.Coordinate(0.5)", "ModelError",
+                            "Coordinate: a coordinate index must be an integer >= 0"),
+    "coordinate_name": ("mb.Coordinate('hip')", "ModelError", "Coordinate: a coordinate index must be an integer >= 0"),
     "builder_body_text": ("mb.ModelBuilder('m').add_body('pelvis')", "ModelError",
                           "ModelBuilder 'm': add_body takes a jaxmb.Body, got str"),
     "builder_joint_tuple": ("mb.ModelBuilder('m').add_joint(('hip', 'ground'))", "ModelError",
@@ -34,6 +35,21 @@ CASES = {
                              "write_function_paths: coordinates must be the OpenSim coordinates"),
     "motion_degrees_text": ("mb.io.MotionData([0.0, 0.1], ('a',), [[1.0], [2.0]], in_degrees='no')", "ValueError",
                             "MotionData: in_degrees must be True or False, got 'no'"),
+    # Counts and indices that int() cut silently (1.9 -> 1, 2.5 -> 2):
+    "linear_index_fraction": ("mb.Linear((0, 1.9), (1.0, 1.0))", "ModelError",
+                              "Linear: a coordinate index must be an integer >= 0"),
+    "linear_single_index": ("mb.Linear(0, (1.0,))", "ModelError",
+                            "Linear: indices must be a sequence of coordinate indices, got 0; write (0,) for one"),
+    "knots_index_fraction": ("mb.io.PiecewiseLinear(0.5, [0.0, 1.0], [0.0, 1.0])", "ModelError",
+                             "PiecewiseLinear: a coordinate index must be an integer >= 0"),
+    "gcv_half_order_fraction": ("mb.io.GCVSpline.fit(0, np.linspace(0, 1, 8), np.linspace(0, 1, 8)**3, 2.5)",
+                                "ModelError", "half_order must be an integer >= 1, got 2.5"),
+    "fourier_order_fraction": ("mb.FourierSeries.fit(0, np.linspace(0, 6, 40), np.sin(np.linspace(0, 6, 40)), "
+                               "2.5, 1.0)", "ModelError",
+                               "order (the number of harmonics) must be an integer >= 0, got 2.5"),
+    # AttributeError: 'Model' object has no attribute 'nq' (or 'solve'), before:
+    "premodel_model": ("mb.constraints.premodel(mb.models.four_bar(throw=False), [0.0], [1.0], 0.1)",
+                       "LoopClosureError", "premodel: closure must be a jaxmb.LoopClosure"),
     "simulate_steps_fraction": ("mb.simulate(mb.models.double_pendulum(), jnp.zeros(2), jnp.zeros(2), t1=0.1, "
                                 "max_steps=2.7)", "ValueError", "simulate: max_steps must be an integer >= 1, got 2.7"),
 }
@@ -43,6 +59,7 @@ import json, sys
 import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
+import numpy as np
 import pathlib
 import warnings
 import jaxmb as mb

@@ -20,6 +20,16 @@ from jaxtyping import Array, Float, Scalar
 from .._errors import ModelError
 
 
+def coordinate_index(value, owner: str) -> int:
+    """`value` as a coordinate's index in ``q``: an integer >= 0, else a ModelError naming
+    `owner`. ``int()`` would cut 1.9 to 1, and a float or a name fails only at the first
+    evaluation (a negative index would read from the end of ``q``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ModelError(f"{owner}: a coordinate index must be an integer >= 0 (the coordinate's position in q, as "
+                         f"ModelBuilder.add_coordinate returns it), got {value!r}.")
+    return int(value)
+
+
 def _is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 

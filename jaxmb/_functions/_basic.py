@@ -7,13 +7,12 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import float_array
 from .._errors import ModelError
 from .._typing import RealLike
-from ._base import AbstractJointFunction, _check_finite
+from ._base import AbstractJointFunction, _check_finite, coordinate_index
 
 
 class _AbstractParametric(AbstractJointFunction):
@@ -41,6 +40,14 @@ class _AbstractWrapper(AbstractJointFunction):
         return self.inner.coordinate_indices()
 
 
+def _sequence(values, owner: str, name: str) -> tuple:
+    """`values` as a tuple, a single index refused by name (``Linear(0, ...)`` for ``Linear((0,), ...)``)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ModelError(f"{owner}: {name} must be a sequence of coordinate indices, got {values!r}; "
+                         f"write ({values!r},) for one.")
+    return tuple(values)
+
+
 class Coordinate(AbstractJointFunction):
     """``f(q) = q[index]``: the joint variable is a generalized coordinate itself.
 
@@ -53,11 +60,7 @@ class Coordinate(AbstractJointFunction):
     index: int = eqx.field(static=True)
 
     def __init__(self, index: int):
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            # q[0.5] fails only when the model is first evaluated; q["hip"] likewise.
-            raise ModelError(f"Coordinate: index must be an integer (the coordinate's position in q, as "
-                             f"ModelBuilder.add_coordinate returns it), got {index!r}.")
-        self.index = int(index)
+        self.index = coordinate_index(index, "Coordinate")
 
     def __call__(self, q):
         return q[self.index]
@@ -118,7 +121,7 @@ class Linear(_AbstractParametric):
     offset: Float[Array, ""]
 
     def __init__(self, indices: Sequence[int], weights: RealLike, offset: RealLike = 0.0):
-        self.indices = tuple(int(i) for i in indices)
+        self.indices = tuple(coordinate_index(i, "Linear") for i in _sequence(indices, "Linear", "indices"))
         self.weights = float_array(weights)
         self.offset = float_array(offset)
         if self.weights.shape != (len(self.indices),):
@@ -157,7 +160,7 @@ class Polynomial(_AbstractParametric):
     coefficients: Float[Array, " k"]
 
     def __init__(self, index: int, coefficients: RealLike):
-        self.index = int(index)
+        self.index = coordinate_index(index, "Polynomial")
         self.coefficients = float_array(coefficients)
         if self.coefficients.ndim != 1 or self.coefficients.shape[0] == 0:
             raise ModelError("Polynomial joint function needs a non-empty 1-D coefficient array.")
@@ -251,7 +254,8 @@ class JaxFunction(AbstractJointFunction):
     def __init__(self, fn: Callable[[Array, Any], Array], params: Any = None, coordinates: Sequence[int] = ()):
         self.fn = fn
         self.params = params
-        self.coordinates = tuple(int(c) for c in coordinates)
+        self.coordinates = tuple(coordinate_index(c, "JaxFunction")
+                                 for c in _sequence(coordinates, "JaxFunction", "coordinates"))
 
     def __call__(self, q):
         return jnp.asarray(self.fn(q, self.params)).reshape(())

@@ -6,11 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import float_array
+from .._checks import float_array, is_concrete
 from .._errors import ModelError
 from .._spatial import own_buffer
 from .._typing import RealLike
-from ._base import _AbstractUnivariateFunction, _check_finite
+from ._base import _AbstractUnivariateFunction, _check_finite, coordinate_index
 
 
 class FourierSeries(_AbstractUnivariateFunction):
@@ -51,7 +51,7 @@ class FourierSeries(_AbstractUnivariateFunction):
     slope: Float[Array, ""]
 
     def __init__(self, index: int, a0, a, b, omega, slope=0.0):
-        self.index = int(index)
+        self.index = coordinate_index(index, type(self).__name__)
         self.a0 = float_array(a0)
         self.a = float_array(a)
         self.b = float_array(b)
@@ -97,6 +97,17 @@ class FourierSeries(_AbstractUnivariateFunction):
         if x.ndim != 1 or x.shape != y.shape:
             raise ModelError(f"FourierSeries.fit of coordinate {index}: x and y must be 1-D of equal length, "
                              f"got shapes {x.shape} and {y.shape}.")
+        if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
+            raise ModelError(f"FourierSeries.fit of coordinate {index}: order (the number of harmonics) must be an "
+                             f"integer >= 0, got {order!r}.")
+        if jnp.ndim(slope) != 0:
+            raise ModelError(f"FourierSeries.fit of coordinate {index}: slope must be a scalar, got shape "
+                             f"{jnp.shape(slope)}.")
+        if is_concrete(x) and np.unique(np.asarray(x)).size < 2 * order + 1:
+            # lstsq would return the minimum-norm series through the samples: not a fit
+            raise ModelError(f"FourierSeries.fit of coordinate {index}: order {order} has {2 * order + 1} "
+                             f"coefficients, more than the {np.unique(np.asarray(x)).size} distinct samples can "
+                             "determine; lower the order or give more samples.")
         y = y - float_array(slope) * x
         k = jnp.arange(1, order + 1, dtype=x.dtype)
         phase = omega * x[:, None] * k[None, :]

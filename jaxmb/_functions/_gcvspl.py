@@ -206,10 +206,12 @@ def gcvspline_fit(x, y, half_order: int, error_variance: float = 0.0) -> tuple[n
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
+    if isinstance(half_order, bool) or not isinstance(half_order, (int, np.integer)) or half_order < 1:
+        raise ValueError(f"half_order must be an integer >= 1, got {half_order!r}")  # int() cut 2.5 to 2
+    if np.ndim(error_variance) != 0:
+        raise ValueError(f"error_variance must be a number, got {error_variance!r}")
     m = int(half_order)
     n = x.size
-    if m < 1:
-        raise ValueError(f"half_order must be >= 1, got {half_order}")
     if x.ndim != 1 or y.shape != x.shape:
         raise ValueError(f"x and y must be 1-D of equal length, got {x.shape} and {y.shape}")
     if n < 2 * m:

@@ -25,7 +25,7 @@ from jaxtyping import Array, Float
 
 from .._errors import ModelError
 from .._typing import RealLike
-from ._base import AbstractJointFunction, _check_finite
+from ._base import AbstractJointFunction, _check_finite, coordinate_index
 from ._gcvspl import gcvspline_fit
 from ._splines import _cubic_spline_coefficients
 
@@ -66,7 +66,7 @@ class _AbstractKnotFunction(AbstractJointFunction):
     _minimum_knots: ClassVar[int]
 
     def __init__(self, index: int, x: RealLike, y: RealLike):
-        self.index = int(index)
+        self.index = coordinate_index(index, type(self).__name__)
         x, y = _knots(type(self).__name__, self.index, x, y, minimum=self._minimum_knots)
         self.x, self.y = jnp.asarray(x), jnp.asarray(y)
 
@@ -165,7 +165,7 @@ class GCVSpline(AbstractJointFunction):
     coefficients: Float[Array, "n_plus_1 order"]
 
     def __init__(self, index: int, x: RealLike, coefficients: RealLike):
-        self.index = int(index)
+        self.index = coordinate_index(index, type(self).__name__)
         x = np.asarray(x, dtype=float)
         coefficients = np.asarray(coefficients, dtype=float)
         if x.ndim != 1 or x.size < 2 or coefficients.ndim != 2 or coefficients.shape[0] != x.size + 1:

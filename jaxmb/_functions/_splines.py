@@ -12,7 +12,7 @@ from jaxtyping import Array, Float
 from .._checks import float_array
 from .._errors import ModelError
 from .._typing import RealLike
-from ._base import _AbstractUnivariateFunction, _check_finite, _is_traced
+from ._base import _AbstractUnivariateFunction, _check_finite, _is_traced, coordinate_index
 
 _END_CONDITIONS = ("natural", "not-a-knot-fmm")
 
@@ -129,7 +129,7 @@ class CubicSpline(_AbstractUnivariateFunction):
     d: Float[Array, " n"]
 
     def __init__(self, index, x, y, b, c, d):
-        self.index = int(index)
+        self.index = coordinate_index(index, type(self).__name__)
         self.x, self.y, self.b, self.c, self.d = (
             float_array(v) for v in (x, y, b, c, d)
         )
@@ -283,7 +283,7 @@ class QuinticSpline(_AbstractUnivariateFunction):
 
     def __init__(self, index: int, x0: float, step: float, coefficients, *, periodic: bool = False,
                  slope: RealLike = 0.0):
-        self.index = int(index)
+        self.index = coordinate_index(index, type(self).__name__)
         try:
             self.x0, self.step = float(x0), float(step)
         except (TypeError, jax.errors.ConcretizationTypeError):

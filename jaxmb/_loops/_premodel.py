@@ -16,8 +16,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import float_array
+from .._checks import float_array, is_concrete
+from .._errors import ModelError
 from .._functions import AbstractJointFunction, CubicSpline, FourierSeries, QuinticSpline
+from .._functions._base import coordinate_index
 from .._loop_closure import LoopClosure, LoopClosureError
 from .._model import Model
 from ._model_loops import _closures
@@ -45,8 +47,20 @@ class TensorSpline(AbstractJointFunction):
     x1: Float[Array, " n1"]
 
     def __init__(self, indices, x0, x1, values):
-        self.indices = (int(indices[0]), int(indices[1]))
+        indices = tuple(indices) if hasattr(indices, "__iter__") and not isinstance(indices, str) else (indices,)
+        if len(indices) != 2:  # a third index was ignored, one index failed with an IndexError
+            raise ModelError(f"TensorSpline: indices must name two coordinates (i0, i1), got {indices!r}.")
+        self.indices = tuple(coordinate_index(i, "TensorSpline") for i in indices)
+        if self.indices[0] == self.indices[1]:
+            raise ModelError(f"TensorSpline: indices must be two different coordinates, got {indices!r}.")
         x0, x1, values = float_array(x0), float_array(x1), float_array(values)
+        if x0.ndim != 1 or x1.ndim != 1 or values.shape != (x0.size, x1.size):
+            raise ModelError(f"TensorSpline: x0 (n0,), x1 (n1,) and values (n0, n1) expected, got shapes {x0.shape}, "
+                             f"{x1.shape} and {values.shape}.")
+        for name, x in (("x0", x0), ("x1", x1)):
+            if is_concrete(x) and not (x.size >= 2 and np.all(np.diff(np.asarray(x)) > 0.0)):
+                raise ModelError(f"TensorSpline: {name} must hold at least two strictly increasing knots, got "
+                                 f"{np.asarray(x).tolist()}.")
         self.columns = eqx.filter_jit(eqx.filter_vmap(natural_spline_fit, in_axes=(None, None, 1)))(0, x0, values)
         self.x1 = x1
 
@@ -157,7 +171,9 @@ def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float
 
     - `closure`: the [`jaxmb.LoopClosure`][jaxmb.LoopClosure] to pre-model (nq of 1 or 2).
     - `lower`, `upper`: the sweep's bounds (nq,), rad or m.
-    - `step`: the grid spacing, a scalar or one per coordinate, rad or m.
+    - `step`: the grid spacing, a scalar or one per coordinate, rad or m; rounded so that
+      whole intervals fill each range (``round((upper - lower) / step)`` intervals: 0.3
+      over a range of 1 gives three intervals of 1/3).
     - `kind`: ``"spline"``, ``"fourier"`` or ``"quintic"`` (see above).
     - `order`: the Fourier series' number of harmonics.
     - `omega`: the Fourier series' fundamental (rad per unit of ``q``).
@@ -172,11 +188,20 @@ def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float
 
     [`jaxmb.LoopClosureError`][jaxmb.LoopClosureError] for bounds of the wrong length, not finite
     or not increasing, a step that is not positive or exceeds the range, an unknown `kind`, a
-    Fourier `order` below 1, a `periodic` fit other than quintic, or more than two coordinates.
+    Fourier `order` below 1, an `omega` for another kind, a `periodic` fit other than quintic,
+    more than two coordinates, or a `closure` that is not a `LoopClosure`.
     """
+    if not isinstance(closure, LoopClosure):
+        raise LoopClosureError(f"premodel: closure must be a jaxmb.LoopClosure (an ImplicitJointFunction's "
+                               f"`.closure`), got {type(closure).__name__}; for a whole model use premodeled(model, "
+                               "...).")
     lower = np.atleast_1d(np.asarray(lower, dtype=float))
     upper = np.atleast_1d(np.asarray(upper, dtype=float))
-    steps = np.broadcast_to(np.atleast_1d(np.asarray(step, dtype=float)), lower.shape)
+    try:
+        steps = np.broadcast_to(np.atleast_1d(np.asarray(step, dtype=float)), lower.shape)
+    except ValueError:
+        raise LoopClosureError(f"premodel: step must be one number or one per coordinate ({lower.size}), "
+                               f"got {step!r}.") from None
     nq = closure.nq
     if lower.shape != (nq,) or upper.shape != (nq,):
         raise LoopClosureError(f"premodel: lower/upper must have {nq} entries.")
@@ -191,6 +216,8 @@ def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float
     if kind == "fourier" and not (isinstance(order, (int, np.integer)) and order >= 1):
         raise LoopClosureError(f"premodel: order (the Fourier series' harmonics) must be an integer >= 1, "
                                f"got {order!r}.")
+    if omega is not None and kind != "fourier":
+        raise LoopClosureError(f"premodel: omega is the Fourier series' fundamental; kind={kind!r} has none.")
     if periodic and kind != "quintic":
         raise LoopClosureError(f"premodel: periodic=True applies to kind='quintic' (a Fourier fit is periodic "
                                f"by construction, a natural spline cannot be), got kind={kind!r}.")

@@ -11,7 +11,7 @@ import pathlib
 import warnings
 
 from ._errors import CommandError
-from ._paths import BUILT_IN_MODELS, check_model_file
+from ._paths import BUILT_IN_MODELS, chain_links, check_model_file
 
 
 def _num(x: float) -> str:
@@ -140,7 +140,7 @@ def info(args) -> int:
 
     jax.config.update("jax_enable_x64", True)
     if args.model in BUILT_IN_MODELS:
-        model = _built_in(args.model, args.n)
+        model = _built_in(args.model, chain_links(args))
         print(describe(model, f"built-in {args.model}"))
         return 0
     model, eliminated, notes = _load(args.model)

@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--fps", type=positive_float, default=100.0, help="saved samples per second [1/s] (default 100)")
     sim.add_argument("--max-steps", type=_int_at_least(1), default=1_000_000,
                      help="most solver steps before the run is a failure (default 1000000)")
-    sim.add_argument("--n", type=_int_at_least(1, 1000), default=7, help="number of links of planar-chain (default 7)")
+    sim.add_argument("--n", type=_int_at_least(1, 1000), default=None,
+                     help="number of links of planar-chain (default 7)")
     sim.add_argument("--pid", action="store_true",
                      help="double pendulum: Watanabe and Duarte's PID holding the elbow at pi/3")
 
@@ -143,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", parents=[common],
                           help="what a model holds: coordinates, bodies, muscles, wrap objects, what was skipped")
     info.add_argument("model", help=f"path to an OpenSim .osim file, or a built-in model ({', '.join(BUILT_IN_MODELS)})")
-    info.add_argument("--n", type=_int_at_least(1, 1000), default=7, help="number of links of planar-chain (default 7)")
+    info.add_argument("--n", type=_int_at_least(1, 1000), default=None,
+                      help="number of links of planar-chain (default 7)")
     return parser
 
 

@@ -48,3 +48,11 @@ def check_out_folder(path: str) -> pathlib.Path:
             made.rmdir()
             made = made.parent
     return out
+
+
+def chain_links(args) -> int:
+    """``--n`` of a built-in model: planar-chain's number of links (default 7); given for
+    another model it would be ignored, so it is a :class:`UsageError`."""
+    if args.n is not None and args.model != "planar-chain":
+        raise UsageError(f"argument --n: the number of links is for planar-chain, not {args.model}")
+    return 7 if args.n is None else args.n

@@ -12,7 +12,7 @@ import time
 
 from ._cache import CacheCounter
 from ._errors import CommandError, UsageError
-from ._paths import check_out_folder
+from ._paths import chain_links, check_out_folder
 from ._progress import Stages
 
 # Saved samples: more would make a CSV of gigabytes.
@@ -35,6 +35,7 @@ def check_arguments(args) -> int:
                          f"samples, more than {_MAX_SAMPLES}; lower --fps")
     if args.pid and args.model != "double-pendulum":
         raise UsageError(f"argument --pid: the PID controller is for double-pendulum, not {args.model}")
+    chain_links(args)
     check_out_folder(args.out)
     return samples
 
@@ -62,9 +63,10 @@ def _model_and_start(args):
         q0 = jnp.array([-np.pi / 2, 0.3, 0.2])
         qd0 = jnp.zeros(3)
     else:
-        model = mb.models.planar_chain(args.n)
-        q0 = jnp.full(args.n, 0.3)
-        qd0 = jnp.zeros(args.n)
+        n = chain_links(args)
+        model = mb.models.planar_chain(n)
+        q0 = jnp.full(n, 0.3)
+        qd0 = jnp.zeros(n)
     return model, q0, qd0, controller
 
 

@@ -163,7 +163,7 @@ def _parse_gcvspline(xml: XmlReader, element, inner):
     half_order = xml.floats(element, "half_order", default=None)
     if half_order is None or half_order.size != 1 or half_order[0] != int(half_order[0]) \
             or half_order[0] < 1:
-        xml.fail(element, f"GCVSpline needs <half_order> m >= 1 (degree 2m - 1), got "
+        xml.fail(element, f"GCVSpline needs <half_order> m, an integer >= 1 (degree 2m - 1), got "
                           f"{None if half_order is None else half_order.tolist()}; OpenSim fails without it.")
     m = int(half_order[0])
     variance = xml.number(element, "error_variance", default=0.0)
