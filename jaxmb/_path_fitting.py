@@ -173,8 +173,8 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
 
     **Returns:** a [`jaxmb.FunctionPathFit`][jaxmb.FunctionPathFit].
 
-    **Raises:** `ValueError` for samples of the wrong shape or not finite, a `max_order`
-    below 1, tolerances that are not positive, a path that spans no coordinate, or
+    **Raises:** `ValueError` for a model without paths, samples of the wrong shape or not
+    finite, a `max_order` below 1, tolerances that are not positive, a path that spans no coordinate, or
     samples too few or too alike to over-determine an order's coefficients.
     """
     q = np.asarray(q, dtype=float)
@@ -187,6 +187,8 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
             raise ValueError(f"fit_function_paths: {name} must be a positive number of metres, got {tol!r}.")
     ligaments = [i for i, f in enumerate(model.forces) if isinstance(f, Ligament)]
     paths = list(model.muscles) + [model.forces[i].path for i in ligaments]
+    if not paths:  # a ZeroDivisionError further on
+        raise ValueError(f"fit_function_paths: model {model.name!r} has no muscles or ligaments, so no paths to fit.")
     every = eqx.tree_at(lambda m: m.muscles, model, tuple(paths))  # every path, evaluated together
     lengths, R, ok = _samples(every, q, progress)
     orders = []

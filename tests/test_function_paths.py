@@ -241,6 +241,8 @@ def test_fitting_refuses_what_it_cannot_fit():
             mb.fit_function_paths(_slider(), samples, length_tolerance=bad)
         with pytest.raises(ValueError, match="moment_arm_tolerance must be a positive number of metres"):
             mb.fit_function_paths(_slider(), samples, moment_arm_tolerance=bad)
+    with pytest.raises(ValueError, match="model 'double_pendulum' has no muscles or ligaments"):  # ZeroDivisionError
+        mb.fit_function_paths(mb.models.double_pendulum(), np.zeros((8, 2)))
 
 
 def test_written_path_sets_are_opensims_own_format(tmp_path):

@@ -50,6 +50,19 @@ CASES = {
     # AttributeError: 'Model' object has no attribute 'nq' (or 'solve'), before:
     "premodel_model": ("mb.constraints.premodel(mb.models.four_bar(throw=False), [0.0], [1.0], 0.1)",
                        "LoopClosureError", "premodel: closure must be a jaxmb.LoopClosure"),
+    # The imaginary part was dropped (NumPy's ComplexWarning only); text failed in JAX naming no argument:
+    "polynomial_complex": ("mb.Polynomial(0, [1 + 1j, 2.0])", "ModelError",
+                           "Polynomial: coefficients must be real numbers"),
+    "constant_text": ("mb.Constant('1.0')", "ModelError", "Constant joint function: value must be numbers, got '1.0'"),
+    # Swapped or wrapped arguments: an AttributeError on .forces or .source, or 'not iterable':
+    "function_paths_swapped": ("mb.io.write_function_paths('/nonexistent/x.xml', mb.load_osim(ARM26), [])",
+                               "TypeError", "write_function_paths: model must be a jaxmb.Model"),
+    "function_paths_import": ("mb.io.write_function_paths(mb.load_osim(ARM26), '/nonexistent/x.xml', "
+                              "mb.io.read_osim(ARM26))", "TypeError",
+                              "write_function_paths: coordinates must be the import's .coordinates"),
+    "motion_swapped": ("mb.io.coordinates_from_motion(mb.io.MotionData([0.0], ('a',), [[1.0]]), "
+                       "mb.models.double_pendulum())", "TypeError",
+                       "coordinates_from_motion: takes a jaxmb.Model and a MotionData"),
     "simulate_steps_fraction": ("mb.simulate(mb.models.double_pendulum(), jnp.zeros(2), jnp.zeros(2), t1=0.1, "
                                 "max_steps=2.7)", "ValueError", "simulate: max_steps must be an integer >= 1, got 2.7"),
 }

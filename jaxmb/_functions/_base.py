@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Scalar
 
+from .._checks import float_array
 from .._errors import ModelError
 
 
@@ -28,6 +29,25 @@ def coordinate_index(value, owner: str) -> int:
         raise ModelError(f"{owner}: a coordinate index must be an integer >= 0 (the coordinate's position in q, as "
                          f"ModelBuilder.add_coordinate returns it), got {value!r}.")
     return int(value)
+
+
+def real_numbers(value, owner: str, name: str):
+    """`value` as a float array, else a ModelError naming `owner` and `name`: text fails in
+    JAX with a message that names no argument, and a complex value would lose its
+    imaginary part to the cast (with only NumPy's ComplexWarning)."""
+    if hasattr(value, "dtype"):  # an array (maybe traced)
+        complex_ = jnp.issubdtype(value.dtype, jnp.complexfloating)
+    else:  # numbers or nested sequences of them
+        try:
+            complex_ = any(isinstance(v, complex) for v in np.ravel(np.asarray(value, dtype=object)))
+        except Exception:  # noqa: BLE001 -- e.g. a list holding tracers: float_array below decides
+            complex_ = False
+    if complex_:
+        raise ModelError(f"{owner}: {name} must be real numbers, got {value!r}.")
+    try:
+        return float_array(value)
+    except (TypeError, ValueError):
+        raise ModelError(f"{owner}: {name} must be numbers, got {value!r}.") from None
 
 
 def _is_traced(x) -> bool:

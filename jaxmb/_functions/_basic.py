@@ -12,7 +12,7 @@ from jaxtyping import Array, Float
 from .._checks import float_array
 from .._errors import ModelError
 from .._typing import RealLike
-from ._base import AbstractJointFunction, _check_finite, coordinate_index
+from ._base import AbstractJointFunction, _check_finite, coordinate_index, real_numbers
 
 
 class _AbstractParametric(AbstractJointFunction):
@@ -87,7 +87,7 @@ class Constant(AbstractJointFunction):
     value: Float[Array, ""]
 
     def __init__(self, value: RealLike):
-        self.value = float_array(value)
+        self.value = real_numbers(value, "Constant joint function", "value")
         if self.value.ndim:  # a joint variable is a scalar; an array broadcast into the pose
             raise ModelError(f"Constant joint function: value must be a scalar, got shape {self.value.shape}.")
         _check_finite("Constant joint function", "give a finite value.", value=self.value)
@@ -161,7 +161,7 @@ class Polynomial(_AbstractParametric):
 
     def __init__(self, index: int, coefficients: RealLike):
         self.index = coordinate_index(index, "Polynomial")
-        self.coefficients = float_array(coefficients)
+        self.coefficients = real_numbers(coefficients, "Polynomial", "coefficients")
         if self.coefficients.ndim != 1 or self.coefficients.shape[0] == 0:
             raise ModelError("Polynomial joint function needs a non-empty 1-D coefficient array.")
         _check_finite(f"Polynomial of coordinate {self.index}", "give finite coefficients.",
@@ -189,6 +189,14 @@ class Composed(_AbstractWrapper):
 
     outer: AbstractJointFunction
     inner: AbstractJointFunction
+
+    def __init__(self, outer: AbstractJointFunction, inner: AbstractJointFunction):
+        reads = set(outer.coordinate_indices()) - {0}
+        if reads:  # x has one element: JAX would clamp x[1] to x[0]
+            raise ModelError(f"Composed: outer must be a function of x[0] alone (x = (inner(q),)), e.g. "
+                             f"CubicSpline.fit(0, ...); it reads indices {sorted(reads)}.")
+        self.outer = outer
+        self.inner = inner
 
     def _wrapped(self):
         return (self.outer, self.inner)

@@ -36,6 +36,12 @@ def write_function_paths(model: Model, path: str | os.PathLike, coordinates: Seq
     paths, or a path over a coordinate that is not an independent coordinate of
     `coordinates`.
     """
+    if not isinstance(model, Model):  # (path, model, ...) swapped: an AttributeError on .forces
+        raise TypeError(f"write_function_paths: model must be a jaxmb.Model (the arguments are model, path, "
+                        f"coordinates), got {type(model).__name__}.")
+    if hasattr(coordinates, "coordinates") and hasattr(coordinates, "model"):  # the import itself
+        raise TypeError("write_function_paths: coordinates must be the import's .coordinates "
+                        "(jaxmb.io.read_osim(file).coordinates), got the import itself.")
     if isinstance(coordinates, str) or not all(hasattr(c, "joint") and hasattr(c, "name") for c in coordinates):
         raise TypeError("write_function_paths: coordinates must be the OpenSim coordinates of the model's file, "
                         "jaxmb.io.read_osim(file).coordinates (each names its joint, which the written paths "

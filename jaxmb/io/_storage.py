@@ -312,6 +312,9 @@ def coordinates_from_motion(model: Model, motion: MotionData, *, ignore=(), miss
     coordinate of the model (with the closest coordinate names), missing coordinates,
     and values that look like degrees in a file labelled ``inDegrees=no``.
     """
+    if not isinstance(model, Model) or not isinstance(motion, MotionData):  # an AttributeError on .source before
+        raise TypeError(f"coordinates_from_motion: takes a jaxmb.Model and a MotionData (jaxmb.io.read_storage(file)), "
+                        f"got {type(model).__name__} and {type(motion).__name__}.")
     if missing not in ("error", "default"):
         raise ValueError(f"coordinates_from_motion: missing must be 'error' or 'default', got {missing!r}.")
     src = motion.source or "motion"
@@ -338,8 +341,8 @@ def coordinates_from_motion(model: Model, motion: MotionData, *, ignore=(), miss
             close = difflib.get_close_matches(_column_coordinate(label)[0], names, n=3, cutoff=0.5)
             hints.append(f"{label!r}" + (f" (closest coordinates: {', '.join(close)})" if close else ""))
         raise ModelError(f"{src}: columns that are no coordinate of model {model.name!r}: {'; '.join(hints)}. "
-                         f"Rename them to the model's coordinates {names}, or pass ignore=[...] for "
-                         "columns to skip.")
+                         f"Rename them to the model's coordinates {names}, or skip them (ignore=[...] in Python; "
+                         "remove them from the file for the jaxmb commands).")
     absent = [c for c in names if c not in column_of]
     if absent and missing == "error":
         raise ModelError(f"{src}: no column for the model's coordinates {absent}; add them to the file, or "
