@@ -1,5 +1,6 @@
 """A mutable helper that assembles a :class:`jaxmb.Model` step by step."""
 
+import warnings
 from collections.abc import Sequence
 
 import jax.numpy as jnp
@@ -46,7 +47,8 @@ class ModelBuilder:
         - `range`: ``(lower, upper)`` with ``lower <= upper`` (rad or m).
 
         **Raises:** [`jaxmb.ModelError`][jaxmb.ModelError] for a duplicate name, a range that is
-        not two numbers or empty, a default that is not finite.
+        not two numbers or empty, a default that is not finite; warns (``UserWarning``) for a
+        default outside the range.
         """
         if not isinstance(name, str):
             raise ModelError(f"Coordinate name must be a string, got {name!r}.")
@@ -63,6 +65,12 @@ class ModelBuilder:
             )
         if not np.isfinite(float(default)):
             raise ModelError(f"Coordinate {name!r}: default {default!r} must be finite.")
+        if not lower <= float(default) <= upper:
+            # A warning, not an error: the range bounds the tools (sweeps, sampling), not the
+            # kinematics, and a default of 0 outside a range is a common oversight to flag.
+            warnings.warn(f"Coordinate {name!r}: default {float(default):g} is outside its range [{lower:g}, "
+                          f"{upper:g}]; the model's q_default starts there. Give a default inside the range.",
+                          stacklevel=2)
         self.coordinates.append(name)
         self.defaults.append(float(default))
         self.lower.append(lower)

@@ -12,9 +12,12 @@ Notation: ``B_i = (0_i A4)ᵀ`` (4x4); ``D_i = ∂B_i/∂q`` (4 nq x 4) and
 ``D_i[r nq + a, c] = ∂B_rc/∂q_a`` and ``D'_i[(r nq + a) nq + b, c] = ∂²B_rc/∂q_a∂q_b``.
 """
 
+import functools
+
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._checks import eager_finite_vector
 from ._kinematics import joint_gradients, joint_hessians, joint_transforms, joint_values
 from ._model import Model
 from ._spatial import commutation, vec
@@ -33,6 +36,20 @@ __all__ = [
     "velocity_matrix",
     "gravity_forces",
 ]
+
+
+def _coordinates(fn):
+    """Check a public function's `q` (and `qd`) against the model, naming the function
+    (`eager_finite_vector`: shape, dtype, and finite where the values are at hand);
+    before, a wrong shape surfaced as ``joint_values:`` or as a raw ``dot_general`` error."""
+    @functools.wraps(fn)
+    def wrapper(model, q, *rest):
+        caller = f"matrix_calculus.{fn.__name__}"
+        q = eager_finite_vector(model, q, caller, "q")
+        rest = tuple(eager_finite_vector(model, x, caller, "qd", dtype=q.dtype) for x in rest)
+        return fn(model, q, *rest)
+
+    return wrapper
 
 
 def _frames(model: Model, q):
@@ -62,6 +79,7 @@ def _relative(poses, a: int, b: int):
     return inv @ pb
 
 
+@_coordinates
 def B_matrices(model: Model, q) -> Float[Array, "nb 4 4"]:
     """``B_i = (0_i A4)ᵀ`` for every body: the transposed ground-from-body transforms (Ehsani 2016, Eq. 43).
 
@@ -87,6 +105,7 @@ def _W(poses, hats, j: int, i: int):
     return poses[j] @ hats[j] @ _relative(poses, j, i)
 
 
+@_coordinates
 def D_recursive(model: Model, q) -> list[Array]:
     """``D_i = ∂B_i/∂q`` of every body by the recursion of Ehsani (2016), Eq. 74.
 
@@ -118,6 +137,7 @@ def D_recursive(model: Model, q) -> list[Array]:
     return out
 
 
+@_coordinates
 def D_closed_form(model: Model, q) -> list[Array]:
     """``D_i = ∂B_i/∂q`` of every body in closed form (Ehsani 2016, Eq. 75-76).
 
@@ -140,6 +160,7 @@ def D_closed_form(model: Model, q) -> list[Array]:
             for i in range(model.n_bodies)]
 
 
+@_coordinates
 def D2_recursive(model: Model, q) -> list[Array]:
     """``D'_i = ∂²B_i/∂q²`` of every body by the recursion of Ehsani (2016), Eq. 89 (corrected).
 
@@ -180,6 +201,7 @@ def D2_recursive(model: Model, q) -> list[Array]:
     return out
 
 
+@_coordinates
 def D2_closed_form(model: Model, q) -> list[Array]:
     """``D'_i = ∂²B_i/∂q²`` of every body in closed form (Ehsani 2016, Eq. 99, corrected).
 
@@ -321,6 +343,7 @@ def body_gravity_forces(body, d, gravity, nq) -> Float[Array, " nq"]:
     return body.mass * (jnp.kron(rbar[None, :], jnp.eye(nq, dtype=dt)) @ d @ gbar)
 
 
+@_coordinates
 def mass_matrix(model: Model, q) -> Float[Array, "nq nq"]:
     """Mass matrix ``M(q) = Σ_i M_i`` by Ehsani's matrix calculus (Ehsani 2016, Eq. 189).
 
@@ -343,6 +366,7 @@ def mass_matrix(model: Model, q) -> Float[Array, "nq nq"]:
     return sum(body_mass_matrix(b, ds[i], model.nq) for i, b in enumerate(model.bodies))
 
 
+@_coordinates
 def velocity_matrix(model: Model, q, qd) -> Float[Array, "nq nq"]:
     """Velocity matrix ``N(q, q') = Σ_i N_i`` by Ehsani's matrix calculus (Ehsani 2016, Eq. 190).
 
@@ -367,6 +391,7 @@ def velocity_matrix(model: Model, q, qd) -> Float[Array, "nq nq"]:
     return sum(body_velocity_matrix(b, ds[i], d2s[i], qd, model.nq) for i, b in enumerate(model.bodies))
 
 
+@_coordinates
 def gravity_forces(model: Model, q) -> Float[Array, " nq"]:
     """Generalized gravity force ``G(q) = Σ_i G_i`` by Ehsani's matrix calculus (Ehsani 2016, Eq. 197).
 

@@ -331,3 +331,14 @@ def test_dynamics_and_simulations_split_by_shard_map_equal_the_plain_batch():
                                       check_vma=False))
         assert_tree_allclose(split(jax.device_put(q0s, jax.NamedSharding(mesh, P("states")))),
                              jax.jit(jax.vmap(call))(q0s), rtol=1e-13)
+
+
+@pytest.mark.parametrize("name, arg, call", [
+    ("velocity_matrix", "qd", lambda: mb.matrix_calculus.velocity_matrix(MODEL, GOOD, BAD)),
+    ("mass_matrix", "q", lambda: mb.matrix_calculus.mass_matrix(MODEL, BAD)),
+    ("D_closed_form", "q", lambda: mb.matrix_calculus.D_closed_form(MODEL, BAD)),
+])
+def test_the_matrix_calculus_route_names_its_own_function(name, arg, call):
+    """Before: 'joint_values: q must have shape ...', or a raw dot_general error for qd."""
+    with pytest.raises(mb.ModelError, match=rf"matrix_calculus.{name}: {arg} must have shape \(2,\)"):
+        call()

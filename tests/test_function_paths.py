@@ -123,6 +123,9 @@ def test_muscle_forces_act_through_the_fitted_moment_arms():
     (lambda: mb.MultivariatePolynomial([1.0, 2.0], 2, 1), r"2 arguments of order 1 need C\(2 \+ 1, 1\) = 3 coefficients, got 2"),
     (lambda: mb.MultivariatePolynomial([1.0, np.nan, 0.0], 2, 1), r"coefficients must be finite"),
     (lambda: mb.MultivariatePolynomial([1.0], 0, 0), r"dimension must be at least 1"),
+    # A table was flattened, extra arguments ignored (probe 40):
+    (lambda: mb.MultivariatePolynomial([[1.0, 2.0, 3.0]], 2, 1), r"coefficients must be a 1-D array .* \(1, 3\)"),
+    (lambda: mb.MultivariatePolynomial([1.0, 2.0, 3.0], 2, 1)(jnp.zeros(3)), r"x must hold its 2 arguments"),
     (lambda: mb.FunctionBasedPath([mb.Coordinate(0)], mb.MultivariatePolynomial([1.0, 2.0, 3.0], 2, 1)),
      r"the length function has 2 arguments but the path names 1 coordinates"),
     (lambda: mb.FunctionBasedPath([0], mb.MultivariatePolynomial([1.0, 2.0], 1, 1)), r"coordinates must be joint functions"),
@@ -132,6 +135,12 @@ def test_muscle_forces_act_through_the_fitted_moment_arms():
 def test_bad_function_paths_are_refused_at_construction(build, message):
     with pytest.raises(mb.ModelError, match=message):
         build()
+
+
+def test_polynomial_exponents_refuse_an_order_below_zero():
+    """Before: an empty table for order -1."""
+    with pytest.raises(ValueError, match="order an integer >= 0, got 2 and -1"):
+        mb.polynomial_exponents(2, -1)
 
 
 @pytest.mark.parametrize("old, new, message", [
@@ -157,7 +166,7 @@ def _slider():
     """A block sliding along x (coordinate "x" in [0.5, 1]) with a muscle from the ground's
     origin to the block's point (0.1, 0, 0): its length is exactly x + 0.1."""
     b = mb.ModelBuilder("slider")
-    c = b.add_coordinate("x", range=(0.5, 1.0))
+    c = b.add_coordinate("x", default=0.75, range=(0.5, 1.0))
     b.add_body(mb.Body("block", 1.0, (0.0, 0.0, 0.0), jnp.eye(3) * 1e-3))
     b.add_joint(mb.prismatic("slide", "ground", "block", (1, 0, 0), mb.Coordinate(c)))
     b.muscles.append(mb.Muscle("pull", [mb.PathPoint("ground", (0.0, 0.0, 0.0)), mb.PathPoint("block", (0.1, 0.0, 0.0))]))
@@ -202,7 +211,7 @@ def test_a_few_samples_far_off_the_fit_are_left_out_as_outliers():
     `path_status` noticing) bends a least-squares fit everywhere: left out, the slider's
     exact length x + 0.1 is recovered; kept (OpenSim's fitter's way), it is not."""
     b = mb.ModelBuilder("slider")
-    c = b.add_coordinate("x", range=(0.5, 1.0))
+    c = b.add_coordinate("x", default=0.75, range=(0.5, 1.0))
     b.add_body(mb.Body("block", 1.0, (0.0, 0.0, 0.0), jnp.eye(3) * 1e-3))
     b.add_joint(mb.prismatic("slide", "ground", "block", (1, 0, 0), mb.Coordinate(c)))
     b.muscles.append(mb.Muscle("pull", [mb.PathPoint("ground", (0.0, 0.0, 0.0)),

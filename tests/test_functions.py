@@ -206,6 +206,7 @@ _GRID = (jnp.linspace(0.0, 1.0, 4), jnp.linspace(0.0, 1.0, 5),
         (lambda: TensorSpline((0, 1), _GRID[0][::-1], *_GRID[1:]), "TensorSpline: x0 must hold at least two strictly"),
         # x = (inner(q),) has one element: x[1] read x[0].
         (lambda: mb.Composed(mb.Polynomial(1, [0.0, 1.0]), mb.Coordinate(0)), r"Composed: .* reads indices \[1\]"),
+        (lambda: mb.Linear((0,), (1.0,), offset=[0.0, 1.0]), r"offset must be a scalar, got shape \(2,\)"),
     ],
 )
 def test_bad_function_definitions_raise(build, match):

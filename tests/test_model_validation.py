@@ -183,6 +183,12 @@ def _arm(coords=("q",), end=None, extra=None):
     return b.build()
 
 
+def test_a_default_outside_the_range_is_flagged():
+    """Before: accepted silently (a default of 0 left outside a range of [0.5, 1])."""
+    with pytest.warns(UserWarning, match=r"Coordinate 'x': default 0 is outside its range \[0.5, 1\]"):
+        mb.ModelBuilder().add_coordinate("x", range=(0.5, 1.0))
+
+
 def test_empty_coordinate_range_is_refused():
     b = mb.ModelBuilder()
     with pytest.raises(mb.ModelError, match=r"Coordinate 'knee': range \(1, -1\).*lower <= upper"):

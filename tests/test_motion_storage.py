@@ -116,6 +116,13 @@ def test_a_coordinate_that_is_not_finite_in_the_file_is_named(tmp_path):
 # ---- broken inputs: one test each, asserting the message ----
 
 
+def test_an_empty_column_label(tmp_path):
+    """Before: 'a row of 3 numbers under 2 column labels' (the empty label was dropped)."""
+    path = _write(tmp_path, "x\nendheader\ntime\t\tb\n0\t1\t2\n")
+    with pytest.raises(mb.ModelError, match=r"m\.mot:3: an empty column label after 'time' \(two tabs in a row\)"):
+        read_storage(path)
+
+
 def test_missing_time_column(tmp_path):
     path = _write(tmp_path, "x\nendheader\nframe\tr_elbow_flex\n0\t1\n")
     with pytest.raises(mb.ModelError, match=r"m\.mot:3: the first column is 'frame', not 'time'"):

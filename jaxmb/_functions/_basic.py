@@ -113,7 +113,8 @@ class Linear(_AbstractParametric):
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] for weights of another length than `indices`, or non-finite values.
+    [`jaxmb.ModelError`][jaxmb.ModelError] for weights of another length than `indices`, an offset that
+    is not a scalar, or non-finite values.
     """
 
     indices: tuple[int, ...] = eqx.field(static=True)
@@ -122,8 +123,10 @@ class Linear(_AbstractParametric):
 
     def __init__(self, indices: Sequence[int], weights: RealLike, offset: RealLike = 0.0):
         self.indices = tuple(coordinate_index(i, "Linear") for i in _sequence(indices, "Linear", "indices"))
-        self.weights = float_array(weights)
-        self.offset = float_array(offset)
+        self.weights = real_numbers(weights, "Linear joint function", "weights")
+        self.offset = real_numbers(offset, "Linear joint function", "offset")
+        if self.offset.ndim:  # a joint variable is a scalar: a vector failed at build naming no joint
+            raise ModelError(f"Linear joint function: offset must be a scalar, got shape {self.offset.shape}.")
         if self.weights.shape != (len(self.indices),):
             raise ModelError(
                 f"Linear joint function: {len(self.indices)} indices but weights of "

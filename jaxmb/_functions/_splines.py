@@ -135,7 +135,8 @@ class CubicSpline(_AbstractUnivariateFunction):
         )
         _check_finite(f"CubicSpline of coordinate {self.index}",
                       "the knots and coefficients must be finite numbers; build the spline with "
-                      "CubicSpline.fit from finite samples.",
+                      "CubicSpline.fit from finite samples whose knots are not so close that the slopes "
+                      "between them overflow.",
                       x=self.x, y=self.y, b=self.b, c=self.c, d=self.d)
         # Knots out of order, or a single one, evaluated to numbers (a lookup finds no piece).
         shapes = {np.shape(v) for v in (self.x, self.y, self.b, self.c, self.d)}

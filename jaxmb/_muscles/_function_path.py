@@ -40,6 +40,11 @@ def polynomial_exponents(dimension: int, order: int) -> np.ndarray:
 
     **Returns:** `(C(d + n, n), d)` integer exponents, one row per monomial.
     """
+    if isinstance(dimension, bool) or isinstance(order, bool) or not (
+            isinstance(dimension, (int, np.integer)) and isinstance(order, (int, np.integer))
+            and dimension >= 1 and order >= 0):  # an order of -1 gave no monomials
+        raise ValueError(f"polynomial_exponents: dimension must be an integer >= 1 and order an integer >= 0, "
+                         f"got {dimension!r} and {order!r}.")
     rows = [e for e in itertools.product(range(order + 1), repeat=dimension) if sum(e) <= order]
     return np.array(rows, dtype=int).reshape(len(rows), dimension)
 
@@ -70,7 +75,11 @@ class MultivariatePolynomial(eqx.Module):
         if self.dimension < 1 or self.order < 0:
             raise ModelError(f"MultivariatePolynomial: dimension must be at least 1 and order at least 0, "
                              f"got dimension {dimension} and order {order}.")
-        self.coefficients = finite(float_array(coefficients).reshape(-1), "MultivariatePolynomial: coefficients")
+        coefficients = float_array(coefficients)
+        if coefficients.ndim != 1:  # a table was flattened in whatever order it had
+            raise ModelError(f"MultivariatePolynomial: coefficients must be a 1-D array in OpenSim's order, got "
+                             f"shape {coefficients.shape}.")
+        self.coefficients = finite(coefficients, "MultivariatePolynomial: coefficients")
         n = math.comb(self.dimension + self.order, self.order)
         if self.coefficients.shape != (n,):
             raise ModelError(f"MultivariatePolynomial: {self.dimension} arguments of order {self.order} need "
@@ -79,12 +88,21 @@ class MultivariatePolynomial(eqx.Module):
 
     def __call__(self, x: Float[Array, " d"]) -> Float[Array, ""]:
         """``P(x)`` at the arguments `x` (d,)."""
+        _arguments(self, x)
         return polynomial_values(self.coefficients[None], self.dimension, self.order, jnp.asarray(x)[None])[0]
 
     def gradient(self, x: Float[Array, " d"]) -> Float[Array, " d"]:
         """``∇P(x)`` (d,), in closed form."""
+        _arguments(self, x)
         return polynomial_values(self.coefficients[None], self.dimension, self.order, jnp.asarray(x)[None],
                                  gradient=True)[1][0]
+
+
+def _arguments(p: MultivariatePolynomial, x) -> None:
+    """`x` must hold the polynomial's d arguments (its extra entries were ignored)."""
+    if jnp.shape(x) != (p.dimension,):
+        raise ModelError(f"MultivariatePolynomial: x must hold its {p.dimension} arguments, shape ({p.dimension},), "
+                         f"got shape {jnp.shape(x)}.")
 
 
 @functools.lru_cache(maxsize=64)

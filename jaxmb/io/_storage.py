@@ -157,6 +157,12 @@ def read_storage(path: str | os.PathLike) -> MotionData:
         raise _fail(path, end + 1, "no column labels after 'endheader' (expected a line 'time<TAB>...').")
     label_line = lines[k].rstrip("\r\n")
     labels = [s.strip() for s in label_line.split("\t")] if "\t" in label_line else label_line.split()
+    while labels and not labels[-1]:  # trailing tabs
+        labels.pop()
+    if "" in labels[1:]:  # two tabs in a row: the rows' count would look wrong instead
+        i = labels.index("", 1)
+        raise _fail(path, k + 1, f"an empty column label after {labels[i - 1]!r} (two tabs in a row); name "
+                                 "every column.")
     labels = [s for s in labels if s]
     if not labels or labels[0].lower() != "time":
         first = labels[0] if labels else ""
