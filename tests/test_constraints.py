@@ -324,6 +324,17 @@ def test_premodel_names_a_sweep_it_cannot_make(lower, upper, step, kwargs, messa
         mb.constraints.premodel(closure, lower, upper, step, **kwargs)
 
 
+@pytest.mark.parametrize("throw", [True, False])
+def test_premodel_over_a_range_the_loop_cannot_reach_names_the_bounds(throw):
+    """Before: with throw=False a fit through unconverged solves came back as a result; with
+    throw=True an equinox runtime error from inside the sweep's jit that named the loop's
+    options, not premodel's bounds."""
+    closure = mb.models.four_bar(throw=throw).joints[0].function.closure
+    with pytest.raises(mb.LoopClosureError, match=r"premodel: loop 'four_bar' does not close at q = \[3.5\] .* "
+                                                  r"lower=\[-0.5\], upper=\[8.0\]; narrow them"):
+        mb.constraints.premodel(closure, [-0.5], [8.0], 0.5)
+
+
 def test_four_bar_range_and_continuation():
     model = mb.models.four_bar(throw=False)
     closure = model.joints[0].function.closure

@@ -20,7 +20,7 @@ from .._checks import float_array, is_concrete
 from .._errors import ModelError
 from .._functions import AbstractJointFunction, CubicSpline, FourierSeries, QuinticSpline
 from .._functions._base import coordinate_index
-from .._loop_closure import LoopClosure, LoopClosureError
+from .._loop_closure import RESULT_MESSAGES, SUCCESS, LoopClosure, LoopClosureError
 from .._model import Model
 from ._model_loops import _closures
 from .._typing import RealLike
@@ -124,11 +124,13 @@ def _secular_slopes(x: np.ndarray, values) -> np.ndarray:
 @eqx.filter_jit
 def _sweep(closure: LoopClosure, points):
     """Solve along a path of points, warm-starting each solve from the previous (a
-    module-level jit: one compilation per loop and shape)."""
+    module-level jit: one compilation per loop and shape): ``(f (points, m), result codes
+    (points,))``, the codes checked by the caller (a closure built with ``throw=False``
+    would otherwise hand unconverged values to the fit)."""
     def body(f, qk):
-        s = closure.solve(qk, f)
-        return s.f, s.f
-    f_start = closure.solve(points[0]).f
+        s = closure.solve(qk, f, throw=False)
+        return s.f, (s.f, s.result._value)
+    f_start = closure.solve(points[0], throw=False).f
     return jax.lax.scan(body, f_start, points)[1]
 
 
@@ -224,7 +226,14 @@ def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float
     axes = [np.linspace(lo, hi, int(round((hi - lo) / s)) + 1) for lo, hi, s in zip(lower, upper, steps)]
 
     def sweep(points):
-        return _sweep(closure, jnp.asarray(points))
+        values, codes = _sweep(closure, jnp.asarray(points))
+        bad = np.flatnonzero(np.asarray(codes) != SUCCESS)
+        if bad.size:
+            raise LoopClosureError(
+                f"premodel: loop {closure.name!r} does not close at q = {np.asarray(points)[bad[0]].tolist()} "
+                f"({RESULT_MESSAGES[int(np.asarray(codes)[bad[0]])]}), inside the sweep's bounds lower="
+                f"{lower.tolist()}, upper={upper.tolist()}; narrow them to the range the mechanism reaches.")
+        return values
 
     if nq == 1:
         x = axes[0]
