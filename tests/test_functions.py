@@ -207,6 +207,10 @@ _GRID = (jnp.linspace(0.0, 1.0, 4), jnp.linspace(0.0, 1.0, 5),
         # x = (inner(q),) has one element: x[1] read x[0].
         (lambda: mb.Composed(mb.Polynomial(1, [0.0, 1.0]), mb.Coordinate(0)), r"Composed: .* reads indices \[1\]"),
         (lambda: mb.Linear((0,), (1.0,), offset=[0.0, 1.0]), r"offset must be a scalar, got shape \(2,\)"),
+        # Called on their own with a short q or a scalar: JAX clamped the index (another coordinate's value).
+        (lambda: mb.CubicSpline.fit(3, [0.0, 1.0, 2.0], [0.0, 1.0, 4.0])(jnp.array([1.0])),
+         r"CubicSpline: reads q\[3\], but q has shape \(1,\)"),
+        (lambda: mb.Linear((0, 2), (1.0, 1.0))(jnp.ones(2)), r"Linear: reads q\[2\], but q has shape \(2,\)"),
     ],
 )
 def test_bad_function_definitions_raise(build, match):

@@ -31,6 +31,17 @@ def coordinate_index(value, owner: str) -> int:
     return int(value)
 
 
+def read_coordinate(q, index: int, owner: str):
+    """``q[index]``, refused (at trace time: shapes are static) where `q` is not a vector
+    holding that index: a joint function called on its own with a scalar, or with a short
+    ``q`` (JAX would clamp the index and read another coordinate)."""
+    shape = jnp.shape(q)
+    if len(shape) != 1 or index >= shape[0]:
+        raise ModelError(f"{owner}: reads q[{index}], but q has shape {shape}; pass the model's coordinates q "
+                         "(nq,).")
+    return q[index]
+
+
 def real_numbers(value, owner: str, name: str):
     """`value` as a float array, else a ModelError naming `owner` and `name`: text fails in
     JAX with a message that names no argument, and a complex value would lose its
@@ -181,7 +192,8 @@ class _AbstractUnivariateFunction(AbstractJointFunction):
         return True
 
     def _evaluate(self, method, q, qd=None):
-        return _univariate_outputs(method, self._derivatives(q[self.index]), self.index, q, qd)
+        x = read_coordinate(q, self.index, type(self).__name__)
+        return _univariate_outputs(method, self._derivatives(x), self.index, q, qd)
 
     def __call__(self, q):
         return self._evaluate("__call__", q)

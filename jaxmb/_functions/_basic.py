@@ -12,7 +12,7 @@ from jaxtyping import Array, Float
 from .._checks import float_array
 from .._errors import ModelError
 from .._typing import RealLike
-from ._base import AbstractJointFunction, _check_finite, coordinate_index, real_numbers
+from ._base import AbstractJointFunction, _check_finite, coordinate_index, read_coordinate, real_numbers
 
 
 class _AbstractParametric(AbstractJointFunction):
@@ -63,7 +63,7 @@ class Coordinate(AbstractJointFunction):
         self.index = coordinate_index(index, "Coordinate")
 
     def __call__(self, q):
-        return q[self.index]
+        return read_coordinate(q, self.index, "Coordinate")
 
     def coordinate_indices(self):
         return (self.index,)
@@ -136,6 +136,8 @@ class Linear(_AbstractParametric):
                       "give finite weights and offset.", weights=self.weights, offset=self.offset)
 
     def __call__(self, q):
+        if self.indices:
+            read_coordinate(q, max(self.indices), "Linear")
         idx = jnp.asarray(self.indices, dtype=int)
         return self.offset + jnp.dot(self.weights, q[idx])
 
@@ -171,7 +173,7 @@ class Polynomial(_AbstractParametric):
                       coefficients=self.coefficients)
 
     def __call__(self, q):
-        return jnp.polyval(self.coefficients[::-1], q[self.index])
+        return jnp.polyval(self.coefficients[::-1], read_coordinate(q, self.index, "Polynomial"))
 
     def coordinate_indices(self):
         return (self.index,)

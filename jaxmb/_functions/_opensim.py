@@ -25,7 +25,7 @@ from jaxtyping import Array, Float
 
 from .._errors import ModelError
 from .._typing import RealLike
-from ._base import AbstractJointFunction, _check_finite, coordinate_index
+from ._base import AbstractJointFunction, _check_finite, coordinate_index, read_coordinate
 from ._gcvspl import gcvspline_fit
 from ._splines import _cubic_spline_coefficients
 
@@ -96,7 +96,7 @@ class PiecewiseLinear(_AbstractKnotFunction):
     _minimum_knots: ClassVar[int] = 2
 
     def __call__(self, q):
-        xq = q[self.index]
+        xq = read_coordinate(q, self.index, type(self).__name__)
         n = self.x.shape[0]
         k = jnp.clip(jnp.searchsorted(self.x, xq, side="right") - 1, 0, n - 2)
         slope = (self.y[k + 1] - self.y[k]) / (self.x[k + 1] - self.x[k])
@@ -124,7 +124,7 @@ class PiecewiseConstant(_AbstractKnotFunction):
     _minimum_knots: ClassVar[int] = 1
 
     def __call__(self, q):
-        xq = q[self.index]
+        xq = read_coordinate(q, self.index, type(self).__name__)
         n = self.x.shape[0]
         k = jnp.clip(jnp.searchsorted(self.x, xq, side="right") - 1, 0, n - 1)
         val = self.y[k]
@@ -210,7 +210,7 @@ class GCVSpline(AbstractJointFunction):
         return (self.index,)
 
     def __call__(self, q):
-        xq = q[self.index]
+        xq = read_coordinate(q, self.index, type(self).__name__)
         k = jnp.searchsorted(self.x, xq, side="right")  # interval k - 1, row k
         tau = xq - self.x[jnp.maximum(k - 1, 0)]
         row = self.coefficients[k]
