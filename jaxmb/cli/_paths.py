@@ -28,8 +28,10 @@ def check_out_folder(path: str) -> pathlib.Path:
     out = pathlib.Path(path)
     if out.exists() and not out.is_dir():
         raise UsageError(f"argument --out: {path} exists and is not a folder")
-    # The folder is made after the computation: check now that it can be.
-    parent = out.absolute()
+    # The folder is made after the computation: check now that it can be. (`abspath`
+    # resolves ".." lexically, so that the walk below stays on the path's own folders.)
+    target = pathlib.Path(os.path.abspath(out))
+    parent = target
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
@@ -40,12 +42,15 @@ def check_out_folder(path: str) -> pathlib.Path:
         # Permission bits do not tell everything (root on /proc, a read-only mount): make
         # the folders now and take them away again, so that a failed run leaves none.
         try:
-            out.mkdir(parents=True)
+            target.mkdir(parents=True)
         except OSError as e:
             raise UsageError(f"argument --out: cannot make {path}: {e.strerror or e}") from None
-        made = out.absolute()
-        while made != parent:
-            made.rmdir()
+        made = target
+        while made != parent and made != made.parent:
+            try:
+                made.rmdir()
+            except OSError:  # something else wrote there meanwhile: leave it
+                break
             made = made.parent
     return out
 
