@@ -45,6 +45,11 @@ class MotionData:
     - `in_degrees`: the header's ``inDegrees``: rotational coordinates are in degrees.
     - `name`: the table's name (the header's first line).
     - `source`: the file it was read from, if any.
+
+    **Raises:** ``ValueError`` (as `read_storage` refuses a file) for times that are not
+    finite and increasing, values of another shape, duplicate labels or one named
+    ``time``, labels given as one string, an `in_degrees` that is not a bool, a name of
+    more than one line.
     """
 
     # Annotated as what the constructor accepts; stored as float NumPy arrays and a tuple.
@@ -316,7 +321,9 @@ def coordinates_from_motion(model: Model, motion: MotionData, *, ignore=(), miss
 
     [`jaxmb.ModelError`][jaxmb.ModelError] naming the file for columns that are no
     coordinate of the model (with the closest coordinate names), missing coordinates,
-    and values that look like degrees in a file labelled ``inDegrees=no``.
+    a coordinate that is not finite at some frame, and values that look like degrees in
+    a file labelled ``inDegrees=no``; ``TypeError`` for arguments that are not a model and
+    a `MotionData`.
     """
     if not isinstance(model, Model) or not isinstance(motion, MotionData):  # an AttributeError on .source before
         raise TypeError(f"coordinates_from_motion: takes a jaxmb.Model and a MotionData (jaxmb.io.read_storage(file)), "
