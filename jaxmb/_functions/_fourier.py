@@ -100,9 +100,9 @@ class FourierSeries(_AbstractUnivariateFunction):
         if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
             raise ModelError(f"FourierSeries.fit of coordinate {index}: order (the number of harmonics) must be an "
                              f"integer >= 0, got {order!r}.")
-        if jnp.ndim(slope) != 0:
+        if np.ndim(slope) != 0:
             raise ModelError(f"FourierSeries.fit of coordinate {index}: slope must be a scalar, got shape "
-                             f"{jnp.shape(slope)}.")
+                             f"{np.shape(slope)}.")
         if is_concrete(x) and np.unique(np.asarray(x)).size < 2 * order + 1:
             # lstsq would return the minimum-norm series through the samples: not a fit
             raise ModelError(f"FourierSeries.fit of coordinate {index}: order {order} has {2 * order + 1} "
