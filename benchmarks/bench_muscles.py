@@ -183,8 +183,10 @@ def one_model(model: str, batch_sizes, muscles, n_states, rounds, opensim_python
             compile_s[(geometry, method, "jit", 1)], per[(geometry, method, "jit", 1)] = lo + co, len(states)
             for b in batch_sizes:
                 qs = jnp.asarray(np.resize(states, (b, m.nq)))
-                hows = (("vmap", jax.vmap(fn)), ("lax.map", lambda x, fn=fn: jax.lax.map(fn, x)))
-                for how, f in hows[:len(hows) if H.clock() == "cpu" else 1]:
+                hows = {"vmap": jax.vmap(fn)}
+                if H.clock() == "cpu":  # on an accelerator lax.map runs one state after another
+                    hows["lax.map"] = lambda x, fn=fn: jax.lax.map(fn, x)
+                for how, f in hows.items():
                     comp, lo, co = H.compile_apart(f, qs)
                     calls[(geometry, method, how, b)] = lambda comp=comp, qs=qs: comp(qs)
                     compile_s[(geometry, method, how, b)], per[(geometry, method, how, b)] = lo + co, b

@@ -64,6 +64,20 @@ def real_argument(x, caller: str, name: str, dtype=None) -> Array:
     return x
 
 
+def real_numbers(value, what: str) -> Array:
+    """`value` as a float array (`float_array`), else a ModelError ``"{what} must be
+    (real) numbers"``: text fails in JAX with a message that names no argument, and a
+    complex value would lose its imaginary part to the cast."""
+    try:
+        with jax.ensure_compile_time_eval():
+            x = jnp.asarray(value)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what} must be numbers, got {value!r}.") from None
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise ModelError(f"{what} must be real numbers, got {value!r}.")
+    return float_array(x)
+
+
 def coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Array:
     """`x` as a float array of shape ``(model.nq,)``, or a :class:`jaxmb.ModelError`
     naming `caller`, the argument `name`, the expected and the received shape.
@@ -86,32 +100,29 @@ def coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Array:
     return x
 
 
-def finite_coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Array:
+def finite_coordinate_vector(model, x, caller: str, name: str, dtype=None, *, at_run_time: bool = True) -> Array:
     """:func:`coordinate_vector`, and finite: NaN or inf in `x` is an error naming
     `caller`, the argument `name` and (when the values are at hand) the coordinates.
 
     Called eagerly the values are checked at once (a ``ValueError``); under ``jit``,
-    ``vmap`` or ``grad`` through ``eqx.error_if`` at run time: one reduction over `x`
-    per call.
+    ``vmap`` or ``grad`` through ``eqx.error_if`` at run time (one reduction over `x`
+    per call), unless `at_run_time` is False (`eager_finite_vector`).
 
     **Arguments:** as :func:`coordinate_vector`.
     """
     x = coordinate_vector(model, x, caller, name, dtype)
+    if not (at_run_time or is_concrete(x)):
+        return x
     return finite_entries(x, caller, name, model.coordinate_names, f"coordinates {{}} (indices {{}}) of model "
                           f"{model.name!r}")
 
 
 def eager_finite_vector(model, x, caller: str, name: str, dtype=None) -> Array:
-    """:func:`coordinate_vector`, and finite where its values are at hand (an eager call):
-    NaN or inf named as :func:`finite_coordinate_vector` names them. Under ``jit`` nothing
-    is added: the rigid-body functions run inside `jaxmb.simulate`'s right-hand side, whose
-    steps may try a non-finite state that the step control then rejects (a run that ends
-    non-finite reports ``RESULTS.nonfinite_state``)."""
-    x = coordinate_vector(model, x, caller, name, dtype)
-    if not is_concrete(x):
-        return x
-    return finite_entries(x, caller, name, model.coordinate_names, f"coordinates {{}} (indices {{}}) of model "
-                          f"{model.name!r}")
+    """:func:`finite_coordinate_vector` where the values are at hand (an eager call), nothing
+    added under ``jit``: the rigid-body functions run inside `jaxmb.simulate`'s right-hand
+    side, whose steps may try a non-finite state that the step control then rejects (a run
+    that ends non-finite reports ``RESULTS.nonfinite_state``)."""
+    return finite_coordinate_vector(model, x, caller, name, dtype, at_run_time=False)
 
 
 def nonfinite_rows(x) -> np.ndarray:
@@ -146,10 +157,17 @@ def finite_entries(x: Array, caller: str, name: str, labels, where: str) -> Arra
                          lambda bad: "NaN or inf at " + where.format([labels[i] for i in bad], bad.tolist()))
 
 
+def is_count(value, minimum: int) -> bool:
+    """Whether `value` is an integer (Python's or NumPy's, not a bool) of at least `minimum`:
+    what counts, orders and indices must be, checked rather than cast (``int()`` would cut
+    2.7 to 2, and ``True`` is an int to Python)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= minimum
+
+
 def positive_count(value, caller: str, name: str) -> int:
-    """`value` as an ``int`` >= 1 (a count of steps or iterations), else a ``ValueError``
-    naming it: ``int()`` would cut 2.7 to 2, and ``True`` is an int to Python."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    """`value` as an ``int`` >= 1 (a count of steps or iterations, `is_count`), else a
+    ``ValueError`` naming it."""
+    if not is_count(value, 1):
         raise ValueError(f"{caller}: {name} must be an integer >= 1, got {value!r}.")
     return int(value)
 

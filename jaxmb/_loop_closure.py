@@ -33,7 +33,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from . import _loop_solve as _ls
-from ._checks import is_concrete, float_array
+from ._checks import is_concrete, is_count, float_array
 from ._functions import AbstractJointFunction
 from ._results import RESULTS
 from ._typing import RealLike
@@ -160,8 +160,7 @@ class LoopClosure(eqx.Module):
         self.branch_fn = branch_fn
         self.name = str(name)
         self.rtol, self.atol = float(rtol), float(atol)
-        if not (0.0 < self.rtol < np.inf and 0.0 < self.atol < np.inf) or isinstance(max_steps, bool) or not (
-                isinstance(max_steps, (int, np.integer)) and max_steps >= 1):
+        if not (0.0 < self.rtol < np.inf and 0.0 < self.atol < np.inf and is_count(max_steps, 1)):
             # Newton would stop at once (or never): "no assembly near f_ref" at a solved reference.
             raise LoopClosureError(f"LoopClosure {name!r}: rtol and atol must be positive finite numbers and "
                                    f"max_steps an integer >= 1, got rtol={rtol!r}, atol={atol!r}, "

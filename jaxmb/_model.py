@@ -22,7 +22,7 @@ from jaxtyping import Array, Float
 
 from ._typing import RealLike
 
-from ._checks import finite, float_array
+from ._checks import finite, real_numbers
 from ._errors import ModelError
 from ._functions import AbstractJointFunction
 from ._loop_closure import ImplicitJointFunction
@@ -36,10 +36,7 @@ GROUND = "ground"
 def _f(x, shape=None, what: str | None = None) -> Array:
     """`x` as a float array of `shape`; with `what` (the object and argument, for the
     message), also finite where its values are at hand (NaN or inf: a ModelError)."""
-    try:
-        x = float_array(x)
-    except TypeError:  # JAX's "Value 'z' with dtype <U1 is not a valid JAX array type" names no argument
-        raise ModelError(f"{what or 'a model parameter'} must be numbers, got {x!r}.") from None
+    x = real_numbers(x, what or "a model parameter")
     if shape is not None and x.shape != shape:
         raise ModelError(f"{what + ' must have' if what else 'expected an array of'} shape {shape}, got {x.shape}.")
     return x if what is None else finite(x, what)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._checks import is_count
 from ._forces import Ligament
 from ._functions import Coordinate
 from ._model import Model
@@ -180,7 +181,7 @@ def fit_function_paths(model: Model, q: Float[Array | np.ndarray, "S nq"], *, ma
     q = np.asarray(q, dtype=float)
     if q.ndim != 2 or q.shape[1] != model.nq or not np.all(np.isfinite(q)):
         raise ValueError(f"fit_function_paths: q must be finite samples of shape (S, {model.nq}), got {q.shape}.")
-    if not isinstance(max_order, (int, np.integer)) or max_order < 1:
+    if not is_count(max_order, 1):
         raise ValueError(f"fit_function_paths: max_order must be an integer of at least 1, got {max_order!r}.")
     for name, tol in (("length_tolerance", length_tolerance), ("moment_arm_tolerance", moment_arm_tolerance)):
         if not (isinstance(tol, (int, float, np.integer, np.floating)) and np.isfinite(tol) and tol > 0):

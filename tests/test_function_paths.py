@@ -122,7 +122,7 @@ def test_muscle_forces_act_through_the_fitted_moment_arms():
 @pytest.mark.parametrize("build, message", [
     (lambda: mb.MultivariatePolynomial([1.0, 2.0], 2, 1), r"2 arguments of order 1 need C\(2 \+ 1, 1\) = 3 coefficients, got 2"),
     (lambda: mb.MultivariatePolynomial([1.0, np.nan, 0.0], 2, 1), r"coefficients must be finite"),
-    (lambda: mb.MultivariatePolynomial([1.0], 0, 0), r"dimension must be at least 1"),
+    (lambda: mb.MultivariatePolynomial([1.0], 0, 0), r"dimension must be an integer >= 1"),
     # A table was flattened, extra arguments ignored (probe 40):
     (lambda: mb.MultivariatePolynomial([[1.0, 2.0, 3.0]], 2, 1), r"coefficients must be a 1-D array .* \(1, 3\)"),
     (lambda: mb.MultivariatePolynomial([1.0, 2.0, 3.0], 2, 1)(jnp.zeros(3)), r"x must hold its 2 arguments"),

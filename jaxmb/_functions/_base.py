@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Scalar
 
-from .._checks import float_array
+from .._checks import is_count
 from .._errors import ModelError
 
 
@@ -25,7 +25,7 @@ def coordinate_index(value, owner: str) -> int:
     """`value` as a coordinate's index in ``q``: an integer >= 0, else a ModelError naming
     `owner`. ``int()`` would cut 1.9 to 1, and a float or a name fails only at the first
     evaluation (a negative index would read from the end of ``q``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+    if not is_count(value, 0):
         raise ModelError(f"{owner}: a coordinate index must be an integer >= 0 (the coordinate's position in q, as "
                          f"ModelBuilder.add_coordinate returns it), got {value!r}.")
     return int(value)
@@ -40,25 +40,6 @@ def read_coordinate(q, index: int, owner: str):
         raise ModelError(f"{owner}: reads q[{index}], but q has shape {shape}; pass the model's coordinates q "
                          "(nq,).")
     return q[index]
-
-
-def real_numbers(value, owner: str, name: str):
-    """`value` as a float array, else a ModelError naming `owner` and `name`: text fails in
-    JAX with a message that names no argument, and a complex value would lose its
-    imaginary part to the cast (with only NumPy's ComplexWarning)."""
-    if hasattr(value, "dtype"):  # an array (maybe traced)
-        complex_ = jnp.issubdtype(value.dtype, jnp.complexfloating)
-    else:  # numbers or nested sequences of them
-        try:
-            complex_ = any(isinstance(v, complex) for v in np.ravel(np.asarray(value, dtype=object)))
-        except Exception:  # noqa: BLE001 -- e.g. a list holding tracers: float_array below decides
-            complex_ = False
-    if complex_:
-        raise ModelError(f"{owner}: {name} must be real numbers, got {value!r}.")
-    try:
-        return float_array(value)
-    except (TypeError, ValueError):
-        raise ModelError(f"{owner}: {name} must be numbers, got {value!r}.") from None
 
 
 def _is_traced(x) -> bool:

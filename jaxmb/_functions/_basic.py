@@ -9,10 +9,10 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._checks import float_array
+from .._checks import float_array, real_numbers
 from .._errors import ModelError
 from .._typing import RealLike
-from ._base import AbstractJointFunction, _check_finite, coordinate_index, read_coordinate, real_numbers
+from ._base import AbstractJointFunction, _check_finite, coordinate_index, read_coordinate
 
 
 class _AbstractParametric(AbstractJointFunction):
@@ -87,7 +87,7 @@ class Constant(AbstractJointFunction):
     value: Float[Array, ""]
 
     def __init__(self, value: RealLike):
-        self.value = real_numbers(value, "Constant joint function", "value")
+        self.value = real_numbers(value, "Constant joint function: value")
         if self.value.ndim:  # a joint variable is a scalar; an array broadcast into the pose
             raise ModelError(f"Constant joint function: value must be a scalar, got shape {self.value.shape}.")
         _check_finite("Constant joint function", "give a finite value.", value=self.value)
@@ -123,8 +123,8 @@ class Linear(_AbstractParametric):
 
     def __init__(self, indices: Sequence[int], weights: RealLike, offset: RealLike = 0.0):
         self.indices = tuple(coordinate_index(i, "Linear") for i in _sequence(indices, "Linear", "indices"))
-        self.weights = real_numbers(weights, "Linear joint function", "weights")
-        self.offset = real_numbers(offset, "Linear joint function", "offset")
+        self.weights = real_numbers(weights, "Linear joint function: weights")
+        self.offset = real_numbers(offset, "Linear joint function: offset")
         if self.offset.ndim:  # a joint variable is a scalar: a vector failed at build naming no joint
             raise ModelError(f"Linear joint function: offset must be a scalar, got shape {self.offset.shape}.")
         if self.weights.shape != (len(self.indices),):
@@ -166,7 +166,7 @@ class Polynomial(_AbstractParametric):
 
     def __init__(self, index: int, coefficients: RealLike):
         self.index = coordinate_index(index, "Polynomial")
-        self.coefficients = real_numbers(coefficients, "Polynomial", "coefficients")
+        self.coefficients = real_numbers(coefficients, "Polynomial: coefficients")
         if self.coefficients.ndim != 1 or self.coefficients.shape[0] == 0:
             raise ModelError("Polynomial joint function needs a non-empty 1-D coefficient array.")
         _check_finite(f"Polynomial of coordinate {self.index}", "give finite coefficients.",

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import float_array, is_concrete
+from .._checks import float_array, is_concrete, is_count
 from .._errors import ModelError
 from .._spatial import own_buffer
 from .._typing import RealLike
@@ -97,7 +97,7 @@ class FourierSeries(_AbstractUnivariateFunction):
         if x.ndim != 1 or x.shape != y.shape:
             raise ModelError(f"FourierSeries.fit of coordinate {index}: x and y must be 1-D of equal length, "
                              f"got shapes {x.shape} and {y.shape}.")
-        if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
+        if not is_count(order, 0):
             raise ModelError(f"FourierSeries.fit of coordinate {index}: order (the number of harmonics) must be an "
                              f"integer >= 0, got {order!r}.")
         if np.ndim(slope) != 0:

@@ -48,6 +48,8 @@ import math
 
 import numpy as np
 
+from .._checks import is_count
+
 __all__ = ["gcvspline_fit", "gcvspline_basis_pieces"]
 
 _EPS = 1e-15  # GCVSPL keeps p * el within [_EPS, 1 / _EPS]
@@ -206,7 +208,7 @@ def gcvspline_fit(x, y, half_order: int, error_variance: float = 0.0) -> tuple[n
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
-    if isinstance(half_order, bool) or not isinstance(half_order, (int, np.integer)) or half_order < 1:
+    if not is_count(half_order, 1):
         raise ValueError(f"half_order must be an integer >= 1, got {half_order!r}")  # int() cut 2.5 to 2
     if np.ndim(error_variance) != 0:
         raise ValueError(f"error_variance must be a number, got {error_variance!r}")

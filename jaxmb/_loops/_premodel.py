@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import float_array, is_concrete
+from .._checks import float_array, is_concrete, is_count
 from .._errors import ModelError
 from .._functions import AbstractJointFunction, CubicSpline, FourierSeries, QuinticSpline
 from .._functions._base import coordinate_index
@@ -215,7 +215,7 @@ def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float
     if not (np.all(np.isfinite(steps)) and np.all(steps > 0) and np.all(steps <= upper - lower)):
         raise LoopClosureError(f"premodel: step must be positive, finite and at most upper - lower = "
                                f"{upper - lower}, got {steps}.")
-    if kind == "fourier" and not (isinstance(order, (int, np.integer)) and order >= 1):
+    if kind == "fourier" and not is_count(order, 1):
         raise LoopClosureError(f"premodel: order (the Fourier series' harmonics) must be an integer >= 1, "
                                f"got {order!r}.")
     if omega is not None and kind != "fourier":

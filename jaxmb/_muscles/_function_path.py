@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import finite, float_array
+from .._checks import finite, float_array, is_count
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from .._typing import RealLike
@@ -40,9 +40,7 @@ def polynomial_exponents(dimension: int, order: int) -> np.ndarray:
 
     **Returns:** `(C(d + n, n), d)` integer exponents, one row per monomial.
     """
-    if isinstance(dimension, bool) or isinstance(order, bool) or not (
-            isinstance(dimension, (int, np.integer)) and isinstance(order, (int, np.integer))
-            and dimension >= 1 and order >= 0):  # an order of -1 gave no monomials
+    if not (is_count(dimension, 1) and is_count(order, 0)):  # an order of -1 gave no monomials
         raise ValueError(f"polynomial_exponents: dimension must be an integer >= 1 and order an integer >= 0, "
                          f"got {dimension!r} and {order!r}.")
     rows = [e for e in itertools.product(range(order + 1), repeat=dimension) if sum(e) <= order]
@@ -71,10 +69,10 @@ class MultivariatePolynomial(eqx.Module):
     order: int = eqx.field(static=True)
 
     def __init__(self, coefficients: RealLike, dimension: int, order: int):
+        if not (is_count(dimension, 1) and is_count(order, 0)):  # int() would cut 1.5 to 1
+            raise ModelError(f"MultivariatePolynomial: dimension must be an integer >= 1 and order an integer >= 0, "
+                             f"got dimension {dimension!r} and order {order!r}.")
         self.dimension, self.order = int(dimension), int(order)
-        if self.dimension < 1 or self.order < 0:
-            raise ModelError(f"MultivariatePolynomial: dimension must be at least 1 and order at least 0, "
-                             f"got dimension {dimension} and order {order}.")
         coefficients = float_array(coefficients)
         if coefficients.ndim != 1:  # a table was flattened in whatever order it had
             raise ModelError(f"MultivariatePolynomial: coefficients must be a 1-D array in OpenSim's order, got "

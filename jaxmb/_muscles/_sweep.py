@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import finite_coordinate_vector, is_concrete
+from .._checks import finite_coordinate_vector, is_concrete, is_count
 from .._eager import model_packing
 from .._functions import AbstractJointFunction
 from .._model import GROUND, Model
@@ -158,7 +158,7 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
     if method not in ("closed_form", "autodiff", "frozen_path"):
         raise ValueError(f"moment_arm_sweep: method must be 'closed_form', 'autodiff' or 'frozen_path', "
                          f"got {method!r}.")
-    if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1 for x in (n, chunk)):
+    if not all(is_count(x, 1) for x in (n, chunk)):
         raise ValueError(f"moment_arm_sweep: n (the number of values) and chunk must be integers >= 1, got "
                          f"n={n!r}, chunk={chunk!r}.")
     if not is_concrete(jax.tree.leaves(model)):
