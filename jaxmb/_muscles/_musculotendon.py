@@ -273,10 +273,13 @@ class AbstractMusculotendonModel(eqx.Module):
     def _checked(self, activation, length, lengthening_speed):
         """The public calls' arguments, checked against `INPUT_DOMAINS` where their values are
         at hand (the force curves clamp an activation silently, and a NaN length gives a
-        plausible force through the equilibrium's bracket). Not under ``jit``: an
-        ``eqx.error_if`` there changed the compiled equilibrium's results at XLA's backend
-        optimisation level 0 (0.4 N at a = 0 in a batch of the Millard model, the test suite's
-        setting), and `jaxmb.muscle_forces` checks its vectors itself and calls `_state` directly."""
+        plausible force through the equilibrium's bracket). Not under ``jit``, where
+        `jaxmb.muscle_forces` checks its vectors itself and calls `_state` directly: with an
+        ``eqx.error_if`` here, XLA's CPU backend at optimisation level 0 with the fusion
+        emitters off (the test suite's setting; jaxlib 0.10.2) miscompiled the Millard model's
+        batched program, its active force-length value 0.2% off at a lane whose result then
+        depended on the batch's size (175 lanes wrong, 30 right, the same HLO right at level 2;
+        the curve's own Newton converges to round-off there, so no conditioning explains it)."""
         out = [float_array(x) for x in (activation, length, lengthening_speed)]
         if not all(is_concrete(x) for x in out):
             return out  # traced: unchecked, as the rigid-body functions are under jit
