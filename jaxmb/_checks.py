@@ -16,14 +16,18 @@ from jaxtyping import Array
 from ._errors import ModelError
 
 
-def float_array(x, dtype=None) -> Array:
+def float_array(x, dtype=None, *, what: str = "a value") -> Array:
     """`x` as a JAX array of a floating dtype: `dtype` if given; otherwise a floating array
     keeps its dtype (float32 stays float32) and anything else becomes JAX's default float.
-    Evaluated at once where `x` is concrete (`jax.ensure_compile_time_eval`): under an
-    enclosing jit, `jnp.asarray` of a number is otherwise a tracer, and the build-time
-    checks of a model element given it would be skipped."""
+    Complex values raise a `jaxmb.ModelError` naming `what`: every cast to a real dtype
+    would drop the imaginary part silently. Evaluated at once where `x` is concrete
+    (`jax.ensure_compile_time_eval`): under an enclosing jit, `jnp.asarray` of a number is
+    otherwise a tracer, and the build-time checks of a model element given it would be
+    skipped."""
     with jax.ensure_compile_time_eval():
         x = jnp.asarray(x)
+        if jnp.issubdtype(x.dtype, jnp.complexfloating):
+            raise ModelError(f"{what} must be real, got dtype {x.dtype}.")
         if dtype is not None:
             x = x.astype(dtype)
         elif not jnp.issubdtype(x.dtype, jnp.floating):
@@ -49,33 +53,24 @@ def _refuse_explicit_sharding(x, caller: str, name: str) -> None:
 
 
 def real_argument(x, caller: str, name: str, dtype=None) -> Array:
-    """`x` as a JAX array of a floating dtype: integers and booleans are promoted to
-    `dtype` (default: JAX's default float, float64 under ``jax_enable_x64``), complex
-    numbers are refused."""
+    """`x` as a JAX array of a floating dtype (`float_array`: integers and booleans
+    promoted to `dtype`, default JAX's default float; complex numbers refused), named
+    ``"{caller}: {name}"`` in the errors; arrays under explicit sharding refused."""
     x = jnp.asarray(x)
     _refuse_explicit_sharding(x, caller, name)
-    # Before any cast to `dtype`: a cast to a real dtype would drop an imaginary part silently.
-    if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        raise ModelError(f"{caller}: {name} must be real, got dtype {x.dtype}.")
-    if dtype is not None:
-        x = x.astype(dtype)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
-    return x
+    return float_array(x, dtype, what=f"{caller}: {name}")
 
 
 def real_numbers(value, what: str) -> Array:
-    """`value` as a float array (`float_array`), else a ModelError ``"{what} must be
-    (real) numbers"``: text fails in JAX with a message that names no argument, and a
-    complex value would lose its imaginary part to the cast."""
+    """`value` as a float array (`float_array`, complex values refused naming `what`), and
+    a ModelError ``"{what} must be numbers"`` for text, which fails in JAX with a message
+    that names no argument."""
     try:
         with jax.ensure_compile_time_eval():
             x = jnp.asarray(value)
     except (TypeError, ValueError):
         raise ModelError(f"{what} must be numbers, got {value!r}.") from None
-    if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        raise ModelError(f"{what} must be real numbers, got {value!r}.")
-    return float_array(x)
+    return float_array(x, what=what)
 
 
 def coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Array:

@@ -62,7 +62,7 @@ class AbstractController(eqx.Module):
 def _gains(controller: str, name: str, value, shape: tuple[int, ...], per: str) -> Array:
     """A controller's gain (or target) as a float array broadcast to `shape`, checked:
     broadcastable, and finite where concrete (a ``ValueError`` naming the argument)."""
-    x = float_array(value, float)
+    x = float_array(value, float, what=f"{controller}: {name}")
     try:
         gain = jnp.broadcast_to(x, shape)
     except ValueError:

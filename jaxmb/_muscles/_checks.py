@@ -11,7 +11,7 @@ from .._errors import ModelError
 
 def vector3(x, what: str):
     """A finite 3-vector (m or rad)."""
-    x = float_array(x)
+    x = float_array(x, what=what)
     if x.shape != (3,):
         raise ModelError(f"{what}: expected shape (3,), got {x.shape}.")
     return finite(x, what)
@@ -19,7 +19,7 @@ def vector3(x, what: str):
 
 def scalar(x, what: str):
     """A finite scalar of the default float dtype."""
-    x = float_array(x, float)
+    x = float_array(x, float, what=what)
     if x.shape != ():
         raise ModelError(f"{what}: expected a scalar, got shape {x.shape}.")
     return finite(x, what)
