@@ -165,6 +165,10 @@ def test_missing_coordinate(tmp_path, arm26):
     ("endheader\ntime\ta\n0\tx\n", r"m\.mot:3: 'x' is not a number"),
     ("endheader\ntime\ta\n0\t1\n0\t2\n", r"m\.mot:4: time 0.0 does not increase"),
     ("inDegrees=maybe\nendheader\ntime\ta\n0\t1\n", r"m\.mot:1: inDegrees='maybe'"),
+    # before: the last of the two lines won (radians), and a file of labels only gave 0 samples
+    ("inDegrees=yes\nversion=1\ninDegrees=no\nendheader\ntime\ta\n0\t1\n",
+     r"m\.mot:3: inDegrees='no', but line 1 says inDegrees='yes'"),
+    ("endheader\ntime\ta\n\n", r"m\.mot:2: no data rows after the column labels"),
 ])
 def test_malformed_files(tmp_path, text, message):
     with pytest.raises(mb.ModelError, match=message):

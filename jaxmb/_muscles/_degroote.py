@@ -6,10 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._checks import float_array
 from ._curves import (DEGROOTE_C, degroote_active_force_length, degroote_force_velocity,
                       degroote_passive_force_length, degroote_tendon_force, degroote_tendon_stiffness_parameter)
-from ._musculotendon import AbstractMusculotendonModel, bounded_parameter, init_common, positive_parameters
+from ._musculotendon import (AbstractMusculotendonModel, bounded_parameter, init_common, positive_parameters,
+                            real_parameters)
 
 
 class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
@@ -67,11 +67,9 @@ class DeGrooteFregly2016Muscle(AbstractMusculotendonModel):
                  compliant_tendon: bool = True, name: str = "DeGrooteFregly2016Muscle"):
         init_common(self, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
                     max_contraction_velocity, compliant_tendon, name)
-        self.tendon_strain_at_one = float_array(tendon_strain_at_one)
-        self.passive_strain_at_one = float_array(passive_strain_at_one)
-        self.active_width_scale = float_array(active_width_scale)
-        self.fiber_damping = float_array(fiber_damping)
-        self.passive_scale = float_array(passive_scale)
+        real_parameters(self, name, tendon_strain_at_one=tendon_strain_at_one,
+                        passive_strain_at_one=passive_strain_at_one, active_width_scale=active_width_scale,
+                        fiber_damping=fiber_damping, passive_scale=passive_scale)
         positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one"), f"muscle {name!r}")
         bounded_parameter(self, "active_width_scale", 1.0, np.inf, f"muscle {name!r}")
         bounded_parameter(self, "fiber_damping", 0.0, np.inf, f"muscle {name!r}")

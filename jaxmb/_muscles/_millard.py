@@ -16,7 +16,7 @@ from ._millard_curves import (FIBER_DEFAULTS, TENDON_DEFAULTS, active_force_leng
                               active_force_length_problems, fiber_force_length_curve, fiber_force_length_problems,
                               force_velocity_curve, force_velocity_problems, tendon_force_length_curve,
                               tendon_force_length_problems)
-from ._musculotendon import SIGNIFICANT_REAL, AbstractMusculotendonModel, init_common
+from ._musculotendon import SIGNIFICANT_REAL, AbstractMusculotendonModel, init_common, real_parameters
 
 MIN_NONZERO_DAMPING = 0.001
 """OpenSim's ``MIN_NONZERO_DAMPING_COEFFICIENT``: a smaller fibre damping is the undamped model."""
@@ -138,9 +138,8 @@ class Millard2012EquilibriumMuscle(AbstractMusculotendonModel):
         if unknown:
             raise TypeError(f"Millard2012EquilibriumMuscle: unknown arguments {unknown}; the curve parameters are "
                             f"{sorted(CURVE_PROPERTIES)}.")
-        self.fiber_damping = float_array(fiber_damping)
-        self.minimum_activation = float_array(minimum_activation)
-        self.maximum_pennation_angle = float_array(maximum_pennation_angle)
+        real_parameters(self, name, fiber_damping=fiber_damping, minimum_activation=minimum_activation,
+                        maximum_pennation_angle=maximum_pennation_angle)
         p = {f: float_array(curve_parameters.get(f, d)) for f, (_, _, d) in CURVE_PROPERTIES.items()
              if curve_parameters.get(f, d) is not None}
         self._fitted_defaults(p, name)

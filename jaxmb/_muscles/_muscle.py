@@ -139,8 +139,8 @@ class Muscle(eqx.Module):
         self.activation_dynamics = activation_dynamics
         if min_control is None:
             min_control = getattr(force_model, "minimum_activation", 0.0)
-        self.min_control = float_array(min_control)
-        self.max_control = float_array(max_control)
+        self.min_control = float_array(min_control, what=f"muscle {self.name!r}: min_control")
+        self.max_control = float_array(max_control, what=f"muscle {self.name!r}: max_control")
         self.path = path
         _check_controls(self)
         positive_parameters(self.parameters, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length"),

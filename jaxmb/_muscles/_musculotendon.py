@@ -96,14 +96,19 @@ def bounded_parameter(obj, p: str, low: float, high: float, what: str, *, high_o
         raise ModelError(f"{what}: {p} must be in [{low:g}, {high:g}{')' if high_open else ']'}, got {shown}.")
 
 
+def real_parameters(obj, name: str, **values) -> None:
+    """Set each of `values` on `obj` (in its `__init__`) as a float array; a complex value
+    raises naming the muscle `name` and the parameter."""
+    for field, value in values.items():
+        setattr(obj, field, float_array(value, what=f"muscle {name!r}: {field}"))
+
+
 def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
                 max_contraction_velocity, compliant_tendon, name):
     """Set (and check) the parameters every model of the family has, in its `__init__`."""
-    obj.max_isometric_force = float_array(max_isometric_force)
-    obj.optimal_fiber_length = float_array(optimal_fiber_length)
-    obj.tendon_slack_length = float_array(tendon_slack_length)
-    obj.pennation_angle_at_optimal = float_array(pennation_angle_at_optimal)
-    obj.max_contraction_velocity = float_array(max_contraction_velocity)
+    real_parameters(obj, name, max_isometric_force=max_isometric_force, optimal_fiber_length=optimal_fiber_length,
+                    tendon_slack_length=tendon_slack_length, pennation_angle_at_optimal=pennation_angle_at_optimal,
+                    max_contraction_velocity=max_contraction_velocity)
     obj.compliant_tendon = bool(compliant_tendon)
     positive_parameters(obj, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
                               "max_contraction_velocity"), f"muscle {name!r}")

@@ -8,12 +8,12 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
-from .._checks import float_array, violated
+from .._checks import violated
 from ._curves import (THELEN_ETOE_PER_STRAIN, THELEN_FTOE, thelen_active_force_length, thelen_force_velocity,
                       thelen_passive_force_length, thelen_passive_stiffness, thelen_tendon_force,
                       thelen_tendon_stiffness)
 from ._musculotendon import (SIGNIFICANT_REAL, AbstractMusculotendonModel, bounded_parameter, init_common,
-                            positive_parameters)
+                            positive_parameters, real_parameters)
 
 
 class Thelen2003Muscle(AbstractMusculotendonModel):
@@ -78,15 +78,12 @@ class Thelen2003Muscle(AbstractMusculotendonModel):
                  minimum_activation=0.01, compliant_tendon: bool = True, name: str = "Thelen2003Muscle"):
         init_common(self, max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle_at_optimal,
                     max_contraction_velocity, compliant_tendon, name)
-        self.tendon_strain_at_one = float_array(tendon_strain_at_one)
-        self.passive_strain_at_one = float_array(passive_strain_at_one)
-        self.active_shape = float_array(active_shape)
-        self.passive_shape = float_array(passive_shape)
-        self.af = float_array(af)
-        self.flen = float_array(flen)
-        self.fv_extrapolation_threshold = float_array(fv_extrapolation_threshold)
-        self.maximum_pennation_angle = float_array(maximum_pennation_angle)
-        self.minimum_activation = float_array(minimum_activation)
+        real_parameters(self, name, tendon_strain_at_one=tendon_strain_at_one,
+                        passive_strain_at_one=passive_strain_at_one, active_shape=active_shape,
+                        passive_shape=passive_shape, af=af, flen=flen,
+                        fv_extrapolation_threshold=fv_extrapolation_threshold,
+                        maximum_pennation_angle=maximum_pennation_angle,
+                        minimum_activation=minimum_activation)
         positive_parameters(self, ("tendon_strain_at_one", "passive_strain_at_one", "active_shape", "passive_shape",
                                    "af"), f"muscle {name!r}")
         if violated(lambda f: f > 1.0, self.flen):

@@ -130,8 +130,9 @@ def read_storage(path: str | os.PathLike) -> MotionData:
     **Raises:**
 
     [`jaxmb.ModelError`][jaxmb.ModelError] naming ``file:line`` for a missing
-    ``endheader``, a first column not named ``time``, a row of the wrong length or
-    with a non-number, and ``nRows``/``nColumns`` that disagree with the data.
+    ``endheader``, a first column not named ``time``, no data rows, a row of the wrong
+    length or with a non-number, ``nRows``/``nColumns`` that disagree with the data, and a
+    header key given twice with different values.
     """
     path = os.fspath(path)
     try:
@@ -149,7 +150,11 @@ def read_storage(path: str | os.PathLike) -> MotionData:
             break
         if "=" in line:
             key, _, value = line.partition("=")
-            header[key.strip().lower()] = (value.strip(), i + 1)
+            key, value = key.strip(), value.strip()
+            if key.lower() in header and header[key.lower()][0] != value:  # else the last line would win silently
+                raise _fail(path, i + 1, f"{key}={value!r}, but line {header[key.lower()][1]} says "
+                                         f"{key}={header[key.lower()][0]!r}; keep one of the two lines.")
+            header[key.lower()] = (value, i + 1)
         elif i == 0 and line:
             name = line
     if end is None:
@@ -187,6 +192,8 @@ def read_storage(path: str | os.PathLike) -> MotionData:
             bad = next(v for v in fields if not _is_float(v))
             raise _fail(path, j + 1, f"{bad!r} is not a number.") from None
         row_lines.append(j + 1)
+    if not rows:
+        raise _fail(path, k + 1, "no data rows after the column labels: a motion needs at least one sample.")
     data = np.array(rows, dtype=float).reshape(len(rows), len(labels))
     for key, expected, what in (("nrows", data.shape[0], "data rows"), ("datarows", data.shape[0], "data rows"),
                                 ("ncolumns", len(labels), "columns (time included)"),
@@ -207,7 +214,7 @@ def read_storage(path: str | os.PathLike) -> MotionData:
         if flag is None:
             raise _fail(path, line_no, f"inDegrees={value!r}: write 'yes' or 'no'.")
         in_degrees = flag
-    if data.shape[0] and not np.all(np.isfinite(data[:, 0])):
+    if not np.all(np.isfinite(data[:, 0])):
         raise _fail(path, row_lines[int(np.argmin(np.isfinite(data[:, 0])))], "a time that is not finite.")
     if data.shape[0] > 1 and not np.all(np.diff(data[:, 0]) > 0):
         i = int(np.argmin(np.diff(data[:, 0]) > 0))
