@@ -303,3 +303,34 @@ def test_setup_file_naming_a_missing_file(tmp_path, capsys):
     assert main(["inverse-dynamics", "--setup", str(setup), "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err
     assert "Setup_InverseDynamics.xml:5: file 'missing.mot' not found" in err and "relative to its folder" in err
+
+
+@pytest.mark.parametrize("old, new, message", [
+    # before: written to o/../escaped.sto, outside the results folder (an absolute name the same way)
+    ("<output_gen_force_file> arm26_InverseDynamics.sto </output_gen_force_file>",
+     "<output_gen_force_file>../escaped.sto</output_gen_force_file>", "'../escaped.sto' is not a file name"),
+    ("<coordinates_in_degrees>true</coordinates_in_degrees>",
+     "<coordinates_in_degrees>maybe</coordinates_in_degrees>", "expected true or false, got 'maybe'"),
+])
+def test_setup_values_jaxmb_would_misread_are_refused(tmp_path, capsys, old, new, message):
+    text = (DATA / "arm26_Setup_InverseDynamics.xml").read_text()
+    assert old in text
+    for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
+        (tmp_path / f).write_bytes((DATA / f).read_bytes())
+    (tmp_path / "setup.xml").write_text(text.replace(old, new, 1))
+    assert main(["inverse-dynamics", "--setup", str(tmp_path / "setup.xml"), "--out", str(tmp_path / "o")]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "escaped.sto").exists()
+
+
+def test_setup_that_does_not_exclude_the_muscles_is_told_they_are_left_out(tmp_path, capsys):
+    """OpenSim reads an empty <forces_to_exclude> as 'exclude nothing'; jaxmb's inverse
+    dynamics leaves the muscles out whatever it says (before: silently)."""
+    text = (DATA / "arm26_Setup_InverseDynamics.xml").read_text().replace(
+        "<forces_to_exclude> Muscles </forces_to_exclude>", "<forces_to_exclude></forces_to_exclude>")
+    for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
+        (tmp_path / f).write_bytes((DATA / f).read_bytes())
+    (tmp_path / "setup.xml").write_text(text)
+    assert main(["inverse-dynamics", "--setup", str(tmp_path / "setup.xml"), "--out", str(tmp_path / "o"),
+                 "--no-progress"]) == 0
+    assert "jaxmb: warning: " in (err := capsys.readouterr().err) and "does not name Muscles, but jaxmb's" in err

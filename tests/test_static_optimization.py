@@ -15,6 +15,7 @@ from scipy.optimize import minimize
 import jaxmb as mb
 from jaxmb._static_optimization import _solve_frames
 from jaxmb.cli import main
+from jaxmb.io._setup import read_static_optimization_setup
 from models_for_tests import muscled_elbow
 
 DATA = pathlib.Path(__file__).parent / "data" / "opensim" / "motion"
@@ -140,15 +141,41 @@ def test_actuator_file_reads_gait2392_residuals():
     assert float(acts[1].optimal_force) == 200.0 and float(acts[1].min_control) == -1.0
 
 
-def test_setup_with_a_step_interval_is_refused(tmp_path, capsys):
-    setup = (DATA / "arm26_Setup_StaticOptimization.xml").read_text().replace(
-        "<step_interval>1</step_interval>", "<step_interval>10</step_interval>")
+@pytest.mark.parametrize("old, new, message", [
+    ("<step_interval>1</step_interval>", "<step_interval>10</step_interval>",
+     "setup.xml:18: step_interval 10: jaxmb solves every frame"),
+    # before: a misspelled tag was ignored and its default used (the whole motion, no filter, exponent 2)
+    ("<final_time>1</final_time>", "<finaltime>0.5</finaltime>",
+     "<finaltime> of <AnalyzeTool name='arm26'> at"),
+    ("<activation_exponent>2</activation_exponent>", "<activation_exponant>3</activation_exponant>",
+     "setup.xml:21: not supported by jaxmb's OpenSim importer in <StaticOptimization>"),
+    # before: ignored (speeds from the coordinates; the second analysis never ran)
+    ("<speeds_file></speeds_file>", "<speeds_file>speeds.sto</speeds_file>",
+     "setup.xml:36: jaxmb reads coordinates, not speeds"),
+    ("</StaticOptimization>", "</StaticOptimization><StaticOptimization name=\"SO2\"><on>true</on>"
+     "</StaticOptimization>", "a second StaticOptimization switched on"),
+])
+def test_setup_settings_jaxmb_would_not_follow_are_refused(tmp_path, capsys, old, new, message):
+    text = (DATA / "arm26_Setup_StaticOptimization.xml").read_text()
+    assert old in text
     for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
         (tmp_path / f).write_bytes((DATA / f).read_bytes())
-    (tmp_path / "setup.xml").write_text(setup)
+    (tmp_path / "setup.xml").write_text(text.replace(old, new, 1))
     assert main(["static-optimization", "--setup", str(tmp_path / "setup.xml"), "--out", str(tmp_path / "o")]) == 1
-    err = capsys.readouterr().err
-    assert "setup.xml:18: step_interval 10: jaxmb solves every frame" in err
+    assert message in capsys.readouterr().err
+
+
+def test_setup_input_directory_is_where_its_files_are(tmp_path):
+    """OpenSim's <input_directory>: before, the static optimization setup ignored it (the
+    inverse dynamics setup did not)."""
+    text = (DATA / "arm26_Setup_StaticOptimization.xml").read_text().replace(
+        "<results_directory>", "<input_directory>in</input_directory><results_directory>", 1)
+    (tmp_path / "in").mkdir()
+    for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
+        (tmp_path / "in" / f).write_bytes((DATA / f).read_bytes())
+    (tmp_path / "setup.xml").write_text(text)
+    setup = read_static_optimization_setup(tmp_path / "setup.xml")
+    assert setup.model_file == str(tmp_path / "in" / "arm26.osim")
 
 
 # ---- against OpenSim 4.6's Static Optimization ----

@@ -47,12 +47,16 @@ def _inputs(args):
 
     if check_motion_arguments(args):
         setup = read_inverse_dynamics_setup(check_model_file(args.setup))
+        import warnings
+
         unsupported = [f for f in setup.forces_to_exclude if f.lower() != "muscles"]
         if unsupported:
-            import warnings
-
             warnings.warn(f"{args.setup}: forces_to_exclude {unsupported}: jaxmb excludes the muscles only "
                           "(the model's other forces are included).", stacklevel=2)
+        if len(unsupported) == len(setup.forces_to_exclude):
+            warnings.warn(f"{args.setup}: forces_to_exclude does not name Muscles, but jaxmb's inverse dynamics "
+                          "leaves the muscles out all the same (OpenSim would apply their forces at the model's "
+                          "default states).", stacklevel=2)
         loads = args.external_loads or setup.external_loads_file
         lowpass = args.lowpass if args.lowpass is not None else setup.lowpass_hz
         return (setup.model_file, setup.coordinates_file, loads, lowpass, setup.time_range,

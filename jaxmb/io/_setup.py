@@ -21,6 +21,19 @@ _ID_TAGS = {"results_directory", "input_directory", "model_file", "time_range", 
             "joints_to_report_body_forces", "output_body_forces_file"}
 
 
+# OpenSim 4's AnalyzeTool and StaticOptimization properties (the integrator's and the optimizer's
+# settings are read by OpenSim only; jaxmb solves every frame with its own solver).
+_ANALYZE_TAGS = {"model_file", "replace_force_set", "force_set_files", "results_directory", "input_directory",
+                 "output_precision", "initial_time", "final_time", "solve_for_equilibrium_for_auxiliary_states",
+                 "maximum_number_of_integrator_steps", "maximum_integrator_step_size",
+                 "minimum_integrator_step_size", "integrator_error_tolerance", "AnalysisSet", "ControllerSet",
+                 "external_loads_file", "states_file", "coordinates_file", "speeds_file",
+                 "lowpass_cutoff_frequency_for_coordinates"}
+_SO_TAGS = {"on", "in_degrees", "start_time", "end_time", "step_interval", "use_model_force_set",
+            "activation_exponent", "use_muscle_physiology", "optimizer_convergence_criterion",
+            "optimizer_max_iterations", "optimizer_algorithm"}
+
+
 @dataclasses.dataclass(frozen=True)
 class InverseDynamicsSetup:
     """What jaxmb takes from an ``InverseDynamicsTool`` setup file (paths made absolute)."""
@@ -65,12 +78,17 @@ def read_inverse_dynamics_setup(path: str | os.PathLike) -> InverseDynamicsSetup
                  "leave <joints_to_report_body_forces> empty.", owner=tool)
     cutoff = xml.number(tool, "lowpass_cutoff_frequency_for_coordinates", -1.0)
     time_range = _time_range(xml, tool)
+    xml.boolean(tool, "coordinates_in_degrees", True)  # the motion file's own header says its units
     excluded = tuple(xml.text(tool, "forces_to_exclude", "Muscles").split())
+    output = xml.text(tool, "output_gen_force_file", "") or "inverse_dynamics.sto"
+    if os.path.basename(output) != output or output in (".", ".."):  # else it is written outside the results
+        xml.fail(xml.child(tool, "output_gen_force_file"), f"{output!r} is not a file name: the file goes into "
+                 "the results folder (the command's --out); write a name without folders.", owner=tool)
     return InverseDynamicsSetup(
         model_file=file("model_file", True), coordinates_file=file("coordinates_file", True),
         external_loads_file=file("external_loads_file", False),
         lowpass_hz=None if cutoff < 0 else float(cutoff), time_range=time_range, forces_to_exclude=excluded,
-        output_gen_force_file=xml.text(tool, "output_gen_force_file", "") or "inverse_dynamics.sto",
+        output_gen_force_file=output,
         results_directory=os.path.join(folder, xml.text(tool, "results_directory", "") or "."))
 
 
@@ -114,10 +132,13 @@ def read_static_optimization_setup(path: str | os.PathLike) -> StaticOptimizatio
     xml = XmlReader.parse(path)
     root = xml.root
     tool = root if root.tag == "AnalyzeTool" else xml.child(root, "AnalyzeTool")
+    xml.check_children(tool, _ANALYZE_TAGS, "<AnalyzeTool>", skip=("defaults",))
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    inputs = xml.text(tool, "input_directory", "")
+    base = os.path.join(folder, inputs) if inputs else folder
 
     def file(name, el, tag):
-        full = os.path.normpath(os.path.join(folder, name))
+        full = os.path.normpath(os.path.join(base, name))
         if not os.path.isfile(full):
             xml.fail(xml.child(el, tag), f"file {name!r} not found (looked for {full}); paths in a setup file "
                                          "are relative to its folder.", owner=el)
@@ -126,19 +147,24 @@ def read_static_optimization_setup(path: str | os.PathLike) -> StaticOptimizatio
     def required(tag):
         name = xml.text(tool, tag, "")
         if not name or name == "Unassigned":
-            xml.fail(tool, f"<{tag}> is empty; name the file (relative to {folder}).")
+            xml.fail(tool, f"<{tag}> is empty; name the file (relative to {base}).")
         return file(name, tool, tag)
 
-    states = xml.text(tool, "states_file", "")
-    if states and states != "Unassigned":
-        xml.fail(xml.child(tool, "states_file"), "jaxmb reads coordinates, not states: give <coordinates_file> "
-                 "and leave <states_file> empty.", owner=tool)
+    for tag, what in (("states_file", "states"), ("speeds_file", "speeds (it differentiates the coordinates)")):
+        given = xml.text(tool, tag, "")
+        if given and given != "Unassigned":
+            xml.fail(xml.child(tool, tag), f"jaxmb reads coordinates, not {what}: give <coordinates_file> "
+                     f"and leave <{tag}> empty.", owner=tool)
     analyses = xml.child(tool, "AnalysisSet", required=False)
     so = [el for el in xml.set_objects(analyses) if el.tag == "StaticOptimization"] if analyses is not None else []
     so = [el for el in so if xml.boolean(el, "on", True)]
     if not so:
         xml.fail(tool, "holds no StaticOptimization analysis (switched on) in its <AnalysisSet>.")
+    if len(so) > 1:
+        xml.fail(so[1], f"a second StaticOptimization switched on (the first: {xml.where(so[0])}); jaxmb "
+                 "runs one: set <on> false in the other.", owner=tool)
     analysis = so[0]
+    xml.check_children(analysis, _SO_TAGS, "<StaticOptimization>")
     if not xml.boolean(analysis, "use_muscle_physiology", True):
         xml.fail(xml.child(analysis, "use_muscle_physiology"), "jaxmb's static optimization uses the muscles' "
                  "force-length-velocity curves; set <use_muscle_physiology> true.", owner=analysis)
