@@ -133,6 +133,57 @@ def test_actuator_file_naming_a_missing_coordinate(tmp_path):
     assert isinstance(reserve, mb.CoordinateActuator) and float(reserve.optimal_force) == 10.0
 
 
+_ACTUATOR_FILE = """<?xml version="1.0" encoding="UTF-8"?>
+<OpenSimDocument Version="40000">
+  <ForceSet name="reserves">
+    <defaults>
+      <CoordinateActuator name="default">
+        <optimal_force>1000</optimal_force>
+        <max_control>2</max_control>
+      </CoordinateActuator>
+    </defaults>
+    <objects>
+      <CoordinateActuator name="elbow_reserve">
+        <coordinate>r_elbow_flex</coordinate>
+        {line}
+      </CoordinateActuator>
+    </objects>
+  </ForceSet>
+</OpenSimDocument>
+"""
+
+
+@pytest.mark.parametrize("line, message", [
+    # before: ignored, so the optimal force stayed OpenSim's default of 1 (a reserve 10x too strong)
+    ("<optimal_forces>10</optimal_forces>", r"<optimal_forces> .*reserves\.xml:13: not supported .*check its spelling"),
+    ("<min_control>nan</min_control>", r"reserves\.xml:13: <min_control> must be a number or Inf/-Inf, got NaN"),
+])
+def test_actuator_file_refuses_what_it_would_misread(tmp_path, line, message):
+    path = tmp_path / "reserves.xml"
+    path.write_text(_ACTUATOR_FILE.format(line=line))
+    with pytest.raises(mb.ModelError, match=message):
+        mb.io.read_actuators(path, mb.load_osim(DATA / "arm26.osim"))
+
+
+def test_actuator_file_defaults_fill_what_an_actuator_leaves_out(tmp_path):
+    """OpenSim 4.6 (ForceSet('reserves.xml')) gives this reserve the template's optimal force
+    of 1000 (before: jaxmb ignored <defaults>, so 1)."""
+    path = tmp_path / "reserves.xml"
+    path.write_text(_ACTUATOR_FILE.format(line="<max_control>3</max_control>"))
+    (reserve,) = mb.io.read_actuators(path, mb.load_osim(DATA / "arm26.osim"))
+    assert float(reserve.optimal_force) == 1000.0 and float(reserve.max_control) == 3.0
+
+
+def test_actuator_file_refuses_a_torque_between_a_body_and_itself(tmp_path):
+    path = tmp_path / "reserves.xml"
+    path.write_text(_ACTUATOR_FILE.replace("<defaults>", "<!--").replace("</defaults>", "-->").format(
+        line="").replace('<CoordinateActuator name="elbow_reserve">', '<TorqueActuator name="t">').replace(
+        "<coordinate>r_elbow_flex</coordinate>", "<bodyA>r_humerus</bodyA><bodyB>r_humerus</bodyB>").replace(
+        "</CoordinateActuator>\n    </objects>", "</TorqueActuator>\n    </objects>"))
+    with pytest.raises(mb.ModelError, match=r"between a body and itself \(bodyA = bodyB\)"):
+        mb.io.read_actuators(path, mb.load_osim(DATA / "arm26.osim"))
+
+
 def test_actuator_file_reads_gait2392_residuals():
     model = mb.load_osim(DATA / "subject01_simbody.osim")
     acts = mb.io.read_actuators(DATA / "gait2392_SO_Residual_Actuators.xml", model)

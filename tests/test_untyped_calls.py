@@ -59,6 +59,8 @@ CASES = {
     "pid_gain_complex": ("mb.control.PID(0, 0.0, 1.0 + 2.0j)", "ModelError", "PID: kp must be real, got dtype complex"),
     "hill_parameter_complex": ("mb.Thelen2003Muscle(1000.0 + 5.0j)", "ModelError",
                                "muscle 'Thelen2003Muscle': max_isometric_force must be real, got dtype complex"),
+    "actuators_without_model": ("mb.io.read_actuators('/nonexistent/reserves.xml', None)", "TypeError",
+                                "read_actuators: model must be the jaxmb.Model the actuators act on, got NoneType"),
     "constant_text": ("mb.Constant('1.0')", "ModelError", "Constant joint function: value must be numbers, got '1.0'"),
     # Swapped or wrapped arguments: an AttributeError on .forces or .source, or 'not iterable':
     "function_paths_swapped": ("mb.io.write_function_paths('/nonexistent/x.xml', mb.load_osim(ARM26), [])",

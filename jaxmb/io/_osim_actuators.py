@@ -51,9 +51,18 @@ def _floats_or_inf(reader, el, tag, default):
     if c is None or not (c.text or "").strip():
         return default
     try:
-        return float(c.text.strip())
+        value = float(c.text.strip())
     except ValueError:
         reader.fail(c, f"<{tag}> must be a number, got {c.text.strip()!r}.")
+    if np.isnan(value):
+        reader.fail(c, f"<{tag}> must be a number or Inf/-Inf, got NaN.")
+    return value
+
+
+_ACTUATOR_COMMON = {"appliesForce", "isDisabled", "min_control", "max_control", "optimal_force"}
+_ACTUATOR_TAGS = {"CoordinateActuator": {"coordinate"},
+                  "PointActuator": {"body", "point", "point_is_global", "direction", "force_is_global"},
+                  "TorqueActuator": {"bodyA", "bodyB", "axis", "torque_is_global"}}
 
 
 def _name(ref: str) -> str:
@@ -104,6 +113,8 @@ class _ForceReader:
     def read(self, el):
         tag = el.tag
         name = el.get("name") or tag
+        if tag in _ACTUATOR_TAGS:  # a misspelled <optimal_force> would leave OpenSim's default of 1
+            self.xml.check_children(el, _ACTUATOR_TAGS[tag] | _ACTUATOR_COMMON, f"<{tag}>")
         if tag == "CoordinateActuator":
             coord, fn = self.coordinate(el)
             return CoordinateActuator(name, coord, function=fn, **self.actuator_args(el))
@@ -114,6 +125,9 @@ class _ForceReader:
                                  force_is_global=self.r.boolean(el, "force_is_global", False),
                                  **self.actuator_args(el))
         if tag == "TorqueActuator":
+            if self.body(el, "bodyA") == self.body(el, "bodyB", "ground"):
+                self.r.fail(el, "applies its torque between a body and itself (bodyA = bodyB): it has no effect; "
+                                "name the other body in <bodyB> (default: ground).")
             return TorqueActuator(name, self.body(el, "bodyA"), self.body(el, "bodyB", "ground"),
                                   self.r.floats(el, "axis", 3, (0, 0, 1)),
                                   torque_is_global=self.r.boolean(el, "torque_is_global", True),
