@@ -190,6 +190,15 @@ def finite_tolerance(value, caller: str, name: str, dtype) -> float:
     return v
 
 
+def flag(value, what: str) -> bool:
+    """`value` as a bool: True or False (NumPy's and concrete JAX scalars of dtype bool
+    too), else a ``TypeError`` naming `what`: ``bool("no")`` is True."""
+    if isinstance(value, (bool, np.bool_)) or (
+            getattr(value, "dtype", None) == bool and np.ndim(value) == 0 and is_concrete(value)):
+        return bool(value)
+    raise TypeError(f"{what} must be True or False, got {value!r}.")
+
+
 def is_concrete(tree) -> bool:
     """Whether `tree` holds no tracer: its values are at hand to check (a model element built
     eagerly, or under jit from concrete parameters; not from traced ones)."""

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-from ._checks import coordinate_vector, float_array, violated
+from ._checks import coordinate_vector, flag, float_array, violated
 from ._dynamics import _mass_matrix_and_forces
 from ._errors import ModelError
 from ._muscles import (check_path_force_route, muscle_lengths_and_moment_arms, musculotendon_activation_rates,
@@ -258,7 +258,7 @@ class MuscleExcitations(AbstractController):
         self.model = model
         self.excitation = excitation
         self.activation0 = jnp.broadcast_to(a0, (n,))
-        self.inextensible_tendon = bool(inextensible_tendon)
+        self.inextensible_tendon = flag(inextensible_tendon, "MuscleExcitations: inextensible_tendon")
         self.moment_arms = moment_arms
 
     def init(self, q0, qd0):

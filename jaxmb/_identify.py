@@ -32,7 +32,7 @@ import optax
 import optimistix as optx
 from jaxtyping import Array, Float, Int
 
-from ._checks import is_concrete, finite_tolerance, nonfinite_rows, positive_count
+from ._checks import is_concrete, finite_tolerance, flag, nonfinite_rows, positive_count
 from ._results import RESULTS
 from ._simulate import simulate
 
@@ -195,8 +195,8 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
     max_steps = positive_count(max_steps, "identify", "max_steps")
     dtype = jnp.result_type(*leaves)
     rtol, atol = (finite_tolerance(tol, "identify", label, dtype) for label, tol in (("rtol", rtol), ("atol", atol)))
-    fit = _fit(model, where, residuals, solver, int(max_steps), float(rtol), float(atol), bool(positive))
-    if throw:
+    fit = _fit(model, where, residuals, solver, int(max_steps), float(rtol), float(atol), flag(positive, "identify: positive"))
+    if flag(throw, "identify: throw"):
         fit = eqx.tree_at(lambda f: f.loss, fit, fit.result.error_if(fit.loss, fit.result != RESULTS.successful))
     return fit
 

@@ -33,7 +33,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from . import _loop_solve as _ls
-from ._checks import is_concrete, is_count, float_array
+from ._checks import flag, float_array, is_concrete, is_count
 from ._functions import AbstractJointFunction
 from ._results import RESULTS
 from ._typing import RealLike
@@ -172,7 +172,7 @@ class LoopClosure(eqx.Module):
                                    f"exactly n_continuation steps), got {continuation_step!r}.")
         self.continuation_step = None if continuation_step is None else float(continuation_step)
         self.rcond_min = float(rcond_min)
-        self.throw = bool(throw)
+        self.throw = flag(throw, f"LoopClosure {name!r}: throw")
         m = self.f_ref.shape[0]
         self.variable_names = tuple(variable_names) if variable_names is not None else tuple(
             f"f{k}" for k in range(m))

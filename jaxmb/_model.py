@@ -22,7 +22,7 @@ from jaxtyping import Array, Float
 
 from ._typing import RealLike
 
-from ._checks import finite, real_numbers
+from ._checks import finite, flag, real_numbers
 from ._errors import ModelError
 from ._functions import AbstractJointFunction
 from ._loop_closure import ImplicitJointFunction
@@ -71,7 +71,7 @@ class Body(eqx.Module):
         if self.inertia.shape == (3,):
             with jax.ensure_compile_time_eval():  # concrete where given concrete, as float_array
                 self.inertia = jnp.diag(self.inertia)
-        self.massless = bool(massless)
+        self.massless = flag(massless, f"Body {name!r}: massless")
         if self.mass.shape != () or self.com.shape != (3,) or self.inertia.shape != (3, 3):
             raise ModelError(
                 f"Body {name!r}: mass must be a scalar, com (3,) and inertia (3, 3) or (3,) "

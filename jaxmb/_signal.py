@@ -120,7 +120,20 @@ def _key(time, lowpass_hz, time_range) -> tuple:
     if time.ndim != 1:
         raise ValueError(f"the motion's times must be 1-D, got shape {time.shape}.")
     return (tuple(time.tolist()), None if lowpass_hz is None else float(lowpass_hz),
-            None if time_range is None else (float(time_range[0]), float(time_range[1])))
+            None if time_range is None else _time_pair(time_range))
+
+
+def _time_pair(time_range) -> tuple[float, float]:
+    """`time_range` as ``(start, end)``: two numbers, neither NaN (a third was ignored, a
+    scalar failed with Python's 'not subscriptable', NaN was told it exceeded the end)."""
+    try:
+        pair = tuple(float(v) for v in time_range)
+    except (TypeError, ValueError):
+        pair = ()
+    if len(pair) != 2 or any(math.isnan(v) for v in pair):
+        raise ValueError(f"time_range must be two times (start, end) in s, each a number or +-inf, got "
+                         f"{time_range!r}.")
+    return pair
 
 
 def _grid(time: tuple, lowpass_hz, time_range):

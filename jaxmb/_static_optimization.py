@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._checks import is_concrete, finite_tolerance, positive_count
+from ._checks import is_concrete, finite_tolerance, flag, positive_count
 from ._errors import ModelError
 from ._model_checks import require_mass
 from ._forces._base import AbstractActuator, actuators, force_set_forces, unit_actuation_matrix
@@ -360,6 +360,8 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     (no activations within bounds balance the forces: add reserves) have a `result` other
     than ``RESULTS.successful``.
     """
+    passive_forces = flag(passive_forces, "static_optimization: passive_forces")
+    use_model_actuators = flag(use_model_actuators, "static_optimization: use_model_actuators")
     time, q = motion_coordinates("static_optimization", model, time, q)
     if tendon not in ("rigid", "compliant"):
         raise ValueError(f"static_optimization: tendon must be 'rigid' or 'compliant', got {tendon!r}.")
@@ -418,7 +420,7 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     options = (solver, matching, None if residual_weight is None else float(residual_weight), moment_arms,
                active_force)
     return _run(model, extra, tuple(_spec(e) for e in externals), frames, (w0, w1, w2), q, samples, w,
-                bool(passive_forces), float(exponent), float(tolerance), int(max_steps), options + (tendon,))
+                passive_forces, float(exponent), float(tolerance), int(max_steps), options + (tendon,))
 
 
 def _check_options(solver, matching, residual_weight, exponent, tendon):

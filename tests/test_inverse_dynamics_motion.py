@@ -96,6 +96,13 @@ def test_a_time_range_outside_the_motion_is_refused():
         opensim_coordinate_operators(np.linspace(0.0, 1.0, 11), time_range=(10.0, 20.0))
 
 
+def test_a_time_range_of_nan_is_refused_as_such():
+    """Before: NaN was told that the start exceeded the end (a range of three times or a
+    scalar: tests/test_untyped_calls.py)."""
+    with pytest.raises(ValueError, match=r"time_range must be two times \(start, end\) in s"):
+        opensim_coordinate_operators(np.linspace(0.0, 1.0, 11), time_range=(np.nan, np.nan))
+
+
 @pytest.mark.parametrize("tool", ["inverse_dynamics_motion", "static_optimization"])
 def test_a_motion_with_a_gap_is_named_by_its_frames(arm26, tool):
     """Before: a NaN sample spread through the splines into every frame's forces, silently."""

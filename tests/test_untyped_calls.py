@@ -33,8 +33,17 @@ CASES = {
     "function_paths_names": ("mb.io.write_function_paths(mb.load_osim(ARM26), '/nonexistent/x.xml', "
                              "['r_shoulder_elev'])", "TypeError",
                              "write_function_paths: coordinates must be the OpenSim coordinates"),
-    "motion_degrees_text": ("mb.io.MotionData([0.0, 0.1], ('a',), [[1.0], [2.0]], in_degrees='no')", "ValueError",
+    "motion_degrees_text": ("mb.io.MotionData([0.0, 0.1], ('a',), [[1.0], [2.0]], in_degrees='no')", "TypeError",
                             "MotionData: in_degrees must be True or False, got 'no'"),
+    # Flags given as text: bool('no') is True, so these switched the option on:
+    "excitations_flag_text": ("mb.control.MuscleExcitations(mb.load_osim(ARM26), lambda t: jnp.full(6, 0.2), "
+                              "inextensible_tendon='no')", "TypeError",
+                              "MuscleExcitations: inextensible_tendon must be True or False, got 'no'"),
+    "body_flag_text": ("mb.Body('b', 1.0, massless='false')", "TypeError",
+                       "Body 'b': massless must be True or False, got 'false'"),
+    "optimization_flag_text": ("mb.static_optimization(mb.load_osim(ARM26), np.linspace(0, 0.1, 3), np.zeros((3, 2)), "
+                               "passive_forces='no')", "TypeError",
+                               "static_optimization: passive_forces must be True or False, got 'no'"),
     # Counts and indices that int() cut silently (1.9 -> 1, 2.5 -> 2):
     "linear_index_fraction": ("mb.Linear((0, 1.9), (1.0, 1.0))", "ModelError",
                               "Linear: a coordinate index must be an integer >= 0"),
@@ -61,6 +70,12 @@ CASES = {
                                "muscle 'Thelen2003Muscle': max_isometric_force must be real, got dtype complex"),
     "actuators_without_model": ("mb.io.read_actuators('/nonexistent/reserves.xml', None)", "TypeError",
                                 "read_actuators: model must be the jaxmb.Model the actuators act on, got NoneType"),
+    # A third time was ignored; a scalar failed with Python's "'float' object is not subscriptable":
+    "time_range_three": ("mb.inverse_dynamics_motion(mb.models.double_pendulum(), np.linspace(0, 1, 11), "
+                         "np.zeros((11, 2)), time_range=(0.1, 0.2, 0.3))", "ValueError",
+                         "time_range must be two times (start, end) in s, each a number or +-inf, got (0.1, 0.2, 0.3)"),
+    "time_range_scalar": ("mb.inverse_dynamics_motion(mb.models.double_pendulum(), np.linspace(0, 1, 11), "
+                          "np.zeros((11, 2)), time_range=0.5)", "ValueError", "time_range must be two times"),
     "constant_text": ("mb.Constant('1.0')", "ModelError", "Constant joint function: value must be numbers, got '1.0'"),
     # Swapped or wrapped arguments: an AttributeError on .forces or .source, or 'not iterable':
     "function_paths_swapped": ("mb.io.write_function_paths('/nonexistent/x.xml', mb.load_osim(ARM26), [])",

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import violated
+from .._checks import flag, violated
 from .._errors import ModelError
 from .._functions import AbstractJointFunction
 from .._kinematics import body_transforms
@@ -83,7 +83,8 @@ class PointActuator(AbstractActuator):
                  min_control: RealLike = -jnp.inf, max_control: RealLike = jnp.inf):
         self.name, self.body = str(name), str(body)
         self.point, self.direction = _f(point, (3,)), _f(direction, (3,))
-        self.point_is_global, self.force_is_global = bool(point_is_global), bool(force_is_global)
+        self.point_is_global = flag(point_is_global, f"PointActuator {name!r}: point_is_global")
+        self.force_is_global = flag(force_is_global, f"PointActuator {name!r}: force_is_global")
         self.optimal_force, self.min_control, self.max_control = _actuator_params(
             name, optimal_force, min_control, max_control)
         if violated(lambda d: np.linalg.norm(d) > 0, self.direction):
@@ -134,7 +135,7 @@ class TorqueActuator(AbstractActuator):
                  min_control: RealLike = -jnp.inf, max_control: RealLike = jnp.inf):
         self.name, self.body_a, self.body_b = str(name), str(body_a), str(body_b)
         self.axis = _f(axis, (3,))
-        self.torque_is_global = bool(torque_is_global)
+        self.torque_is_global = flag(torque_is_global, f"TorqueActuator {name!r}: torque_is_global")
         self.optimal_force, self.min_control, self.max_control = _actuator_params(
             name, optimal_force, min_control, max_control)
         if violated(lambda a: np.linalg.norm(a) > 0, self.axis):

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import float_array
+from .._checks import flag, float_array
 from .._errors import ModelError
 from .._typing import RealLike
 from ._base import _AbstractUnivariateFunction, _check_finite, _is_traced, coordinate_index
@@ -293,7 +293,7 @@ class QuinticSpline(_AbstractUnivariateFunction):
         if not (np.isfinite(self.x0) and np.isfinite(self.step) and self.step > 0.0):
             raise ModelError(f"QuinticSpline of coordinate {index}: the grid needs a finite x0 and a positive "
                              f"step, got x0 = {self.x0}, step = {self.step}.")
-        self.periodic = bool(periodic)
+        self.periodic = flag(periodic, f"{type(self).__name__}: periodic")
         self.coefficients = float_array(coefficients)
         if self.coefficients.ndim != 2 or self.coefficients.shape[1] != 6 or self.coefficients.shape[0] < 1:
             raise ModelError(f"QuinticSpline of coordinate {index}: coefficients must have shape (n, 6) with "

@@ -23,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._errors import ModelError
 from .._safe import safe_div, sqrt0
-from .._checks import entries_where, float_array, is_concrete, positive_values, violated
+from .._checks import entries_where, flag, float_array, is_concrete, positive_values, violated
 
 _NEWTON_ITERATIONS = 24
 """Bracketed Newton steps of the equilibrium solve: each step at least halves the bracket, so
@@ -109,7 +109,7 @@ def init_common(obj, max_isometric_force, optimal_fiber_length, tendon_slack_len
     real_parameters(obj, name, max_isometric_force=max_isometric_force, optimal_fiber_length=optimal_fiber_length,
                     tendon_slack_length=tendon_slack_length, pennation_angle_at_optimal=pennation_angle_at_optimal,
                     max_contraction_velocity=max_contraction_velocity)
-    obj.compliant_tendon = bool(compliant_tendon)
+    obj.compliant_tendon = flag(compliant_tendon, f"muscle {name!r}: compliant_tendon")
     positive_parameters(obj, ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
                               "max_contraction_velocity"), f"muscle {name!r}")
     # OpenSim's pennation models refuse an angle beyond pi/2 - SignificantReal (its muscles

@@ -100,6 +100,8 @@ def _time_range(xml: XmlReader, tool) -> tuple[float, float] | None:
     try:
         lo, hi = (float(v) for v in text.split())
     except ValueError:
+        lo = hi = math.nan
+    if math.isnan(lo) or math.isnan(hi):
         xml.fail(xml.child(tool, "time_range"), f"expected two numbers (start end), got {text!r}.", owner=tool)
     if math.isinf(lo) and math.isinf(hi):
         return None
@@ -178,9 +180,12 @@ def read_static_optimization_setup(path: str | os.PathLike) -> StaticOptimizatio
     def time(el, tag, default):
         text = xml.text(el, tag, "")
         try:
-            return float(text) if text else default
+            value = float(text) if text else default
         except ValueError:
+            value = math.nan
+        if math.isnan(value):
             xml.fail(xml.child(el, tag), f"expected a time (s), got {text!r}.", owner=el)
+        return value
 
     start = max(time(tool, "initial_time", -math.inf), time(analysis, "start_time", -math.inf))
     end = min(time(tool, "final_time", math.inf), time(analysis, "end_time", math.inf))

@@ -26,6 +26,7 @@ import os
 import numpy as np
 import numpy.typing as npt
 
+from .._checks import flag
 from .._errors import ModelError
 from .._model import Model
 
@@ -65,8 +66,7 @@ class MotionData:
         if isinstance(self.labels, str):  # its characters would become the labels
             raise ValueError(f"MotionData{where}: labels must be a sequence of column names, got the string "
                              f"{self.labels!r}; write [{self.labels!r}] for one column.")
-        if not isinstance(self.in_degrees, (bool, np.bool_)):  # 'no' would read as true
-            raise ValueError(f"MotionData{where}: in_degrees must be True or False, got {self.in_degrees!r}.")
+        flag(self.in_degrees, f"MotionData{where}: in_degrees")  # 'no' would read as true
         if "\n" in str(self.name) or "\r" in str(self.name):  # the header's first line: a second one breaks the file
             raise ValueError(f"MotionData{where}: name must be one line, got {self.name!r}.")
         try:
