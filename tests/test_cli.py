@@ -230,6 +230,14 @@ def test_info_of_a_built_in_model(capsys):
     assert "theta1" in out and "theta2" in out and "muscles: none" in out
 
 
+def test_info_of_a_setup_file_says_it_is_not_a_model(capsys):
+    """Before: 'Version 20302 is an OpenSim 3.x file... open it in OpenSim 4'."""
+    setup = pathlib.Path(__file__).parent / "data" / "opensim" / "motion" / "subject01_Setup_InverseDynamics.xml"
+    assert '<OpenSimDocument Version="20302">' in setup.read_text()
+    assert main(["info", str(setup)]) == 1
+    assert "holds <InverseDynamicsTool>, not a <Model>: this is not an .osim model" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(not GAIT.exists(), reason="gait2354_simbody.osim not shipped")
 def test_moment_arms_of_gait2354_with_units_in_the_csv_header(tmp_path, capsys):
     # With a force the importer skips, whose warning comes as one line.

@@ -169,6 +169,9 @@ def test_missing_coordinate(tmp_path, arm26):
     ("inDegrees=yes\nversion=1\ninDegrees=no\nendheader\ntime\ta\n0\t1\n",
      r"m\.mot:3: inDegrees='no', but line 1 says inDegrees='yes'"),
     ("endheader\ntime\ta\n\n", r"m\.mot:2: no data rows after the column labels"),
+    # before: "m.mot:3: <Mesh name=...> but line 2 says <Mesh ...>" (its attributes read as a header)
+    ('<?xml version="1.0"?>\n<OpenSimDocument Version="40000">\n<Mesh file="a"/>\n<Mesh file="b"/>\n',
+     r"m\.mot: an XML file \(it begins '<\?xml version=.*not an OpenSim \.mot/\.sto table"),
 ])
 def test_malformed_files(tmp_path, text, message):
     with pytest.raises(mb.ModelError, match=message):

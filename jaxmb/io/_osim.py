@@ -280,6 +280,13 @@ class _Importer(_JointReader):
         doc = self.root
         if doc.tag != "OpenSimDocument":
             self.fail(doc, "the root element must be <OpenSimDocument>; this is not an .osim model.")
+        models = self.xml.children(doc)  # before the version: a tool's setup file is no model of any version
+        if not any(m.tag == "Model" for m in models):
+            held = ", ".join(f"<{m.tag}>" for m in models) or "nothing"
+            self.fail(doc, f"holds {held}, not a <Model>: this is not an .osim model (a setup or data file?).")
+        if len(models) != 1 or models[0].tag != "Model":
+            bad = next((m for m in models if m.tag != "Model"), models[1] if len(models) > 1 else doc)
+            self.fail(bad, "an .osim document must hold exactly one <Model>.")
         version = doc.get("Version")
         try:
             version_number = int(version)
@@ -288,10 +295,6 @@ class _Importer(_JointReader):
         if version_number < 40000:
             self.fail(doc, f"Version {version_number} is an OpenSim 3.x file; jaxmb reads OpenSim "
                            "4.x files: open it in OpenSim 4 and save it again.")
-        models = self.xml.children(doc)
-        if len(models) != 1 or models[0].tag != "Model":
-            bad = next((m for m in models if m.tag != "Model"), models[1] if len(models) > 1 else doc)
-            self.fail(bad, "an .osim document must hold exactly one <Model>.")
         model_el = self.model_element = models[0]
         # <ForceSet file="muscles.xml"/> and the like: OpenSim reads the named file
         # (relative to the model's folder) in place of the element.

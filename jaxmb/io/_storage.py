@@ -129,7 +129,7 @@ def read_storage(path: str | os.PathLike) -> MotionData:
 
     **Raises:**
 
-    [`jaxmb.ModelError`][jaxmb.ModelError] naming ``file:line`` for a missing
+    [`jaxmb.ModelError`][jaxmb.ModelError] naming ``file:line`` for an XML file, a missing
     ``endheader``, a first column not named ``time``, no data rows, a row of the wrong
     length or with a non-number, ``nRows``/``nColumns`` that disagree with the data, and a
     header key given twice with different values.
@@ -140,6 +140,10 @@ def read_storage(path: str | os.PathLike) -> MotionData:
             lines = fh.read().splitlines()
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the file ({exc}).") from None
+    first = next((line.strip() for line in lines if line.strip()), "")
+    if first.startswith("<"):  # else its attributes read as header lines, and no 'endheader' is found
+        raise ModelError(f"{path}: an XML file (it begins {first[:40]!r}), not an OpenSim .mot/.sto table; give "
+                         "the motion file (a header ended by 'endheader', then columns).")
     header: dict[str, tuple[str, int]] = {}
     name = ""
     end = None
