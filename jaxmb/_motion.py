@@ -77,9 +77,13 @@ class ExternalForce:
             value = getattr(self, field)
             if value is not None:
                 value = np.asarray(value, dtype=float)
-                if value.shape != (time.size, 3) or not np.all(np.isfinite(value)):
-                    raise ValueError(f"ExternalForce {self.name!r}: {field} must be finite with shape "
-                                     f"({time.size}, 3), got {value.shape}.")
+                if value.shape != (time.size, 3):
+                    raise ValueError(f"ExternalForce {self.name!r}: {field} must have shape ({time.size}, 3) "
+                                     f"(one row per time), got {value.shape}.")
+                if not np.all(np.isfinite(value)):
+                    row, col = np.argwhere(~np.isfinite(value))[0]
+                    raise ValueError(f"ExternalForce {self.name!r}: {field} must be finite; its component "
+                                     f"{'xyz'[col]} is {value[row, col]} at time {time[row]:g} s (row {row}).")
                 object.__setattr__(self, field, value)
         if self.force is None and self.torque is None:
             raise ValueError(f"ExternalForce {self.name!r} applies neither a force nor a torque.")

@@ -259,6 +259,33 @@ def test_external_loads_name_a_missing_column(tmp_path, arm26):
         mb.io.read_external_loads(path)
 
 
+def test_external_loads_name_a_sample_that_is_not_finite(tmp_path, arm26):
+    """Before: 'force must be finite with shape (n, 3), got (n, 3)', no row or column."""
+    path = _arm_with_load(tmp_path, arm26)
+    data = mb.io.read_storage(tmp_path / "loads.mot")
+    values = np.array(data.values)
+    values[4, 1] = np.nan
+    mb.io.write_storage(tmp_path / "loads.mot", mb.io.MotionData(data.time, data.labels, values, name="loads"))
+    with pytest.raises(mb.ModelError, match=rf"loads\.xml:5: force_identifier 'hand_f': column 'hand_fy' of "
+                                            rf".*loads\.mot is nan at time {data.time[4]:g} s \(row 5 of the data\)"):
+        mb.io.read_external_loads(path)
+
+
+def test_an_external_force_names_its_sample_that_is_not_finite():
+    with pytest.raises(ValueError, match=r"ExternalForce 'h': force must be finite; its component x is nan at time "
+                                         r"1 s \(row 1\)"):
+        mb.ExternalForce("h", "r_humerus", [0.0, 1.0], force=[[0.0, 0.0, 0.0], [np.nan, 0.0, 0.0]])
+
+
+def test_external_loads_refuse_a_point_without_a_force(tmp_path, arm26):
+    """Before: the point was dropped and the torque alone applied."""
+    path = _arm_with_load(tmp_path, arm26)
+    path.write_text(path.read_text().replace("<force_identifier>hand_f</force_identifier>",
+                                             "<force_identifier></force_identifier>"))
+    with pytest.raises(mb.ModelError, match=r"loads\.xml:5: <point_identifier> is given but no <force_identifier>"):
+        mb.io.read_external_loads(path)
+
+
 # ---- the command line ----
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import difflib
 import os
 
+import numpy as np
+
 from .._errors import ModelError, warn
 from .._model import Model
 from .._motion import ExternalForce
@@ -39,7 +41,14 @@ def _columns(xml: XmlReader, el, data: MotionData, prefix: str, what: str):
         found = [data.labels[j] for j in idx]
         xml.fail(el, f"{what} {prefix!r} matches {len(idx)} columns of {data.source} ({found}); an identifier "
                      f"is the common prefix of exactly 3 columns (x, y, z). Columns: {data.labels}.")
-    return data.values[:, idx]
+    values = data.values[:, idx]
+    bad = np.argwhere(~np.isfinite(values))
+    if bad.size:
+        row, col = bad[0]
+        xml.fail(el, f"{what} {prefix!r}: column {data.labels[idx[col]]!r} of {data.source} is "
+                     f"{values[row, col]} at time {data.time[row]:g} s (row {row + 1} of the data); "
+                     f"{len(bad)} entries are not finite. Fill or cut the gap in the data file.")
+    return values
 
 
 def read_external_loads(path: str | os.PathLike, model: Model | None = None) -> tuple[ExternalForce, ...]:
@@ -112,6 +121,9 @@ def read_external_loads(path: str | os.PathLike, model: Model | None = None) -> 
         torque = _columns(xml, el, data, xml.text(el, "torque_identifier", ""), "torque_identifier")
         if force is None and torque is None:
             xml.fail(el, "neither <force_identifier> nor <torque_identifier> is given; name the data columns.")
+        if point is not None and force is None:  # else the point would be dropped silently
+            xml.fail(el, "<point_identifier> is given but no <force_identifier>: a point of application "
+                         "without a force applies nothing; name the force columns or leave the point out.")
         try:
             forces.append(ExternalForce(name, body, data.time, force, point if force is not None else None,
                                         torque, force_frame, point_frame))
