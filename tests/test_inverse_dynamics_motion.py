@@ -274,7 +274,7 @@ def test_external_loads_name_a_sample_that_is_not_finite(tmp_path, arm26):
 def test_an_external_force_names_its_sample_that_is_not_finite():
     with pytest.raises(ValueError, match=r"ExternalForce 'h': force must be finite; its component x is nan at time "
                                          r"1 s \(row 1\)"):
-        mb.ExternalForce("h", "r_humerus", [0.0, 1.0], force=[[0.0, 0.0, 0.0], [np.nan, 0.0, 0.0]])
+        mb.ExternalForce("h", "r_humerus", np.array([0.0, 1.0]), force=np.array([[0.0, 0.0, 0.0], [np.nan, 0.0, 0.0]]))
 
 
 def test_external_loads_refuse_a_point_without_a_force(tmp_path, arm26):
