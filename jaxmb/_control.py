@@ -14,9 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-from ._checks import coordinate_vector, flag, float_array, violated
+from ._checks import coordinate_vector, finite, flag, float_array, violated
 from ._dynamics import _mass_matrix_and_forces
 from ._errors import ModelError
+from ._functions._base import coordinate_index
 from ._muscles import (check_path_force_route, muscle_lengths_and_moment_arms, musculotendon_activation_rates,
                        musculotendon_states)
 from ._muscles._muscle_forces import _groups
@@ -103,14 +104,15 @@ class PID(AbstractController):
 
     def __init__(self, indices, target: RealLike, kp: RealLike, ki: RealLike = 0.0, kd: RealLike = 0.0,
                  selection: RealLike | None = None):
-        self.indices = tuple(int(i) for i in (indices if np.ndim(indices) else (indices,)))
-        if any(i < 0 for i in self.indices) or len(set(self.indices)) != len(self.indices):
-            raise ValueError(f"PID: indices must be distinct coordinate indices >= 0, got {indices!r}.")
+        # int() cut 1.7 to 1; no index at all failed at the first step with JAX's indexer error
+        self.indices = tuple(coordinate_index(i, "PID") for i in (indices if np.ndim(indices) else (indices,)))
+        if not self.indices or len(set(self.indices)) != len(self.indices):
+            raise ValueError(f"PID: indices must be one or more distinct coordinate indices >= 0, got {indices!r}.")
         k = len(self.indices)
         self.target, self.kp, self.ki, self.kd = (
             _gains("PID", name, value, (k,), "one per controlled coordinate")
             for name, value in (("target", target), ("kp", kp), ("ki", ki), ("kd", kd)))
-        self.selection = None if selection is None else float_array(selection, float)
+        self.selection = None if selection is None else finite(float_array(selection, float), "PID: selection")
         if self.selection is not None and (self.selection.ndim != 2 or self.selection.shape[1] != k):
             raise ValueError(f"PID: selection must have shape (nq, {k}), one column per controlled coordinate, "
                              f"got {self.selection.shape}.")
@@ -167,6 +169,14 @@ class ComputedTorque(AbstractController):
     kd: Float[Array, " nq"]
 
     def __init__(self, model, reference, kp: RealLike, kd: RealLike):
+        if not callable(reference):
+            raise TypeError(f"ComputedTorque: reference must be a callable t -> (q_ref, qd_ref, qdd_ref), got "
+                            f"{type(reference).__name__}.")
+        out = jax.eval_shape(reference, jnp.zeros(()))  # shapes only: checked again where it is traced
+        if not (isinstance(out, (tuple, list)) and len(out) == 3):
+            got = f"{len(out)} values" if isinstance(out, (tuple, list)) else type(out).__name__
+            raise ValueError(f"ComputedTorque: reference(t) must return the three arrays (q_ref, qd_ref, qdd_ref), "
+                             f"got {got}.")
         self.model = model
         self.reference = reference
         self.kp, self.kd = (_gains("ComputedTorque", name, value, (model.nq,), "one per coordinate")
@@ -242,7 +252,10 @@ class MuscleExcitations(AbstractController):
             raise ModelError(f"MuscleExcitations: model {model.name!r} has no muscles.")
         for part in ("force_model", "activation_dynamics"):
             _groups(model, part)  # names a muscle without one
-        shape = jax.eval_shape(excitation, jnp.zeros(())).shape
+        if not callable(excitation):
+            raise TypeError(f"MuscleExcitations: excitation must be a callable t -> (n_muscles,) excitations, got "
+                            f"{type(excitation).__name__}.")
+        shape = jax.eval_shape(lambda t: jnp.asarray(excitation(t)), jnp.zeros(())).shape  # a list is an array too
         if shape != (n,):
             raise ValueError(f"MuscleExcitations: excitation(t) must return shape ({n},), one excitation per "
                              f"muscle of {model.name!r} ({', '.join(model.muscle_names)}), got {shape}.")

@@ -131,8 +131,10 @@ def test_controllers_refuse_indices_and_references_that_do_not_fit_the_model():
         mb.simulate(m, q0, qd0, 1.0, controller=mb.control.PID((5,), 1.0, 50.0, kd=5.0))
     with pytest.raises(ValueError, match=r"PID: selection must have shape \(2, 1\) for a model of 2"):
         mb.simulate(m, q0, qd0, 1.0, controller=mb.control.PID(1, 1.0, 50.0, selection=jnp.ones((3, 1))))
-    with pytest.raises(ValueError, match="PID: indices must be distinct coordinate indices >= 0"):
+    with pytest.raises(ValueError, match="PID: a coordinate index must be an integer >= 0"):
         mb.control.PID((-1,), 1.0, 50.0)
+    with pytest.raises(ValueError, match="PID: indices must be one or more distinct coordinate indices"):
+        mb.control.PID((0, 0), 1.0, 50.0)
     # A single index as an int, as a tuple of one.
     one, ones = (mb.simulate(m, q0, qd0, 0.2, controller=mb.control.PID(i, 1.0, 50.0)).q for i in (1, (1,)))
     np.testing.assert_array_equal(one, ones)
@@ -145,6 +147,11 @@ def test_controllers_refuse_indices_and_references_that_do_not_fit_the_model():
     (lambda m: mb.control.PID([0, 1], 0.0, jnp.ones(3)), r"PID: kp must be a scalar or have shape \(2,\)"),
     (lambda m: mb.control.PID([0], jnp.nan, 1.0), r"PID: target must be finite"),
     (lambda m: mb.control.PID([0], 0.0, 1.0, selection=jnp.ones((2, 2))), r"PID: selection must have shape \(nq, 1\)"),
+    # before: accepted; the run then failed with 'state or applied forces became non-finite'
+    (lambda m: mb.control.PID([0], 0.0, 1.0, selection=np.array([[1.0], [np.nan]])), r"PID: selection must be finite"),
+    # before: 'not enough values to unpack (expected 3, got 2)' at the first step
+    (lambda m: mb.control.ComputedTorque(m, lambda t: (jnp.zeros(2),) * 2, 1.0, 1.0),
+     r"ComputedTorque: reference\(t\) must return the three arrays \(q_ref, qd_ref, qdd_ref\), got 2 values"),
     (lambda m: mb.control.ComputedTorque(m, lambda t: (jnp.zeros(2),) * 3, jnp.ones(3), 1.0),
      r"ComputedTorque: kp must be a scalar or have shape \(2,\) \(one per coordinate\), got \(3,\)"),
     (lambda m: mb.control.ComputedTorque(m, lambda t: (jnp.zeros(2),) * 3, 1.0, jnp.inf), "ComputedTorque: kd must be finite"),

@@ -76,6 +76,17 @@ CASES = {
                          "time_range must be two times (start, end) in s, each a number or +-inf, got (0.1, 0.2, 0.3)"),
     "time_range_scalar": ("mb.inverse_dynamics_motion(mb.models.double_pendulum(), np.linspace(0, 1, 11), "
                           "np.zeros((11, 2)), time_range=0.5)", "ValueError", "time_range must be two times"),
+    # int() cut the index 1.7 to 1; no index failed at the first step with JAX's "Indexer must have integer ...":
+    "pid_index_fraction": ("mb.control.PID(1.7, 1.0, 30.0)", "ModelError", "PID: a coordinate index must be an integer"),
+    "pid_no_index": ("mb.control.PID([], 1.0, 30.0)", "ValueError", "PID: indices must be one or more distinct"),
+    # "'list' object has no attribute 'shape'", and JAX's "the first argument must be callable":
+    "excitations_list": ("mb.control.MuscleExcitations(mb.load_osim(ARM26), lambda t: [0.2] * 6); "
+                         "raise RuntimeError('built')", "RuntimeError", "built"),
+    "excitations_not_callable": ("mb.control.MuscleExcitations(mb.load_osim(ARM26), np.full(6, 0.2))", "TypeError",
+                                 "MuscleExcitations: excitation must be a callable t -> (n_muscles,) excitations, "
+                                 "got ndarray"),
+    "computed_torque_not_callable": ("mb.control.ComputedTorque(mb.models.double_pendulum(), np.zeros(2), 1.0, 1.0)",
+                                     "TypeError", "ComputedTorque: reference must be a callable"),
     "constant_text": ("mb.Constant('1.0')", "ModelError", "Constant joint function: value must be numbers, got '1.0'"),
     # Swapped or wrapped arguments: an AttributeError on .forces or .source, or 'not iterable':
     "function_paths_swapped": ("mb.io.write_function_paths('/nonexistent/x.xml', mb.load_osim(ARM26), [])",
