@@ -406,8 +406,9 @@ def static_optimization(model, time: Float[np.ndarray, " n"], q: Float[Array | n
     if w.shape != (n,):
         raise ValueError(f"static_optimization: weights must have shape ({n},), one per muscle and actuator "
                          f"({names}), got {w.shape}.")
-    if is_concrete(w) and not np.all(np.asarray(w) > 0):
-        raise ValueError("static_optimization: weights must be positive.")
+    if is_concrete(w) and not np.all((np.asarray(w) > 0) & np.isfinite(np.asarray(w))):
+        bad = [f"{nm} ({float(x)})" for nm, x in zip(names, np.asarray(w)) if not 0 < x < np.inf]
+        raise ValueError(f"static_optimization: weights must be positive and finite; {', '.join(bad)} are not.")
     frames, w0, w1, w2 = opensim_states_operators(time, lowpass_hz=lowpass_hz, time_range=time_range)
     check_load_times(externals, time, frames, "static_optimization")
     samples = tuple(ext.sample(frames) for ext in externals)

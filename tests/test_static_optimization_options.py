@@ -239,6 +239,16 @@ def test_bad_options_are_refused(tmp_path, kwargs, message):
         mb.static_optimization(_two_link(tmp_path), _TIME, _Q, **kwargs)
 
 
+@pytest.mark.parametrize("bad", [np.inf, 0.0, np.nan])
+def test_weights_must_be_positive_and_finite(tmp_path, bad):
+    """Before: an infinite or NaN weight was accepted."""
+    model = _two_link(tmp_path)
+    weights = np.ones(len(model.muscles) + 2)  # the muscles, then the two reserves
+    weights[0] = bad
+    with pytest.raises(ValueError, match=rf"weights must be positive and finite; {model.muscle_names[0]} \({bad}\)"):
+        mb.static_optimization(model, _TIME, _Q, weights=weights, actuators_extra=_reserves())
+
+
 # ---- F_A: along the tendon, or as OpenSim's static optimization takes it ----
 
 _HILL = json.loads((pathlib.Path(__file__).parent / "data" / "opensim" / "hill_muscles.json").read_text())
