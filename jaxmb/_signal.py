@@ -159,6 +159,9 @@ def _grid(time: tuple, lowpass_hz, time_range):
     else:
         if not lowpass_hz > 0:
             raise ValueError(f"lowpass_hz must be > 0 (or None for no filter), got {lowpass_hz}.")
+        if lowpass_hz * (time[-1] - time[0]) < 1.0:  # a period given for a frequency, say
+            warn(f"low-pass cutoff {lowpass_hz:g} Hz is below one cycle over the motion's {time[-1] - time[0]:g} s: "
+                 "the filter removes the motion itself (a cutoff of a few Hz is usual for movements).")
         n_pad = n // 2
         padded_t = pad_reflect(time, n_pad)
         to_grid = pad_reflect(np.eye(n), n_pad)

@@ -96,6 +96,12 @@ def test_a_time_range_outside_the_motion_is_refused():
         opensim_coordinate_operators(np.linspace(0.0, 1.0, 11), time_range=(10.0, 20.0))
 
 
+def test_a_cutoff_below_one_cycle_over_the_motion_warns():
+    """Before: 1e-3 Hz on a 1 s motion filtered the motion away without a word."""
+    with pytest.warns(UserWarning, match="low-pass cutoff 0.37 Hz is below one cycle over the motion's 1 s"):
+        opensim_coordinate_operators(np.linspace(0.0, 1.0, 11), lowpass_hz=0.37)
+
+
 def test_a_time_range_of_nan_is_refused_as_such():
     """Before: NaN was told that the start exceeded the end (a range of three times or a
     scalar: tests/test_untyped_calls.py)."""
