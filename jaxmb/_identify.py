@@ -179,6 +179,7 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
     `max_steps` below 1, or a tolerance that is not a positive finite number the
     parameters' dtype resolves (float32: loosen them, or switch on float64).
     """
+    positive = flag(positive, "identify: positive")
     theta0 = where(model)
     leaves = jax.tree.leaves(theta0)
     if not leaves or not all(isinstance(x, float) or jnp.issubdtype(getattr(x, "dtype", np.dtype(object)), jnp.floating)
@@ -195,7 +196,7 @@ def identify(model, where: Callable[[Any], Any], residuals: Callable[[Any], Arra
     max_steps = positive_count(max_steps, "identify", "max_steps")
     dtype = jnp.result_type(*leaves)
     rtol, atol = (finite_tolerance(tol, "identify", label, dtype) for label, tol in (("rtol", rtol), ("atol", atol)))
-    fit = _fit(model, where, residuals, solver, int(max_steps), float(rtol), float(atol), flag(positive, "identify: positive"))
+    fit = _fit(model, where, residuals, solver, int(max_steps), float(rtol), float(atol), positive)
     if flag(throw, "identify: throw"):
         fit = eqx.tree_at(lambda f: f.loss, fit, fit.result.error_if(fit.loss, fit.result != RESULTS.successful))
     return fit

@@ -77,7 +77,8 @@ CASES = {
     "time_range_scalar": ("mb.inverse_dynamics_motion(mb.models.double_pendulum(), np.linspace(0, 1, 11), "
                           "np.zeros((11, 2)), time_range=0.5)", "ValueError", "time_range must be two times"),
     # int() cut the index 1.7 to 1; no index failed at the first step with JAX's "Indexer must have integer ...":
-    "pid_index_fraction": ("mb.control.PID(1.7, 1.0, 30.0)", "ModelError", "PID: a coordinate index must be an integer"),
+    "pid_index_fraction": ("mb.control.PID(1.7, 1.0, 30.0)", "ModelError",
+                           "PID: a coordinate index must be an integer"),
     "pid_no_index": ("mb.control.PID([], 1.0, 30.0)", "ValueError", "PID: indices must be one or more distinct"),
     # "'list' object has no attribute 'shape'", and JAX's "the first argument must be callable":
     "excitations_list": ("mb.control.MuscleExcitations(mb.load_osim(ARM26), lambda t: [0.2] * 6); "
