@@ -108,7 +108,7 @@ def test_trajectory_derivatives_and_the_dissertation_values():
 
 def test_computed_torque_gains_are_critically_damped():
     # Eq. 201: Q_d = q''_des - 2K (q' - q'_des) - K² (q - q_des)
-    c = studies.computed_torque(mb.models.planar_chain(3), lambda t: None, (100.0, 100.0, 1000.0))
+    c = studies.computed_torque(mb.models.planar_chain(3), lambda t: (jnp.zeros(3),) * 3, (100.0, 100.0, 1000.0))
     np.testing.assert_array_equal(c.kd, [200.0, 200.0, 2000.0])
     np.testing.assert_array_equal(c.kp, [1e4, 1e4, 1e6])
 
