@@ -1,6 +1,8 @@
 """Models used across the tests: the built-in examples plus 3-D trees with prismatic joints,
 multi-coordinate joint functions, branches and multi-DOF joints."""
 
+import pathlib
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -124,3 +126,18 @@ def muscled_elbow(muscles):
         b.muscles.append(mb.Muscle(name, paths[side], force_model=force_model,
                                    activation_dynamics=activation[0] if activation else None))
     return b.build()
+
+
+_MOTION_DATA = pathlib.Path(__file__).parent / "data" / "opensim" / "motion"
+
+
+def arm26_tool_setup(tmp_path, setup: str, old: str = "", new: str = "") -> pathlib.Path:
+    """`setup` (an OpenSim tool's setup file of arm26's tutorial, tests/data/opensim/motion)
+    written into `tmp_path` as ``setup.xml`` with `old` replaced by `new` (once; `old` must
+    be there), beside the model and the motion it names."""
+    text = (_MOTION_DATA / setup).read_text()
+    assert old in text, (setup, old)
+    for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
+        (tmp_path / f).write_bytes((_MOTION_DATA / f).read_bytes())
+    (tmp_path / "setup.xml").write_text(text.replace(old, new, 1) if old else text)
+    return tmp_path / "setup.xml"

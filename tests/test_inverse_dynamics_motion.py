@@ -15,6 +15,7 @@ import jaxmb as mb
 from jaxmb._functions._gcvspl import gcvspline_fit, gcvspline_interpolation_operators
 from jaxmb._signal import lowpass_iir, opensim_coordinate_operators, pad_reflect
 from jaxmb.cli import main
+from models_for_tests import arm26_tool_setup
 from pages import in_folder_with, run_page
 
 DATA = pathlib.Path(__file__).parent / "data" / "opensim" / "motion"
@@ -353,12 +354,8 @@ def test_setup_file_naming_a_missing_file(tmp_path, capsys):
      "<coordinates_in_degrees>maybe</coordinates_in_degrees>", "expected true or false, got 'maybe'"),
 ])
 def test_setup_values_jaxmb_would_misread_are_refused(tmp_path, capsys, old, new, message):
-    text = (DATA / "arm26_Setup_InverseDynamics.xml").read_text()
-    assert old in text
-    for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
-        (tmp_path / f).write_bytes((DATA / f).read_bytes())
-    (tmp_path / "setup.xml").write_text(text.replace(old, new, 1))
-    assert main(["inverse-dynamics", "--setup", str(tmp_path / "setup.xml"), "--out", str(tmp_path / "o")]) == 1
+    setup = arm26_tool_setup(tmp_path, "arm26_Setup_InverseDynamics.xml", old, new)
+    assert main(["inverse-dynamics", "--setup", str(setup), "--out", str(tmp_path / "o")]) == 1
     assert message in capsys.readouterr().err
     assert not (tmp_path / "escaped.sto").exists()
 
@@ -366,11 +363,7 @@ def test_setup_values_jaxmb_would_misread_are_refused(tmp_path, capsys, old, new
 def test_setup_that_does_not_exclude_the_muscles_is_told_they_are_left_out(tmp_path, capsys):
     """OpenSim reads an empty <forces_to_exclude> as 'exclude nothing'; jaxmb's inverse
     dynamics leaves the muscles out whatever it says (before: silently)."""
-    text = (DATA / "arm26_Setup_InverseDynamics.xml").read_text().replace(
-        "<forces_to_exclude> Muscles </forces_to_exclude>", "<forces_to_exclude></forces_to_exclude>")
-    for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
-        (tmp_path / f).write_bytes((DATA / f).read_bytes())
-    (tmp_path / "setup.xml").write_text(text)
-    assert main(["inverse-dynamics", "--setup", str(tmp_path / "setup.xml"), "--out", str(tmp_path / "o"),
-                 "--no-progress"]) == 0
+    setup = arm26_tool_setup(tmp_path, "arm26_Setup_InverseDynamics.xml",
+                             "<forces_to_exclude> Muscles </forces_to_exclude>", "<forces_to_exclude></forces_to_exclude>")
+    assert main(["inverse-dynamics", "--setup", str(setup), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
     assert "jaxmb: warning: " in (err := capsys.readouterr().err) and "does not name Muscles, but jaxmb's" in err

@@ -16,7 +16,7 @@ import jaxmb as mb
 from jaxmb._static_optimization import _solve_frames
 from jaxmb.cli import main
 from jaxmb.io._setup import read_static_optimization_setup
-from models_for_tests import muscled_elbow
+from models_for_tests import arm26_tool_setup, muscled_elbow
 
 DATA = pathlib.Path(__file__).parent / "data" / "opensim" / "motion"
 
@@ -207,24 +207,17 @@ def test_actuator_file_reads_gait2392_residuals():
      "</StaticOptimization>", "a second StaticOptimization switched on"),
 ])
 def test_setup_settings_jaxmb_would_not_follow_are_refused(tmp_path, capsys, old, new, message):
-    text = (DATA / "arm26_Setup_StaticOptimization.xml").read_text()
-    assert old in text
-    for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
-        (tmp_path / f).write_bytes((DATA / f).read_bytes())
-    (tmp_path / "setup.xml").write_text(text.replace(old, new, 1))
-    assert main(["static-optimization", "--setup", str(tmp_path / "setup.xml"), "--out", str(tmp_path / "o")]) == 1
+    setup = arm26_tool_setup(tmp_path, "arm26_Setup_StaticOptimization.xml", old, new)
+    assert main(["static-optimization", "--setup", str(setup), "--out", str(tmp_path / "o")]) == 1
     assert message in capsys.readouterr().err
 
 
 def test_setup_input_directory_is_where_its_files_are(tmp_path):
     """OpenSim's <input_directory>: before, the static optimization setup ignored it (the
     inverse dynamics setup did not)."""
-    text = (DATA / "arm26_Setup_StaticOptimization.xml").read_text().replace(
-        "<results_directory>", "<input_directory>in</input_directory><results_directory>", 1)
     (tmp_path / "in").mkdir()
-    for f in ("arm26.osim", "arm26_InverseKinematics.mot"):
-        (tmp_path / "in" / f).write_bytes((DATA / f).read_bytes())
-    (tmp_path / "setup.xml").write_text(text)
+    arm26_tool_setup(tmp_path / "in", "arm26_Setup_StaticOptimization.xml", "<results_directory>",
+                     "<input_directory>in</input_directory><results_directory>").rename(tmp_path / "setup.xml")
     setup = read_static_optimization_setup(tmp_path / "setup.xml")
     assert setup.model_file == str(tmp_path / "in" / "arm26.osim")
 
