@@ -125,10 +125,11 @@ class _ForceReader:
                                  force_is_global=self.r.boolean(el, "force_is_global", False),
                                  **self.actuator_args(el))
         if tag == "TorqueActuator":
-            if self.body(el, "bodyA") == self.body(el, "bodyB", "ground"):
+            body_a, body_b = self.body(el, "bodyA"), self.body(el, "bodyB", "ground")
+            if body_a == body_b:
                 self.r.fail(el, "applies its torque between a body and itself (bodyA = bodyB): it has no effect; "
                                 "name the other body in <bodyB> (default: ground).")
-            return TorqueActuator(name, self.body(el, "bodyA"), self.body(el, "bodyB", "ground"),
+            return TorqueActuator(name, body_a, body_b,
                                   self.r.floats(el, "axis", 3, (0, 0, 1)),
                                   torque_is_global=self.r.boolean(el, "torque_is_global", True),
                                   **self.actuator_args(el))
