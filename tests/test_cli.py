@@ -60,6 +60,16 @@ def test_simulate_double_pendulum_writes_figure_csv_with_units_and_summary(tmp_p
     assert len(rows) == 2 * 20 + 2
 
 
+def test_simulate_saves_the_samples_its_rate_asks_for(tmp_path):
+    """0.29 s at 100 per second: 30 samples 0.01 s apart (before: int(28.999999999999996) + 1 =
+    29 samples, 0.0104 s apart)."""
+    assert main(["simulate", "double-pendulum", "--t1", "0.29", "--fps", "100", "--out", str(tmp_path),
+                 "--compile-cache", "none", "--no-progress"]) == 0
+    times = np.loadtxt(tmp_path / "trajectory.csv", delimiter=",", skiprows=1)[:, 0]
+    assert times.size == 30
+    np.testing.assert_allclose(np.diff(times), 0.01, rtol=1e-12)
+
+
 def test_a_negative_span_is_one_line_on_stderr_without_traceback_and_makes_no_folder(tmp_path):
     """What a user sees on a terminal: one line naming --t1, exit status 2, no folder."""
     out = tmp_path / "results"

@@ -113,6 +113,12 @@ def test_computed_torque_gains_are_critically_damped():
     np.testing.assert_array_equal(c.kp, [1e4, 1e4, 1e6])
 
 
+def test_computed_torque_gains_must_be_positive():
+    """Before: accepted; kp = K² hid the sign, and kd = 2K < 0 anti-damped the error."""
+    with pytest.raises(ValueError, match=r"computed_torque: gains must be positive \(1/s\), got \[-1.0, 2.0, 3.0\]"):
+        studies.computed_torque(mb.models.planar_chain(3), lambda t: (jnp.zeros(3),) * 3, (-1.0, 2.0, 3.0))
+
+
 def test_tracking_to_the_dissertation_precision(tracking):
     """The held coordinates to round-off, the elevation within 2e-4 rad (the dissertation's
     bound; here far better), the rates likewise."""

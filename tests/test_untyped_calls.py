@@ -88,6 +88,17 @@ CASES = {
                                  "got ndarray"),
     "computed_torque_not_callable": ("mb.control.ComputedTorque(mb.models.double_pendulum(), np.zeros(2), 1.0, 1.0)",
                                      "TypeError", "ComputedTorque: reference must be a callable"),
+    # Accepted before (text or a bool read as a flag or a count, 2.7 frames cut to 2):
+    "chain_text": ("mb.models.planar_chain('3')", "ValueError", "planar_chain needs a whole number n >= 1 of rods"),
+    "squeezer_flag_text": ("mb.models.andrews_squeezer(embedded='no')", "TypeError",
+                           "andrews_squeezer: embedded must be True or False, got 'no'"),
+    "five_bar_branch_bool": ("mb.models.five_bar(branch=True)", "ValueError", "five_bar: branch must be 1 or -1"),
+    "sweep_optimize_text": ("mb.moment_arm_sweep(mb.load_osim(ARM26), 'r_elbow_flex', n=3, optimize='no')",
+                            "TypeError", "moment_arm_sweep: optimize must be True or False, got 'no'"),
+    "sweep_progress_text": ("mb.moment_arm_sweep(mb.load_osim(ARM26), 'r_elbow_flex', n=3, progress='yes')",
+                            "TypeError", "moment_arm_sweep: progress must be None or a callable"),
+    "shoulder_frames_fraction": ("mb.studies.track_shoulder(mb.models.three_link_arm(), t1=0.05, n_frames=2.7)",
+                                 "ValueError", "track_shoulder: n_frames must be an integer >= 2"),
     "constant_text": ("mb.Constant('1.0')", "ModelError", "Constant joint function: value must be numbers, got '1.0'"),
     # Swapped or wrapped arguments: an AttributeError on .forces or .source, or 'not iterable':
     "function_paths_swapped": ("mb.io.write_function_paths('/nonexistent/x.xml', mb.load_osim(ARM26), [])",

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import finite_coordinate_vector, is_concrete, is_count
+from .._checks import finite_coordinate_vector, flag, is_concrete, is_count
 from .._eager import model_packing
 from .._functions import AbstractJointFunction
 from .._model import GROUND, Model
@@ -171,6 +171,10 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
         lo = -np.pi
     if not np.isfinite(hi):
         hi = np.pi
+    if progress is not None and not callable(progress):  # else a TypeError after the first compile
+        raise TypeError(f"moment_arm_sweep: progress must be None or a callable progress(done, n), got {progress!r}.")
+    if optimize is not None:
+        optimize = flag(optimize, "moment_arm_sweep: optimize")
     values = jnp.linspace(lo, hi, n)
     base = model.q_default if q0 is None else finite_coordinate_vector(model, q0, "moment_arm_sweep", "q0")
     qs = jnp.tile(base, (n, 1)).at[:, k].set(values)

@@ -8,6 +8,7 @@ writes a figure, the trajectory as CSV (units in the header) and a short summary
 from __future__ import annotations
 
 import json
+import math
 import time
 
 from ._cache import CacheCounter
@@ -26,12 +27,14 @@ def check_arguments(args) -> int:
     t0 = 0.0
     if not args.t1 > t0:
         raise UsageError(f"argument --t1: the final time must be after the start t0 = {t0:g} s, got {args.t1:g}")
-    samples = int(args.t1 * args.fps) + 1
+    # 0.29 s at 100 per second is 28.999999999999996 samples in floating point: count with a margin
+    span = args.t1 * args.fps
+    samples = int(math.floor(span * (1.0 + 1e-12))) + 1 if span < 10 * _MAX_SAMPLES else 10 * _MAX_SAMPLES
     if samples < 2:
         raise UsageError(f"argument --fps: {args.fps:g} samples per second over {args.t1:g} s save fewer than "
                          "2 samples; raise --fps or --t1")
     if samples > _MAX_SAMPLES:
-        raise UsageError(f"argument --fps: {args.fps:g} samples per second over {args.t1:g} s are {samples} "
+        raise UsageError(f"argument --fps: {args.fps:g} samples per second over {args.t1:g} s are {span:.4g} "
                          f"samples, more than {_MAX_SAMPLES}; lower --fps")
     if args.pid and args.model != "double-pendulum":
         raise UsageError(f"argument --pid: the PID controller is for double-pendulum, not {args.model}")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import jax.numpy as jnp
 
-from .._checks import positive_values
+from .._checks import is_count, positive_values
 from .._functions import Coordinate, Linear
 from .._builder import ModelBuilder
 from .._loads import PointForce
@@ -146,8 +146,8 @@ def planar_chain(n: int, length: float = 1.0, mass: float = 1.0, g: float = 9.81
 
     `ValueError` if `n` is not a whole number of at least 1, or `length` or `mass` is not positive.
     """
-    if not float(n).is_integer() or int(n) < 1:
-        raise ValueError(f"planar_chain needs a whole number n >= 1 of rods, got {n}.")
+    if not is_count(n, 1):  # float("3") or True would pass a test of the value alone
+        raise ValueError(f"planar_chain needs a whole number n >= 1 of rods, got {n!r}.")
     positive_values("planar_chain", length=length, mass=mass)
     n = int(n)
     b = ModelBuilder(f"planar_chain_{n}", gravity=(0.0, -g, 0.0))

@@ -15,7 +15,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._checks import positive_values
+from .._checks import flag, positive_values
 from .._loop_closure import LoopClosure, implicit_joint_functions
 from .._functions import Coordinate
 from .._builder import ModelBuilder
@@ -127,7 +127,7 @@ def five_bar(l0: float = 3.0, l1: float = 1.0, l2: float = 1.0, l3: float = 3.0,
     `ValueError` if `branch` is not 1 or -1, or a length or the density is not positive.
     """
     positive_values("five_bar", l0=l0, l1=l1, l2=l2, l3=l3, l4=l4, density=density)
-    if branch not in (1, -1):
+    if isinstance(branch, bool) or branch not in (1, -1):  # True == 1 to Python
         raise ValueError(f"five_bar: branch must be 1 or -1, got {branch!r}.")
     params = jnp.asarray([l0, l1, l2, l3, l4], dtype=float)
     q_ref = jnp.asarray([math.pi / 2, -math.pi / 4])
@@ -337,7 +337,7 @@ def andrews_squeezer(embedded: bool = True, throw: bool = True) -> Model:
     P = ANDREWS_PARAMETERS
     params = jnp.asarray([P[k] for k in ("rr", "d", "ss", "e", "zt", "zf", "u")])
     y0 = jnp.asarray(_ANDREWS_Y0)
-    if embedded:
+    if flag(embedded, "andrews_squeezer: embedded"):
         closure = LoopClosure(_andrews_g, y0[:1], y0[1:], params, guess=_andrews_guess,
                               name="andrews_squeezer", throw=throw,
                               variable_names=_ANDREWS_ANGLES[1:])

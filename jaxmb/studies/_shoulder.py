@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import is_count, violated
 from .._control import ComputedTorque
 from .._errors import ModelError
 from .._kinematics import joint_transforms, joint_values
@@ -254,6 +255,8 @@ def computed_torque(model: Model, trajectory, gains: RealLike = (100.0, 100.0, 1
     The controller.
     """
     k = jnp.asarray(gains, dtype=float)
+    if violated(lambda x: x > 0.0, k):  # kp = K² would hide the sign; kd = 2K < 0 is anti-damping
+        raise ValueError(f"computed_torque: gains must be positive (1/s), got {np.asarray(k).tolist()}.")
     return ComputedTorque(model, trajectory, kp=k**2, kd=2 * k)
 
 
@@ -283,8 +286,11 @@ class ShoulderTracking(eqx.Module):
 
 
 def _frames(trajectory, t1, n_frames):
+    if not is_count(n_frames, 2):  # int() cut 2.7 to 2; one frame (t = 0) simulated nothing
+        raise ValueError(f"track_shoulder: n_frames must be an integer >= 2 (the first at t = 0, the last at t1), "
+                         f"got {n_frames!r}.")
     t1 = trajectory.period if t1 is None else jnp.asarray(t1, dtype=trajectory.period.dtype)
-    return jnp.linspace(0.0, 1.0, int(n_frames), dtype=t1.dtype) * t1
+    return jnp.linspace(0.0, 1.0, n_frames, dtype=t1.dtype) * t1
 
 
 def track_shoulder(model: Model, trajectory: ElevationTrajectory | None = None, *,
