@@ -157,6 +157,13 @@ def test_a_failed_simulation_is_an_error_naming_the_cause(tmp_path, capsys):
     assert "--max-steps" in err[0]
     assert "success: False" in captured.out
     assert json.loads((tmp_path / "summary.json").read_text())["success"] is False
+    # Before: the summary named a figure it had not made, labelled the last state q(t1), and
+    # wrote a bare NaN into summary.json (not JSON: strict readers refuse it).
+    text = (tmp_path / "summary.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"))
+    saved = len((tmp_path / "trajectory.csv").read_text().splitlines()) - 1
+    assert ("trajectory.png" in captured.out) == (saved > 0) == (tmp_path / "trajectory.png").exists()
+    assert "q(t1)" not in captured.out and "q(t = " in captured.out
 
 
 def test_missing_and_broken_model_files_are_one_line_errors(tmp_path, capsys):

@@ -133,8 +133,9 @@ def simulate(args) -> int:
         finite = np.isfinite(np.asarray(sol.ts))
         ts_np, q_np, qd_np, energy = (np.asarray(sol.ts)[finite], np.asarray(sol.q)[finite],
                                       np.asarray(sol.qd)[finite], energy[finite])
+        # None where nothing was saved (a failed run): JSON has no NaN, and strict readers refuse it
         drift = (float(np.max(np.abs(energy - energy[0])) / max(abs(energy[0]), 1e-300))
-                 if len(energy) else float("nan"))
+                 if len(energy) else None)
 
         out = check_out_folder(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -167,7 +168,7 @@ def simulate(args) -> int:
         "q_final": np.asarray(sol.q_end).tolist(),
         "qd_final": np.asarray(sol.qd_end).tolist(),
         "energy_initial": float(energy[0]) if len(energy) else None,
-        "max_relative_energy_drift": drift if controller is None else None,
+        "max_relative_energy_drift": drift if controller is None else None,  # None: no samples, or a controller
         "device": str(jax.devices()[0]),
         "dtype": str(sol.q.dtype),
         "compile_cache": args.compile_cache,
@@ -180,11 +181,12 @@ def simulate(args) -> int:
         f"  success: {success}, steps: {num_steps}",
         f"  compile: {compile_s:.2f} s, run: {run_s * 1e3:.1f} ms on {summary['device']} ({summary['dtype']}); "
         f"compilation cache: {cache.describe(args.compile_cache)}",
-        f"  q(t1) = {np.array2string(np.asarray(sol.q_end), precision=10)}",
+        f"  q(t = {t_end:g} s) = {np.array2string(np.asarray(sol.q_end), precision=10)}",
     ]
-    if controller is None:
+    if controller is None and drift is not None:
         lines.append(f"  max relative energy drift: {drift:.3e}")
-    lines.append(f"  wrote {out / 'trajectory.png'}, {out / 'trajectory.csv'}, {out / 'summary.json'}")
+    written = [out / "trajectory.png"] if len(ts_np) else []  # no figure of a run that saved no sample
+    lines.append(f"  wrote {', '.join(str(p) for p in written + [out / 'trajectory.csv', out / 'summary.json'])}")
     text = "\n".join(lines)
     (out / "summary.txt").write_text(text + "\n")
     print(text)
