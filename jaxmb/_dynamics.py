@@ -25,9 +25,10 @@ from typing import Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
-from ._checks import eager_finite_vector
+from ._checks import eager_finite_vector, is_concrete
 from ._errors import ModelError
 from ._typing import RealLike
 from ._kinematics import body_transforms, compiled_on_model, joint_gradients, joint_values
@@ -337,9 +338,11 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
     **Returns:**
 
     `(nq,)`, rad/s² or m/s². Where ``M(q)`` is singular (a coordinate that moves no mass
-    at this state, e.g. a joint function whose derivative vanishes there) the result is
-    not finite: this call is the hot path of `jaxmb.simulate`, which reports such a state
-    as ``RESULTS.singular_mass_matrix`` rather than paying a check on every call. The
+    at this state, e.g. a joint function whose derivative vanishes there) an eager call
+    raises a [`jaxmb.ModelError`][jaxmb.ModelError] naming the coordinates that move no
+    mass; under ``jit`` the result is not finite: this call is the hot path of
+    `jaxmb.simulate`, which reports such a state as ``RESULTS.singular_mass_matrix``
+    rather than paying a check on every call. The
     structural causes (a massless end body, no inertia about a joint axis, a coordinate
     no joint reads) are refused when the model is built, and a model in which no body
     has mass (a kinematic model) by this call, with a [`jaxmb.ModelError`][jaxmb.ModelError].
@@ -348,7 +351,17 @@ def forward_dynamics(model: Model, q, qd, tau=None, *, method: Method = "recursi
     q = eager_finite_vector(model, q, "forward_dynamics", "q")
     qd = eager_finite_vector(model, qd, "forward_dynamics", "qd", dtype=q.dtype)
     tau = jnp.zeros_like(q) if tau is None else eager_finite_vector(model, tau, "forward_dynamics", "tau", dtype=q.dtype)
-    return _forward_dynamics(model, q, qd, tau, method=method)
+    qdd = _forward_dynamics(model, q, qd, tau, method=method)
+    if is_concrete((q, qd, tau, qdd)) and not np.all(np.isfinite(np.asarray(qdd))):
+        # An eager call: finite arguments in, so M(q) is singular here (under jit, simulate
+        # reports it as RESULTS.singular_mass_matrix instead)
+        diagonal = np.abs(np.diag(np.asarray(_mass_matrix(model, q, method=method))))
+        idle = [n for n, d in zip(model.coordinate_names, diagonal) if not d > 1e-12 * max(diagonal.max(), 1e-300)]
+        raise ModelError(f"forward_dynamics: the mass matrix of {model.name!r} is singular at q = "
+                         f"{np.asarray(q).tolist()}{f': coordinate(s) {idle} move no mass there' if idle else ''}; "
+                         "a coordinate must move some mass (check the joint functions that read it, e.g. a zero "
+                         "weight of Linear).")
+    return qdd
 
 
 @compiled_on_model

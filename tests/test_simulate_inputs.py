@@ -126,6 +126,24 @@ def test_singular_mass_matrix_is_a_result_not_a_million_steps():
         jax.block_until_ready(mb.simulate(model, Q0, QD0, 1.0).q)
 
 
+def test_an_eager_forward_dynamics_at_a_singular_mass_matrix_raises():
+    """Before: NaN accelerations. A coordinate read only with a zero weight passes the build's
+    structural check (Linear reads it) and moves no mass: named; the coupled model's M is
+    singular without a coordinate of its own to blame. Under jit nothing is added (the
+    simulation's result code says it, test above)."""
+    with pytest.raises(mb.ModelError, match=r"forward_dynamics: the mass matrix of 'coupled' is singular at q = "):
+        mb.forward_dynamics(_coupled(), Q0, QD0)
+    b = mb.ModelBuilder("zero_weight")
+    a, c = b.add_coordinate("a"), b.add_coordinate("c")
+    for body, parent, function in (("r1", "ground", mb.Coordinate(a)), ("r2", "r1", mb.Linear((a, c), (1.0, 0.0)))):
+        b.add_body(mb.Body(body, 1.0, (0.0, -0.5, 0.0), 0.1 * jnp.eye(3)))
+        b.add_joint(mb.revolute(f"j_{body}", parent, body, (0.0, 0.0, 1.0), function))
+    model = b.build()
+    with pytest.raises(mb.ModelError, match=r"coordinate\(s\) \['c'\] move no mass there"):
+        mb.forward_dynamics(model, Q0, QD0)
+    assert not np.all(np.isfinite(jax.jit(lambda q: mb.forward_dynamics(model, q, QD0))(Q0)))
+
+
 def test_a_failing_member_of_a_batch_says_why():
     """With throw=True a batch raises when one member fails, naming the cause; with
     throw=False each member has its own result."""
