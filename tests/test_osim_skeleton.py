@@ -522,3 +522,17 @@ def test_errors_inside_an_included_forceset_name_that_file(tmp_path):
     with pytest.raises(mb.ModelError, match=re.escape(str(tmp_path / "arm26_forces.xml")) + r":\d+: holds a "
                        r"non-finite number \('0 inf 0'\)"):
         mb.load_osim(model)
+
+
+def test_a_default_outside_its_range_warns_as_the_builder_does(tmp_path):
+    """OpenSim 4.6 loads it and starts there (checked: getDefaultValue() 0 with range
+    [1, 1.2]); before, jaxmb did so silently while ModelBuilder.add_coordinate warned."""
+    text = (DATA / "arm26.osim").read_text()
+    start = text.index('<Coordinate name="r_elbow_flex">')
+    end = text.index("</Coordinate>", start)
+    block = re.sub(r"<range>[^<]*</range>", "<range>1 1.2</range>", text[start:end])
+    block = re.sub(r"<default_value>[^<]*</default_value>", "<default_value>0</default_value>", block)
+    (tmp_path / "arm.osim").write_text(text[:start] + block + text[end:])
+    with pytest.warns(UserWarning, match=r"arm\.osim:\d+: default_value 0 is outside its range \[1, 1\.2\]"):
+        model = mb.load_osim(tmp_path / "arm.osim")
+    assert float(model.q_default[model.coordinate_names.index("r_elbow_flex")]) == 0.0

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .._errors import ModelError
+from .._errors import ModelError, warn
 from .._functions import AbstractJointFunction, Constant, Coordinate, Scaled
 from .._model import GROUND, Body, Joint
 from ._osim_frames import _EX, _EY, _EZ, _inverse, _OsimReader
@@ -59,9 +59,12 @@ class _JointReader(_OsimReader):
             rng = self.floats(c, "range", 2, default=(-np.inf, np.inf))
             if rng[0] > rng[1]:
                 self.fail(self.child(c, "range"), f"range minimum {rng[0]} exceeds maximum {rng[1]}.")
+            default = float(self.floats(c, "default_value", 1, default=(0.0,))[0])
+            if not rng[0] <= default <= rng[1]:  # as ModelBuilder.add_coordinate warns
+                warn(f"{self.where(c)}: default_value {default:g} is outside its range [{rng[0]:g}, {rng[1]:g}]; "
+                     "the model's q_default starts there, as OpenSim's does. Give a default inside the range.")
             out.append(_Coord(
-                name=c.get("name"), joint=jname, element=c,
-                default=float(self.floats(c, "default_value", 1, default=(0.0,))[0]),
+                name=c.get("name"), joint=jname, element=c, default=default,
                 range=(float(rng[0]), float(rng[1])),
                 locked=self.boolean(c, "locked", False), clamped=self.boolean(c, "clamped", True)))
         return out
