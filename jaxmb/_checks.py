@@ -56,7 +56,12 @@ def real_argument(x, caller: str, name: str, dtype=None) -> Array:
     """`x` as a JAX array of a floating dtype (`float_array`: integers and booleans
     promoted to `dtype`, default JAX's default float; complex numbers refused), named
     ``"{caller}: {name}"`` in the errors; arrays under explicit sharding refused."""
-    x = jnp.asarray(x)
+    try:
+        if isinstance(x, (str, bytes)):  # jnp.asarray would read "0 0" as a dtype's name
+            raise TypeError
+        x = jnp.asarray(x)
+    except (TypeError, ValueError):
+        raise ModelError(f"{caller}: {name} must be numbers (an array), got {x!r:.80}.") from None
     _refuse_explicit_sharding(x, caller, name)
     return float_array(x, dtype, what=f"{caller}: {name}")
 

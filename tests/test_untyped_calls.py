@@ -99,6 +99,11 @@ CASES = {
                             "TypeError", "moment_arm_sweep: progress must be None or a callable"),
     "shoulder_frames_fraction": ("mb.studies.track_shoulder(mb.models.three_link_arm(), t1=0.05, n_frames=2.7)",
                                  "ValueError", "track_shoulder: n_frames must be an integer >= 2"),
+    # numpy read the text as a dtype's name (a SyntaxError from ast), a dict failed in JAX's dtype code:
+    "q_text": ("mb.muscle_lengths(mb.load_osim(ARM26), '0 0')", "ModelError",
+               "muscle_lengths: q must be numbers (an array), got '0 0'"),
+    "q_dict": ("mb.mass_matrix(mb.models.double_pendulum(), {'theta1': 0.0})", "ModelError",
+               "mass_matrix: q must be numbers (an array), got {'theta1': 0.0}"),
     "constant_text": ("mb.Constant('1.0')", "ModelError", "Constant joint function: value must be numbers, got '1.0'"),
     # Swapped or wrapped arguments: an AttributeError on .forces or .source, or 'not iterable':
     "function_paths_swapped": ("mb.io.write_function_paths('/nonexistent/x.xml', mb.load_osim(ARM26), [])",
