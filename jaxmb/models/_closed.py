@@ -14,9 +14,10 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._checks import flag, positive_values
-from .._loop_closure import LoopClosure, implicit_joint_functions
+from .._loop_closure import LoopClosure, LoopClosureError, implicit_joint_functions
 from .._functions import Coordinate
 from .._builder import ModelBuilder
 from .._loads import LinearSpring
@@ -204,13 +205,21 @@ def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0,
 
     **Raises:**
 
-    `ValueError` if a length or the density is not positive.
+    `ValueError` if a length or the density is not positive, or `lcm2` not finite;
+    `jaxmb.LoopClosureError` if `f_ref` is not an assembly of these lengths at q = 0 (the
+    default `f_ref` is the default lengths').
     """
     positive_values("four_bar", l0=l0, l1=l1, l2=l2, l3=l3, density=density)
+    if not np.isfinite(lcm2):  # else the loop's residual is NaN, and the message blames f_ref
+        raise ValueError(f"four_bar: lcm2 must be finite, got {lcm2!r}.")
     params = jnp.asarray([l0, l1, l2, l3, lcm2], dtype=float)
-    closure = LoopClosure(_four_bar_g, jnp.zeros(1), jnp.asarray(f_ref, dtype=float), params,
-                          name="four_bar", throw=throw, n_continuation=8,
-                          variable_names=("theta1", "theta2", "theta3"))
+    try:
+        closure = LoopClosure(_four_bar_g, jnp.zeros(1), jnp.asarray(f_ref, dtype=float), params,
+                              name="four_bar", throw=throw, n_continuation=8,
+                              variable_names=("theta1", "theta2", "theta3"))
+    except LoopClosureError as exc:
+        raise LoopClosureError(f"{exc} The default f_ref assembles the default lengths (5, 3, 5, 4; lcm2 "
+                               "0.5): give f_ref, an approximate assembly at q = 0, for other ones.") from None
     fns = implicit_joint_functions(closure)
     b = ModelBuilder("four_bar", gravity=(0.0, -g, 0.0))
     b.add_coordinate("q", default=0.0, range=(-2.0, 2.0))
