@@ -104,6 +104,12 @@ CASES = {
                "muscle_lengths: q must be numbers (an array), got '0 0'"),
     "q_dict": ("mb.mass_matrix(mb.models.double_pendulum(), {'theta1': 0.0})", "ModelError",
                "mass_matrix: q must be numbers (an array), got {'theta1': 0.0}"),
+    # "simulate: q0 must be finite", and "'function' object has no attribute 'period'":
+    "shoulder_t1_nan": ("mb.studies.track_shoulder(mb.models.three_link_arm(), t1=float('nan'))", "ValueError",
+                        "track_shoulder: t1 must be a positive finite time (s), got nan"),
+    "shoulder_plain_reference": ("mb.studies.track_shoulder(mb.models.three_link_arm(), "
+                                 "lambda t: (jnp.zeros(3),) * 3)", "TypeError",
+                                 "track_shoulder: trajectory must be a studies.ElevationTrajectory, got function"),
     "constant_text": ("mb.Constant('1.0')", "ModelError", "Constant joint function: value must be numbers, got '1.0'"),
     # Swapped or wrapped arguments: an AttributeError on .forces or .source, or 'not iterable':
     "function_paths_swapped": ("mb.io.write_function_paths('/nonexistent/x.xml', mb.load_osim(ARM26), [])",

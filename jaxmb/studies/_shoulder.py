@@ -289,6 +289,12 @@ def _frames(trajectory, t1, n_frames):
     if not is_count(n_frames, 2):  # int() cut 2.7 to 2; one frame (t = 0) simulated nothing
         raise ValueError(f"track_shoulder: n_frames must be an integer >= 2 (the first at t = 0, the last at t1), "
                          f"got {n_frames!r}.")
+    if not isinstance(trajectory, ElevationTrajectory):  # its period is the default t1
+        raise TypeError(f"track_shoulder: trajectory must be a studies.ElevationTrajectory, got "
+                        f"{type(trajectory).__name__}; track another reference with studies.computed_torque and "
+                        "jaxmb.simulate.")
+    if t1 is not None and violated(lambda t: np.isfinite(t) & (t > 0.0), t1):
+        raise ValueError(f"track_shoulder: t1 must be a positive finite time (s), got {t1!r}.")
     t1 = trajectory.period if t1 is None else jnp.asarray(t1, dtype=trajectory.period.dtype)
     return jnp.linspace(0.0, 1.0, n_frames, dtype=t1.dtype) * t1
 
