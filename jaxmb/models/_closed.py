@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import flag, positive_values
+from .._checks import flag, positive_values, violated
 from .._loop_closure import LoopClosure, LoopClosureError, implicit_joint_functions
 from .._functions import Coordinate
 from .._builder import ModelBuilder
@@ -210,7 +210,7 @@ def four_bar(l0: float = 5.0, l1: float = 3.0, l2: float = 5.0, l3: float = 4.0,
     default `f_ref` is the default lengths').
     """
     positive_values("four_bar", l0=l0, l1=l1, l2=l2, l3=l3, density=density)
-    if not np.isfinite(lcm2):  # else the loop's residual is NaN, and the message blames f_ref
+    if violated(np.isfinite, lcm2):  # else the loop's residual is NaN, and the message blames f_ref
         raise ValueError(f"four_bar: lcm2 must be finite, got {lcm2!r}.")
     params = jnp.asarray([l0, l1, l2, l3, lcm2], dtype=float)
     try:
