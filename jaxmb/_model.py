@@ -320,8 +320,13 @@ class Model(eqx.Module):
         _no_duplicates("joint", [j.name for j in joints])
         if GROUND in body_names:
             raise ModelError(f"A body may not be called {GROUND!r}: that name is the fixed ground frame.")
+        if not bodies:  # else it builds, and every call fails deep inside (jnp.stack of nothing)
+            raise ModelError(f"Model {name!r} has no bodies; add at least one body and the joint that moves it.")
         by_child: dict[str, Joint] = {}
         for j in joints:
+            if j.child == GROUND:  # the message below would ask for a body that may not be added
+                raise ModelError(f"Joint {j.name!r} moves {GROUND!r}, the fixed frame; make ground its parent "
+                                 "and a body its child.")
             if j.child not in body_names:
                 raise ModelError(f"Joint {j.name!r} moves unknown body {j.child!r}; add that body first.")
             if j.parent != GROUND and j.parent not in body_names:

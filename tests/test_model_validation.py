@@ -87,6 +87,11 @@ def _rev(name, parent, child, fn=None):
         (lambda: mb.models.three_link_arm(m=(1.0, jnp.nan, 1.0)), "three_link_arm: m must be positive"),
         (lambda: mb.models.five_bar(l0=0.0), "five_bar: l0 must be positive"),
         (lambda: mb.models.four_bar(density=-1.0), "four_bar: density must be positive"),
+        # before: an empty model built (every call then failed in jnp.stack), and a joint into
+        # ground asked for a body called 'ground', which may not be added
+        (lambda: mb.ModelBuilder("empty").build(), "Model 'empty' has no bodies"),
+        (lambda: mb.Model([mb.Body("a", 1.0, **ROD)], [_rev("j", "a", "ground")], ("q",)),
+         "Joint 'j' moves 'ground', the fixed frame"),
         # before: "max |g| = nan" blamed f_ref; other lengths than the defaults need their own f_ref
         (lambda: mb.models.four_bar(lcm2=jnp.nan), "four_bar: lcm2 must be finite"),
         (lambda: mb.models.four_bar(lcm2=-1.0), "The default f_ref assembles the default lengths"),
