@@ -153,58 +153,42 @@ def _check_regular(model: "Model"):
     com = inertial[1::3]
     inertia = inertial[2::3]
     n = len(model.joints)
-    children = [[] for _ in range(n)]
-    for i, p in enumerate(model.parents):
+    # Per subtree, accumulated children first (one pass, not one per joint: a chain of n
+    # bodies took n² eigenvalue problems): its mass, its largest inertia entry, and the
+    # largest smallest principal moment among its bodies with mass.
+    total_mass = [float(m) for m in mass]
+    largest = [float(np.max(np.abs(i))) for i in inertia]
+    least_moment = [float(np.linalg.eigvalsh(inertia[k])[0]) if mass[k] > 0 else -np.inf for k in range(n)]
+    for k in reversed(model.order):
+        p = model.parents[k]
         if p >= 0:
-            children[p].append(i)
-
-    def subtree(i):
-        out, stack = [], [i]
-        while stack:
-            k = stack.pop()
-            out.append(k)
-            stack.extend(children[k])
-        return out
-
+            total_mass[p] += total_mass[k]
+            largest[p] = max(largest[p], largest[k])
+            least_moment[p] = max(least_moment[p], least_moment[k])
     frames = None  # joints' local frames at the default pose, computed on demand
     for i, joint in enumerate(model.joints):
         if not reads[i]:
             continue
         coords = [model.coordinate_names[k] for k in sorted(reads[i])]
-        tree = subtree(i)
-        total = sum(float(mass[k]) for k in tree)
+        total = total_mass[i]
         if not total > 0.0:
             raise ModelError(
                 f"Model {model.name!r}: body {joint.child!r} and the bodies it carries have no mass, "
                 f"but joint {joint.name!r} moves them with coordinate(s) {coords}; the mass matrix is "
                 "singular. Give the end body mass and inertia, or make the joint a weld (Constant)."
             )
-        if joint.kind != "revolute":
-            continue
-        scale = max(float(np.max(np.abs(inertia[k]))) for k in tree)
-        if any(float(np.linalg.eigvalsh(inertia[k])[0]) > 1e-9 * scale for k in tree if mass[k] > 0):
-            continue  # a body with inertia about every axis
+        if joint.kind != "revolute" or least_moment[i] > 1e-9 * largest[i]:
+            continue  # a body of the subtree has inertia about every axis
         if frames is None:
             frames = _default_frames(model)
             if frames is None:
                 return
-        rot, trans = frames
-        # Composite rotational inertia of the subtree about the joint's child origin, in
-        # child axes, with the bodies' poses relative to that frame.
-        poses = {i: (np.eye(3), np.zeros(3))}
-        total_inertia = np.zeros((3, 3))
-        for k in tree:  # parents come before children in `subtree`'s order
-            if k != i:
-                r, p = poses[model.parents[k]]
-                poses[k] = (r @ rot[k], r @ trans[k] + p)
-            r, p = poses[k]
-            c = r @ com[k] + p
-            total_inertia += r @ inertia[k] @ r.T + mass[k] * (c @ c * np.eye(3) - np.outer(c, c))
+            composites = _subtree_composites(model, frames, mass, com, inertia, total_mass)
+        total_inertia, first = composites[i]
         rc, tc = np.asarray(joint.child_rotation), np.asarray(joint.child_translation)
         a = np.asarray(joint.axis)
         w, v = rc.T @ a, rc.T @ np.cross(a, tc)
         # S = (ω, v) with v = -ω × o for the axis through o: the inertia about the axis line.
-        first = sum(mass[k] * (poses[k][0] @ com[k] + poses[k][1]) for k in tree)
         moment = w @ total_inertia @ w + 2.0 * w @ np.cross(first, v) + total * v @ v
         if not moment > 1e-12 * max(total, float(np.trace(total_inertia))):
             raise ModelError(
@@ -213,6 +197,28 @@ def _check_regular(model: "Model"):
                 f"pose, so coordinate(s) {coords} have no inertia and the mass matrix is singular. "
                 "Give the bodies inertia about that axis, or make the joint a weld (Constant)."
             )
+
+
+def _subtree_composites(model: "Model", frames, mass, com, inertia, total_mass) -> list:
+    """Per body i, its subtree's rotational inertia about body i's origin and its first
+    moment of mass, both in body i's axes at the default pose (the composite-rigid-body
+    sums, accumulated children first in one pass): a child's ``(J, h, M)`` in the parent's
+    axes, with ``x = R x' + t``, is ``R J Rᵀ + (2 t·R h + M |t|²) E - (R h tᵀ + t (R h)ᵀ + M t tᵀ)``
+    and ``R h + M t`` (`total_mass`: the subtrees' masses M)."""
+    rot, trans = frames
+    eye = np.eye(3)
+    first = [mass[k] * com[k] for k in range(len(mass))]
+    about = [inertia[k] + mass[k] * (com[k] @ com[k] * eye - np.outer(com[k], com[k])) for k in range(len(mass))]
+    for k in reversed(model.order):
+        p = model.parents[k]
+        if p < 0:
+            continue
+        r, t = rot[k], trans[k]
+        h = r @ first[k]
+        about[p] = about[p] + r @ about[k] @ r.T + (2.0 * t @ h + total_mass[k] * t @ t) * eye - (
+            np.outer(h, t) + np.outer(t, h) + total_mass[k] * np.outer(t, t))
+        first[p] = first[p] + h + total_mass[k] * t
+    return list(zip(about, first))
 
 
 def _default_frames(model: "Model"):

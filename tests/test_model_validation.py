@@ -298,3 +298,20 @@ def test_rotation_and_inertia_checks_follow_the_dtype(dtype, error, ok):
             joint()
         with pytest.raises(ValueError, match="not symmetric"):
             body()
+
+
+def test_subtree_composites_give_the_mass_matrix_diagonal():
+    """The build check's composite inertias (accumulated children first, one pass: a chain
+    of n bodies took n² eigenvalue problems and subtree walks) against
+    the mass matrix: for a chain of revolute joints about z through each child's origin,
+    M[i, i] is the z-z entry of the composite inertia of body i's subtree about that origin."""
+    from jaxmb._model_checks import _concrete, _default_frames, _subtree_composites
+
+    model = mb.models.planar_chain(6)
+    q = np.zeros(6)
+    mass = [float(b.mass) for b in model.bodies]
+    total = [sum(mass[i:]) for i in range(6)]  # the chain's subtrees
+    inertial = _concrete(*(x for b in model.bodies for x in (b.mass, b.com, b.inertia)))
+    composites = _subtree_composites(model, _default_frames(model), inertial[0::3], inertial[1::3],
+                                     inertial[2::3], total)
+    np.testing.assert_allclose([c[0][2, 2] for c in composites], np.diag(mb.mass_matrix(model, q)), rtol=1e-13)
