@@ -53,29 +53,27 @@ def _refuse_explicit_sharding(x, caller: str, name: str) -> None:
 
 
 def real_argument(x, caller: str, name: str, dtype=None) -> Array:
-    """`x` as a JAX array of a floating dtype (`float_array`: integers and booleans
-    promoted to `dtype`, default JAX's default float; complex numbers refused), named
+    """`x` as a JAX array of a floating dtype (`real_numbers`: text and complex numbers
+    refused, integers and booleans promoted to `dtype`, default JAX's default float), named
     ``"{caller}: {name}"`` in the errors; arrays under explicit sharding refused."""
-    try:
-        if isinstance(x, (str, bytes)):  # jnp.asarray would read "0 0" as a dtype's name
-            raise TypeError
-        x = jnp.asarray(x)
-    except (TypeError, ValueError):
-        raise ModelError(f"{caller}: {name} must be numbers (an array), got {x!r:.80}.") from None
+    x = real_numbers(x, f"{caller}: {name}", dtype)
     _refuse_explicit_sharding(x, caller, name)
-    return float_array(x, dtype, what=f"{caller}: {name}")
+    return x
 
 
-def real_numbers(value, what: str) -> Array:
+def real_numbers(value, what: str, dtype=None) -> Array:
     """`value` as a float array (`float_array`, complex values refused naming `what`), and
-    a ModelError ``"{what} must be numbers"`` for text, which fails in JAX with a message
-    that names no argument."""
+    a ModelError ``"{what} must be numbers"`` for text or objects, which fail in JAX with a
+    message that names no argument (NumPy reads the text ``"0 0"`` as a dtype's name and
+    raises a SyntaxError)."""
     try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
         with jax.ensure_compile_time_eval():
             x = jnp.asarray(value)
     except (TypeError, ValueError):
-        raise ModelError(f"{what} must be numbers, got {value!r}.") from None
-    return float_array(x, what=what)
+        raise ModelError(f"{what} must be numbers, got {value!r:.80}.") from None
+    return float_array(x, dtype, what=what)
 
 
 def coordinate_vector(model, x, caller: str, name: str, dtype=None) -> Array:

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from ._checks import is_concrete, coordinate_vector, finite_tolerance, positive_count
+from ._checks import is_concrete, coordinate_vector, finite_tolerance, flag, positive_count
 from ._kinematics import _closure_joints, compiled_on_model
 from ._loop_closure import RESULT_MESSAGES, SUCCESS, LoopClosureError
 from ._control import AbstractController
@@ -393,6 +393,7 @@ def simulate(model: Model, q0: RealLike, qd0: RealLike, t1: RealLike, *, t0: Rea
     atol = finite_tolerance(atol, "simulate", "atol", q0.dtype)
     t0, t1, save_ts = _time_span(t0, t1, ts, q0.dtype)
     solver = _solver_by_name(solver)
+    throw, progress = flag(throw, "simulate: throw"), flag(progress, "simulate: progress")
     _check_steps(dt0, max_steps)
     torque = _torque_function(tau, tau_ts, model, t0, t1, q0.dtype)
     z0 = None

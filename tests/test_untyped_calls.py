@@ -101,15 +101,17 @@ CASES = {
                                  "ValueError", "track_shoulder: n_frames must be an integer >= 2"),
     # numpy read the text as a dtype's name (a SyntaxError from ast), a dict failed in JAX's dtype code:
     "q_text": ("mb.muscle_lengths(mb.load_osim(ARM26), '0 0')", "ModelError",
-               "muscle_lengths: q must be numbers (an array), got '0 0'"),
+               "muscle_lengths: q must be numbers, got '0 0'"),
     "q_dict": ("mb.mass_matrix(mb.models.double_pendulum(), {'theta1': 0.0})", "ModelError",
-               "mass_matrix: q must be numbers (an array), got {'theta1': 0.0}"),
+               "mass_matrix: q must be numbers, got {'theta1': 0.0}"),
     # "simulate: q0 must be finite", and "'function' object has no attribute 'period'":
     "shoulder_t1_nan": ("mb.studies.track_shoulder(mb.models.three_link_arm(), t1=float('nan'))", "ValueError",
                         "track_shoulder: t1 must be a positive finite time (s), got nan"),
     "shoulder_plain_reference": ("mb.studies.track_shoulder(mb.models.three_link_arm(), "
                                  "lambda t: (jnp.zeros(3),) * 3)", "TypeError",
                                  "track_shoulder: trajectory must be a studies.ElevationTrajectory, got function"),
+    "simulate_throw_text": ("mb.simulate(mb.models.double_pendulum(), jnp.zeros(2), jnp.zeros(2), t1=0.1, "
+                            "throw='no')", "TypeError", "simulate: throw must be True or False, got 'no'"),
     "constant_text": ("mb.Constant('1.0')", "ModelError", "Constant joint function: value must be numbers, got '1.0'"),
     # Swapped or wrapped arguments: an AttributeError on .forces or .source, or 'not iterable':
     "function_paths_swapped": ("mb.io.write_function_paths('/nonexistent/x.xml', mb.load_osim(ARM26), [])",

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import float_array, is_concrete, is_count
+from .._checks import flag, float_array, is_concrete, is_count
 from .._errors import ModelError
 from .._functions import AbstractJointFunction, CubicSpline, FourierSeries, QuinticSpline
 from .._functions._base import coordinate_index
@@ -220,6 +220,7 @@ def premodel(closure: LoopClosure, lower: RealLike, upper: RealLike, step: float
                                f"got {order!r}.")
     if omega is not None and kind != "fourier":
         raise LoopClosureError(f"premodel: omega is the Fourier series' fundamental; kind={kind!r} has none.")
+    periodic = flag(periodic, "premodel: periodic")
     if periodic and kind != "quintic":
         raise LoopClosureError(f"premodel: periodic=True applies to kind='quintic' (a Fourier fit is periodic "
                                f"by construction, a natural spline cannot be), got kind={kind!r}.")

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._checks import entries_where, finite_entries, real_argument
+from .._checks import entries_where, finite_entries, flag, real_argument
 from .._eager import compiled_per_model
 from .._errors import ModelError
 from ._musculotendon import INPUT_DOMAINS, MusculotendonForces
@@ -99,7 +99,7 @@ def muscle_states(model, activations: ArrayLike, lengths: ArrayLike,
 def musculotendon_states(model, a, l_mt, v_mt, *, inextensible_tendon: bool = False) -> MusculotendonForces:
     """`muscle_states` without its checks, for callers whose arrays are checked already
     (a simulation's state by its step guard, static optimization's by its motion)."""
-    if inextensible_tendon:
+    if flag(inextensible_tendon, "muscle_states: inextensible_tendon"):
         return _per_muscle(model, "force_model", lambda fm, x, y, z: fm._state(x, y, z, False), a, l_mt, v_mt)
     return _per_muscle(model, "force_model", lambda fm, x, y, z: fm._state(x, y, z, fm.compliant_tendon),
                        a, l_mt, v_mt)

@@ -203,7 +203,7 @@ def moment_arm_sweep(model: Model, coordinate_name: str, n: int = 181, q0=None, 
         programs = {}
         for g in groups:
             sub = eqx.tree_at(lambda md: md.muscles, model, tuple(model.muscles[i] for i in g))
-            ready, flat, key = _sweep_program(pool, _SWEEP_CHUNK[bool(optimize)], sub, qs[:chunk], k, method)
+            ready, flat, key = _sweep_program(pool, _SWEEP_CHUNK[optimize], sub, qs[:chunk], k, method)
             programs[ready] = (g, flat, key)
         for ready in concurrent.futures.as_completed(programs):
             (g, flat, key), compiled = programs[ready], ready.result()

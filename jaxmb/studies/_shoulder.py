@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import is_count, violated
+from .._checks import flag, is_count, violated
 from .._control import ComputedTorque
 from .._errors import ModelError
 from .._kinematics import joint_transforms, joint_values
@@ -180,7 +180,7 @@ def shoulder_model(model: Model, *, phantoms: bool = False) -> Model:
                          f"free; the shoulder study needs MoBL-ARMS's coordinates {SHOULDER_COORDINATES} free "
                          f"and {DISTAL_COORDINATES} locked (read MOBL_ARMS_fixed_41.osim with "
                          "locked=studies.locked_coordinates()).")
-    return model if phantoms else _phantoms_massless(model)
+    return model if flag(phantoms, "shoulder_model: phantoms") else _phantoms_massless(model)
 
 
 class ElevationTrajectory(eqx.Module):
